@@ -1,0 +1,196 @@
+//! The callback environment an object is created in (`TP_CALLBACK_ENVIRON_V3`).
+//!
+//! The SDK initialises and edits this structure with inline header functions
+//! (`InitializeThreadpoolEnvironment`, `SetThreadpoolCallbackPool`, ...) that
+//! `windows-sys` cannot emit; [`CallbackEnviron`] provides them as methods.
+//! An environment is only read when an object is created: changing it later
+//! does not affect objects already created from it.
+//!
+//! ```
+//! use windows_threadpool::{CallbackEnviron, CallbackPriority, ThreadpoolPool, ThreadpoolWork};
+//!
+//! let pool = ThreadpoolPool::new()?;
+//! let mut env = CallbackEnviron::new();
+//! env.set_pool(&pool);
+//! env.set_priority(CallbackPriority::High);
+//! let work = ThreadpoolWork::new(|| println!("on the private pool"), Some(&mut env))?;
+//! work.submit();
+//! work.wait();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+
+use windows_sys::Win32::System::Threading::{
+    PTP_CLEANUP_GROUP, PTP_CLEANUP_GROUP_CANCEL_CALLBACK, TP_CALLBACK_ENVIRON_V3, TP_CALLBACK_PRIORITY,
+};
+
+use crate::pool::{PoolRef, ThreadpoolPool};
+
+/// `TP_CALLBACK_ENVIRON_V3::Version` for the V3 layout.
+const ENVIRON_VERSION_3: u32 = 3;
+/// `TP_CALLBACK_PRIORITY_HIGH`.
+const PRIORITY_HIGH: TP_CALLBACK_PRIORITY = 0;
+/// `TP_CALLBACK_PRIORITY_NORMAL`.
+const PRIORITY_NORMAL: TP_CALLBACK_PRIORITY = 1;
+/// `TP_CALLBACK_PRIORITY_LOW`.
+const PRIORITY_LOW: TP_CALLBACK_PRIORITY = 2;
+/// Bit 0 of `u.Flags`: `LongFunction`, set by `SetThreadpoolCallbackRunsLong`.
+const FLAG_LONG_FUNCTION: u32 = 1;
+
+/// The priority of callbacks created in an environment
+/// (`SetThreadpoolCallbackPriority`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum CallbackPriority {
+    /// `TP_CALLBACK_PRIORITY_HIGH`.
+    High,
+    /// `TP_CALLBACK_PRIORITY_NORMAL`, the default.
+    #[default]
+    Normal,
+    /// `TP_CALLBACK_PRIORITY_LOW`.
+    Low,
+}
+
+impl CallbackPriority {
+    fn raw(self) -> TP_CALLBACK_PRIORITY {
+        match self {
+            Self::High => PRIORITY_HIGH,
+            Self::Normal => PRIORITY_NORMAL,
+            Self::Low => PRIORITY_LOW,
+        }
+    }
+}
+
+/// A `TP_CALLBACK_ENVIRON_V3`, initialised as `InitializeThreadpoolEnvironment`
+/// does.
+///
+/// `'pool` is the lifetime of the private pool the environment names, if any:
+/// the borrow keeps the pool alive for as long as objects can be created from
+/// the environment.
+#[derive(Clone)]
+pub struct CallbackEnviron<'pool> {
+    inner: TP_CALLBACK_ENVIRON_V3,
+    /// Keeps the named pool open for the objects created from this environment.
+    pool: PoolRef,
+    _pool: PhantomData<&'pool ThreadpoolPool>,
+}
+
+// SAFETY: the structure is plain data read by the OS only while an object is
+// being created; the raw pointers it holds (pool, cleanup group, DLL) are
+// handles valid on any thread.
+unsafe impl Send for CallbackEnviron<'_> {}
+// SAFETY: shared references only allow reading the plain data (see `Send`).
+unsafe impl Sync for CallbackEnviron<'_> {}
+
+impl Default for CallbackEnviron<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for CallbackEnviron<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let e = &self.inner;
+        f.debug_struct("CallbackEnviron")
+            .field("pool", &(e.Pool as *const c_void))
+            .field("cleanup_group", &(e.CleanupGroup as *const c_void))
+            .field("priority", &e.CallbackPriority)
+            .field("runs_long", &(self.flags() & FLAG_LONG_FUNCTION != 0))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'pool> CallbackEnviron<'pool> {
+    /// An environment for the process default pool: version 3, normal
+    /// priority, `Size` set, everything else zero.
+    pub fn new() -> Self {
+        let inner = TP_CALLBACK_ENVIRON_V3 {
+            Version: ENVIRON_VERSION_3,
+            CallbackPriority: PRIORITY_NORMAL,
+            Size: size_of::<TP_CALLBACK_ENVIRON_V3>() as u32,
+            ..Default::default()
+        };
+        Self { inner, pool: None, _pool: PhantomData }
+    }
+
+    /// Objects created from this environment run on `pool`
+    /// (`SetThreadpoolCallbackPool`).
+    pub fn set_pool(&mut self, pool: &'pool ThreadpoolPool) {
+        self.inner.Pool = pool.as_raw();
+        self.pool = Some(pool.share());
+    }
+
+    /// Objects created from this environment run on the process default pool.
+    pub fn clear_pool(&mut self) {
+        self.inner.Pool = 0;
+        self.pool = None;
+    }
+
+    /// `SetThreadpoolCallbackPriority`.
+    pub fn set_priority(&mut self, priority: CallbackPriority) {
+        self.inner.CallbackPriority = priority.raw();
+    }
+
+    /// Tells the pool that callbacks may run long, so it should not wait for
+    /// them before creating threads (`SetThreadpoolCallbackRunsLong`).
+    pub fn set_runs_long(&mut self) {
+        // SAFETY: `u` is a union of a `u32` and a bit-field struct of the same
+        // size; every bit pattern is a valid `u32`.
+        unsafe { self.inner.u.Flags |= FLAG_LONG_FUNCTION };
+    }
+
+    /// Keeps the DLL `module` loaded while callbacks created from this
+    /// environment run (`SetThreadpoolCallbackLibrary`).
+    ///
+    /// # Safety
+    /// `module` must be a module handle (`HMODULE`) of a DLL that stays loaded
+    /// until every object created from this environment has been created
+    /// (the pool takes its own reference for the callbacks).
+    pub unsafe fn set_library(&mut self, module: *mut c_void) {
+        self.inner.RaceDll = module;
+    }
+
+    /// Makes objects created from this environment members of a raw cleanup
+    /// group (`SetThreadpoolCallbackCleanupGroup`).
+    ///
+    /// This is a raw seam: the safe cleanup group in
+    /// [`crate::cleanup_group`] is the way to use cleanup groups without it.
+    ///
+    /// # Safety
+    /// `group` must be a live cleanup group for as long as objects are created
+    /// from this environment, and whoever releases the group's members
+    /// (`CloseThreadpoolCleanupGroupMembers`) must not do so while an owned
+    /// object of this crate created from this environment is alive: the
+    /// release closes the object under its owner. `cancel`, if given, must be
+    /// safe to call with the context of any such object.
+    pub unsafe fn set_cleanup_group(&mut self, group: PTP_CLEANUP_GROUP, cancel: PTP_CLEANUP_GROUP_CANCEL_CALLBACK) {
+        self.inner.CleanupGroup = group;
+        self.inner.CleanupGroupCancelCallback = cancel;
+    }
+
+    /// The environment as the `Create*` functions take it.
+    pub fn as_mut_ptr(&mut self) -> *mut TP_CALLBACK_ENVIRON_V3 {
+        &mut self.inner
+    }
+
+    /// The raw structure, for inspection.
+    pub fn as_inner(&self) -> &TP_CALLBACK_ENVIRON_V3 {
+        &self.inner
+    }
+
+    fn flags(&self) -> u32 {
+        // SAFETY: see `set_runs_long`.
+        unsafe { self.inner.u.Flags }
+    }
+}
+
+/// What a `Create*` call needs from an optional environment: the pointer it
+/// takes, and a reference that keeps the environment's pool open for as long
+/// as the object created from it lives.
+pub(crate) fn env_parts(env: Option<&mut CallbackEnviron<'_>>) -> (*const TP_CALLBACK_ENVIRON_V3, PoolRef) {
+    match env {
+        Some(e) => (e.as_mut_ptr(), e.pool.clone()),
+        None => (core::ptr::null(), None),
+    }
+}

@@ -1,0 +1,1 @@
+//! Cleanup groups (`TP_CLEANUP_GROUP`).

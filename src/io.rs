@@ -1,0 +1,1 @@
+//! Thread-pool I/O (`TP_IO`).

@@ -1,0 +1,58 @@
+//! Memory-safe owned types over the Windows thread pool API.
+//!
+//! Every pool object (`TP_WORK`, `TP_TIMER`, `TP_WAIT`, `TP_IO`, `TP_POOL`,
+//! cleanup groups) is an owned Rust value whose `Drop` performs the documented
+//! teardown, so a callback can never outlive the state it captured:
+//!
+//! 1. stop whatever could queue another callback (disarm, suppress re-arms);
+//! 2. **drain**: wait for every queued and running callback
+//!    (`WaitFor*Callbacks(.., FALSE)`); teardown never cancels, because on
+//!    Windows cancelling a wait can leave the default pool without a worker;
+//! 3. close the pool object;
+//! 4. free the callback's heap context.
+//!
+//! Callbacks run on pool threads through `extern "system"` trampolines with no
+//! `catch_unwind`: a callback that panics aborts the process, since an unwind
+//! may not cross the FFI boundary.
+//!
+//! Modules: [`callback_env`] (the `TP_CALLBACK_ENVIRON_V3` an object is
+//! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
+//! [`io`], [`cleanup_group`], and [`trace`] (an optional in-process record of
+//! what the crate does).
+//!
+//! On targets other than Windows the crate is empty.
+#![cfg_attr(not(windows), allow(unused))]
+#![warn(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+#[cfg(windows)]
+#[macro_use]
+pub mod trace;
+
+#[cfg(windows)]
+pub mod callback_env;
+#[cfg(windows)]
+pub mod cleanup_group;
+#[cfg(windows)]
+mod ctx;
+#[cfg(windows)]
+pub mod io;
+#[cfg(windows)]
+pub mod pool;
+#[cfg(windows)]
+pub mod timer;
+#[cfg(windows)]
+pub mod wait;
+#[cfg(windows)]
+pub mod work;
+
+#[cfg(windows)]
+pub use callback_env::{CallbackEnviron, CallbackPriority};
+#[cfg(windows)]
+pub use pool::ThreadpoolPool;
+#[cfg(windows)]
+pub use work::ThreadpoolWork;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(all(windows, doctest))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

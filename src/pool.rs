@@ -1,0 +1,152 @@
+//! Private thread pools (`TP_POOL`) and the process default pool.
+//!
+//! A private pool isolates a set of objects from the process default pool and
+//! bounds their threads. Objects are put on it through a
+//! [`CallbackEnviron`](crate::CallbackEnviron) that names it.
+//!
+//! Every object created on a private pool holds a reference to it, so the
+//! pool is closed (`CloseThreadpool`) only when the [`ThreadpoolPool`] and all
+//! of those objects are gone. Windows documents that closing a pool with live
+//! objects defers the release, but Wine asserts when such an object is used
+//! afterwards (see `docs/wine.md`); holding the reference is sound on both.
+
+use core::time::Duration;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex};
+
+use windows_sys::Win32::System::Threading::{
+    CloseThreadpool, CreateThreadpool, PTP_POOL, SetThreadpoolThreadMaximum, SetThreadpoolThreadMinimum,
+};
+
+use crate::trace::EventInfo;
+use crate::work::ThreadpoolWork;
+
+pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
+    EventInfo { target: "pool", event: "created", slots: ["pool", ""], meaning: "a private pool was created" },
+    EventInfo { target: "pool", event: "closed", slots: ["pool", ""], meaning: "a private pool was closed" },
+    EventInfo { target: "pool", event: "prewarm-timeout", slots: ["", ""], meaning: "prewarm_default_pool gave up waiting and cancelled its work item" },
+    EventInfo { target: "syscall", event: "CreateThreadpool", slots: ["", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpool", slots: ["pool", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "SetThreadpoolThreadMaximum", slots: ["pool", "threads"], meaning: "" },
+    EventInfo { target: "syscall", event: "SetThreadpoolThreadMinimum", slots: ["pool", "threads"], meaning: "" },
+];
+
+/// The raw pool, closed when the last reference (the [`ThreadpoolPool`] or an
+/// object created on it) goes away.
+#[derive(Debug)]
+pub(crate) struct PoolShared {
+    raw: PTP_POOL,
+}
+
+// SAFETY: a `PTP_POOL` may be used and closed from any thread; the pool
+// functions synchronise internally.
+unsafe impl Send for PoolShared {}
+// SAFETY: as above; shared access only calls thread-safe pool functions.
+unsafe impl Sync for PoolShared {}
+
+impl Drop for PoolShared {
+    fn drop(&mut self) {
+        // SAFETY: `self.raw` is live and closed exactly once, here, after every
+        // object created on it has been closed (each held a reference).
+        trace_call!("CloseThreadpool", self.raw, 0, { unsafe { CloseThreadpool(self.raw) } });
+        trace_record!("pool", "closed", self.raw, 0);
+    }
+}
+
+/// A reference that keeps a private pool open; `None` is the default pool.
+pub(crate) type PoolRef = Option<Arc<PoolShared>>;
+
+/// An owned private thread pool (`CreateThreadpool`).
+///
+/// Dropping it releases this handle's reference; the pool is closed once no
+/// object created on it is left.
+#[derive(Debug)]
+pub struct ThreadpoolPool {
+    shared: Arc<PoolShared>,
+}
+
+impl ThreadpoolPool {
+    /// Creates a private pool (`CreateThreadpool`).
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: the reserved argument must be null.
+        let raw = trace_call!("CreateThreadpool", 0, 0, { unsafe { CreateThreadpool(core::ptr::null()) } });
+        if raw == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        trace_record!("pool", "created", raw, 0);
+        Ok(Self { shared: Arc::new(PoolShared { raw }) })
+    }
+
+    /// Sets the most threads the pool will create (`SetThreadpoolThreadMaximum`).
+    ///
+    /// Zero is rejected with [`io::ErrorKind::InvalidInput`]: a pool that may
+    /// have no thread can never run a callback. A maximum below the minimum
+    /// is the platform's to resolve.
+    pub fn set_max_threads(&self, threads: u32) -> io::Result<()> {
+        if threads == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "set_max_threads(0): a pool with at most zero threads could never run a callback",
+            ));
+        }
+        // SAFETY: `self.as_raw()` is a live pool: `self` holds a reference.
+        trace_call!("SetThreadpoolThreadMaximum", self.as_raw(), threads, { unsafe { SetThreadpoolThreadMaximum(self.as_raw(), threads) } });
+        Ok(())
+    }
+
+    /// Sets the fewest threads the pool keeps available
+    /// (`SetThreadpoolThreadMinimum`), creating them now; fails with the OS
+    /// error if they cannot be created.
+    pub fn set_min_threads(&self, threads: u32) -> io::Result<()> {
+        let ok = trace_call!("SetThreadpoolThreadMinimum", self.as_raw(), threads, {
+            // SAFETY: `self.as_raw()` is a live pool: `self` holds a reference.
+            unsafe { SetThreadpoolThreadMinimum(self.as_raw(), threads) }
+        });
+        if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    /// The raw `PTP_POOL`, valid while `self` is alive.
+    pub fn as_raw(&self) -> PTP_POOL {
+        self.shared.raw
+    }
+
+    pub(crate) fn share(&self) -> Arc<PoolShared> {
+        Arc::clone(&self.shared)
+    }
+}
+
+/// How long [`prewarm_default_pool`] waits for its work item.
+pub const PREWARM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Submits one work item to the process default pool and waits at most
+/// [`PREWARM_TIMEOUT`] for it to run; returns whether it ran.
+///
+/// Calling this early in a program makes the default pool create its first
+/// worker through a work submission, the one path measured to always do so.
+/// On timeout the queued invocation is cancelled before the work object is
+/// torn down, so the call never blocks past its bound.
+pub fn prewarm_default_pool() -> bool {
+    let ran = Arc::new((Mutex::new(false), Condvar::new()));
+    let signal = Arc::clone(&ran);
+    let Ok(work) = ThreadpoolWork::new(
+        move || {
+            let (lock, cv) = &*signal;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        },
+        None,
+    ) else {
+        return false;
+    };
+    work.submit();
+    let (lock, cv) = &*ran;
+    let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let (guard, _) = cv.wait_timeout_while(guard, PREWARM_TIMEOUT, |ran| !*ran).unwrap_or_else(|e| e.into_inner());
+    let ran = *guard;
+    drop(guard);
+    if !ran {
+        trace_record!("pool", "prewarm-timeout", 0, 0);
+        work.cancel_pending();
+    }
+    ran
+}

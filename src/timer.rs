@@ -1,0 +1,1 @@
+//! Thread-pool timers (`TP_TIMER`).

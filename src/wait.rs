@@ -1,0 +1,1 @@
+//! Thread-pool waits (`TP_WAIT`).

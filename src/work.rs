@@ -1,0 +1,195 @@
+//! Work objects (`TP_WORK`): a callback that runs once per submission.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use windows_threadpool::ThreadpoolWork;
+//!
+//! let count = Arc::new(AtomicUsize::new(0));
+//! let c = Arc::clone(&count);
+//! let work = ThreadpoolWork::new(move || { c.fetch_add(1, Ordering::Relaxed); }, None)?;
+//! for _ in 0..10 {
+//!     work.submit();
+//! }
+//! work.wait();
+//! assert_eq!(count.load(Ordering::Relaxed), 10);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use core::ffi::c_void;
+use std::io;
+
+use windows_sys::Win32::System::Threading::{
+    CloseThreadpoolWork, CreateThreadpoolWork, PTP_CALLBACK_INSTANCE, PTP_WORK, SubmitThreadpoolWork,
+    WaitForThreadpoolWorkCallbacks,
+};
+
+use crate::callback_env::{CallbackEnviron, env_parts};
+use crate::pool::PoolRef;
+use crate::ctx::{self, Context};
+use crate::trace::EventInfo;
+
+pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
+    EventInfo { target: "work", event: "created", slots: ["work", "context"], meaning: "a work object was created" },
+    EventInfo { target: "work", event: "submitted", slots: ["work", ""], meaning: "submit() queued one invocation" },
+    EventInfo { target: "work", event: "trampoline-entered", slots: ["work", ""], meaning: "a pool thread entered the callback" },
+    EventInfo { target: "work", event: "trampoline-left", slots: ["work", ""], meaning: "the callback returned" },
+    EventInfo { target: "work", event: "drained", slots: ["work", "cancelled"], meaning: "every callback has run (cancelled=1: queued ones were discarded)" },
+    EventInfo { target: "work", event: "drop-begin", slots: ["work", ""], meaning: "teardown started" },
+    EventInfo { target: "work", event: "drop-drained", slots: ["work", ""], meaning: "teardown drained every callback" },
+    EventInfo { target: "work", event: "drop-closed", slots: ["work", ""], meaning: "the work object was closed and its context freed" },
+    EventInfo { target: "syscall", event: "CreateThreadpoolWork", slots: ["context", "environment"], meaning: "" },
+    EventInfo { target: "syscall", event: "SubmitThreadpoolWork", slots: ["work", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "WaitForThreadpoolWorkCallbacks", slots: ["work", "cancel"], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolWork", slots: ["work", ""], meaning: "" },
+];
+
+/// The part of a work object shared by [`ThreadpoolWork`] and the cleanup
+/// group's work member: the raw object and its context. Closing is the
+/// owner's business.
+pub(crate) struct WorkCore {
+    raw: PTP_WORK,
+    ctx: Context,
+    pool: PoolRef,
+}
+
+impl WorkCore {
+    pub(crate) fn new<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let (env, pool) = env_parts(env);
+        let ctx = Context::new(callback);
+        let pv = ctx.as_ptr();
+        // SAFETY: the trampoline is instantiated for the context's type, and
+        // the context outlives the object (freed only after drain and close).
+        let raw = trace_call!("CreateThreadpoolWork", pv, env, { unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) } });
+        if raw == 0 {
+            // Read the error before freeing the context: the free may overwrite it.
+            let err = io::Error::last_os_error();
+            drop(ctx);
+            return Err(err);
+        }
+        trace_record!("work", "created", raw, pv);
+        Ok(Self { raw, ctx, pool })
+    }
+
+    pub(crate) fn raw(&self) -> PTP_WORK {
+        self.raw
+    }
+
+    pub(crate) fn submit(&self) {
+        trace_record!("work", "submitted", self.raw, 0);
+        // SAFETY: `self.raw` is a live work object.
+        trace_call!("SubmitThreadpoolWork", self.raw, 0, { unsafe { SubmitThreadpoolWork(self.raw) } });
+    }
+
+    /// The one drain for work objects: waits for every queued and running
+    /// callback, or with `cancel` discards the queued ones first.
+    pub(crate) fn drain(&self, cancel: bool) {
+        trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
+            // SAFETY: `self.raw` is a live work object.
+            unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
+        });
+        trace_record!("work", "drained", self.raw, cancel);
+    }
+
+    /// Drains, closes the object, then frees the context, in that order.
+    pub(crate) fn close(self) {
+        trace_record!("work", "drop-begin", self.raw, 0);
+        self.drain(false);
+        trace_record!("work", "drop-drained", self.raw, 0);
+        // SAFETY: drained above; the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolWork", self.raw, 0, { unsafe { CloseThreadpoolWork(self.raw) } });
+        let raw = self.raw;
+        drop(self.ctx);
+        drop(self.pool);
+        trace_record!("work", "drop-closed", raw, 0);
+    }
+}
+
+unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
+    _instance: PTP_CALLBACK_INSTANCE,
+    context: *mut c_void,
+    work: PTP_WORK,
+) {
+    trace_record!("work", "trampoline-entered", work, 0);
+    // SAFETY: `context` is the `F` this trampoline was created with; the
+    // owner frees it only after draining every callback.
+    let callback = unsafe { ctx::get::<F>(context) };
+    callback();
+    trace_record!("work", "trampoline-left", work, 0);
+}
+
+/// An owned work object (`CreateThreadpoolWork`).
+///
+/// Each [`submit`](Self::submit) queues one invocation of the callback on the
+/// pool. `Drop` drains (waits for every queued and running invocation, never
+/// cancels), closes the object, then frees the callback.
+pub struct ThreadpoolWork {
+    core: Option<WorkCore>,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<ThreadpoolWork>();
+};
+
+impl core::fmt::Debug for ThreadpoolWork {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ThreadpoolWork").field("raw", &(self.core().raw as *const c_void)).finish()
+    }
+}
+
+impl ThreadpoolWork {
+    /// Creates a work object whose callback is `callback`, on the pool and
+    /// with the settings of `env` (the default pool when `None`).
+    pub fn new<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        Ok(Self { core: Some(WorkCore::new(callback, env)?) })
+    }
+
+    fn core(&self) -> &WorkCore {
+        self.core.as_ref().expect("present until drop")
+    }
+
+    /// Queues one invocation of the callback (`SubmitThreadpoolWork`).
+    /// Allocation-free.
+    pub fn submit(&self) {
+        self.core().submit();
+    }
+
+    /// Returns after every invocation submitted so far, queued ones included,
+    /// has run.
+    pub fn wait(&self) {
+        self.core().drain(false);
+    }
+
+    /// Same as [`wait`](Self::wait): a work object has nothing to stop, so
+    /// draining is all that brings it to rest. Kept for symmetry with the other
+    /// object types.
+    pub fn stop_and_drain(&self) {
+        self.core().drain(false);
+    }
+
+    /// Discards queued invocations that have not started and waits for the
+    /// running ones (`WaitForThreadpoolWorkCallbacks(.., TRUE)`).
+    pub fn cancel_pending(&self) {
+        self.core().drain(true);
+    }
+
+    /// The raw `PTP_WORK`, valid while `self` is alive.
+    pub fn as_raw(&self) -> PTP_WORK {
+        self.core().raw()
+    }
+}
+
+impl Drop for ThreadpoolWork {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            core.close();
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Private pools and the default pool.
+#![cfg(windows)]
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use windows_sys::Win32::System::Threading::GetCurrentThreadId;
+use windows_threadpool::pool::prewarm_default_pool;
+use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+
+fn thread_id() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { GetCurrentThreadId() }
+}
+
+#[test]
+fn private_pool_runs_callbacks_off_the_submitting_thread() {
+    let pool = ThreadpoolPool::new().unwrap();
+    let mut env = CallbackEnviron::new();
+    env.set_pool(&pool);
+    let seen: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let s = Arc::clone(&seen);
+    let work = ThreadpoolWork::new(move || s.lock().unwrap().push(thread_id()), Some(&mut env)).unwrap();
+    for _ in 0..4 {
+        work.submit();
+    }
+    work.wait();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.iter().all(|&t| t != thread_id()), "{seen:?} ran on the submitting thread {}", thread_id());
+}
+
+#[test]
+fn max_threads_one_serialises_callbacks() {
+    let pool = ThreadpoolPool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    let mut env = CallbackEnviron::new();
+    env.set_pool(&pool);
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let (r, p, d) = (Arc::clone(&running), Arc::clone(&peak), Arc::clone(&done));
+    let work = ThreadpoolWork::new(
+        move || {
+            let now = r.fetch_add(1, SeqCst) + 1;
+            p.fetch_max(now, SeqCst);
+            // Dwell so that an overlapping callback, if the pool allowed one, would be seen.
+            std::thread::sleep(Duration::from_millis(20));
+            r.fetch_sub(1, SeqCst);
+            d.fetch_add(1, SeqCst);
+        },
+        Some(&mut env),
+    )
+    .unwrap();
+    for _ in 0..8 {
+        work.submit();
+    }
+    work.wait();
+    assert_eq!(done.load(SeqCst), 8);
+    assert_eq!(peak.load(SeqCst), 1, "callbacks overlapped on a one-thread pool");
+}
+
+#[test]
+fn max_threads_zero_is_rejected() {
+    let pool = ThreadpoolPool::new().unwrap();
+    let err = pool.set_max_threads(0).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("zero"), "{err}");
+}
+
+#[test]
+fn min_threads_can_be_set() {
+    let pool = ThreadpoolPool::new().unwrap();
+    pool.set_max_threads(4).unwrap();
+    pool.set_min_threads(2).unwrap();
+}
+
+#[test]
+fn prewarm_default_pool_runs_its_work_item() {
+    assert!(prewarm_default_pool());
+}
+
+#[test]
+fn pool_may_be_dropped_before_its_objects() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&count);
+    let work = {
+        let pool = ThreadpoolPool::new().unwrap();
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&pool);
+        ThreadpoolWork::new(move || { c.fetch_add(1, SeqCst); }, Some(&mut env)).unwrap()
+    };
+    work.submit();
+    work.wait();
+    assert_eq!(count.load(SeqCst), 1);
+}
+
+/// Raw API, no crate types: submitting work bound to a pool that was already
+/// closed. Windows documents that the close is deferred until the pool's
+/// objects are gone; Wine asserts `!pool->shutdown` and kills the process.
+/// This difference is why objects hold a reference to their pool.
+#[test]
+fn raw_use_after_closing_the_pool_differs_on_wine() {
+    use windows_sys::Win32::System::Threading::*;
+    let out = support::child("raw_use_after_closing_the_pool_differs_on_wine", &[], || {
+        unsafe extern "system" fn cb(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WORK) {}
+        // SAFETY: raw calls with valid arguments; the work object is closed before exit.
+        unsafe {
+            let pool = CreateThreadpool(core::ptr::null());
+            assert_ne!(pool, 0);
+            let mut env = windows_threadpool::CallbackEnviron::new();
+            let mut raw_env = *env.as_inner();
+            raw_env.Pool = pool;
+            let _ = env.as_mut_ptr();
+            let work = CreateThreadpoolWork(Some(cb), core::ptr::null_mut(), &raw_env);
+            assert_ne!(work, 0);
+            CloseThreadpool(pool);
+            SubmitThreadpoolWork(work);
+            WaitForThreadpoolWorkCallbacks(work, 0);
+            CloseThreadpoolWork(work);
+        }
+    });
+    if support::on_wine() {
+        // Wine prints its assertion to the host's stderr, not the child's.
+        assert!(out.died_abnormally(), "Wine was expected to assert: {out:#?}");
+    } else {
+        // Windows: the documented deferred close.
+        out.assert_completed();
+    }
+}

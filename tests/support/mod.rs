@@ -1,0 +1,93 @@
+//! Shared test support: the child-process harness.
+//!
+//! A test that must observe something only a separate process can show (an
+//! abort, a panic's message on stderr, a trace armed by an environment
+//! variable read once per process) calls [`child`] with its own name. In the
+//! parent, `child` re-executes the test binary running just that test, with
+//! [`CHILD_VAR`] naming it, and returns what the child did. In the child,
+//! `child` runs the scenario and exits with [`CHILD_DONE`], a distinctive code,
+//! so the parent can tell "the scenario ran to its end" from "the child never
+//! reached it" (wrong test name, a filter that matched nothing).
+#![allow(dead_code)]
+
+use std::process::Command;
+
+/// Names the test whose scenario the child process runs.
+pub const CHILD_VAR: &str = "WINDOWS_THREADPOOL_TEST_CHILD";
+/// Exit code of a child whose scenario returned.
+pub const CHILD_DONE: i32 = 0x5A;
+
+/// What a child process did.
+#[derive(Debug)]
+pub struct ChildOutcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ChildOutcome {
+    /// The scenario returned and the child exited through [`child`].
+    pub fn completed(&self) -> bool {
+        self.code == Some(CHILD_DONE)
+    }
+
+    /// The child died some other way: an abort, a crash, a test failure.
+    pub fn died_abnormally(&self) -> bool {
+        self.code != Some(CHILD_DONE) && self.code != Some(0)
+    }
+
+    /// Panics with the child's output unless it completed.
+    #[track_caller]
+    pub fn assert_completed(&self) {
+        assert!(self.completed(), "child did not complete its scenario: {self:#?}");
+    }
+}
+
+/// Runs `scenario` in a child process (see the module docs). `test` is the
+/// test's full name as libtest knows it (for a test at the root of an
+/// integration test file, its function name).
+pub fn child(test: &str, env: &[(&str, &str)], scenario: impl FnOnce()) -> ChildOutcome {
+    if std::env::var(CHILD_VAR).as_deref() == Ok(test) {
+        scenario();
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(CHILD_DONE);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(CHILD_VAR, test);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawn child test process");
+    ChildOutcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// libtest's exit code when a test fails by an ordinary (unwinding) panic.
+pub const TEST_FAILED: i32 = 101;
+
+/// Asserts that a child aborted because a callback panicked: the panic
+/// message reached its stderr, and the process died by abort rather than by
+/// an unwinding test failure or a normal exit.
+#[track_caller]
+pub fn assert_panicked_and_aborted(out: &ChildOutcome, message: &str) {
+    assert!(out.died_abnormally(), "child should have died abnormally: {out:#?}");
+    assert_ne!(out.code, Some(TEST_FAILED), "the panic unwound into the test instead of aborting: {out:#?}");
+    assert!(out.stderr.contains(message), "panic message {message:?} missing from stderr: {out:#?}");
+}
+
+/// Whether this process runs under Wine (ntdll exports `wine_get_version`).
+/// Tests that pin a behaviour where Wine and Windows differ assert the
+/// platform's own outcome on each, and `docs/wine.md` lists them.
+pub fn on_wine() -> bool {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: both strings are NUL-terminated; ntdll is always loaded.
+    unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+    }
+}

@@ -1,0 +1,43 @@
+//! Project tooling. `cargo xtask <command>`:
+//!
+//! - `setup`: make this machine able to build and run the Windows target
+//!   (on Linux: Wine, mingw, the Rust target, a proved Wine prefix).
+//! - `test`: setup, then the whole test matrix; ends with `N passed, N failed`.
+//! - `demo`: run `examples/tour.rs`.
+
+mod run;
+mod setup;
+
+use std::process::ExitCode;
+
+pub const WIN_TARGET: &str = "x86_64-pc-windows-gnu";
+pub const LIB: &str = "windows-threadpool";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = match args.split_first() {
+        Some((c, r)) => (c.as_str(), r),
+        None => ("help", &[][..]),
+    };
+    let result = match cmd {
+        "setup" => setup::setup().map(|_| ()),
+        "test" => run::test(rest),
+        "demo" => run::demo(),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <setup|test|demo>\n\
+                 \n  setup   prepare this machine (Linux: Wine prefix, mingw, Rust target)\
+                 \n  test    setup, then tests, clippy and rustdoc in every feature configuration\
+                 \n  demo    run examples/tour.rs"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {cmd}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
