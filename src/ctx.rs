@@ -1,44 +1,67 @@
 //! The heap context handed to the OS with each pool object.
 //!
 //! A pool object's callback receives one `*mut c_void` context. [`Context`]
-//! owns that allocation with its type erased, so that the public object types
-//! are not generic over the callback; the trampoline, which is generic, casts
-//! the pointer back. The owner frees the context only after the object has
-//! been drained and closed, which is what makes a callback unable to outlive
-//! the state it captured.
+//! owns that allocation: a [`Shared`] made of a non-generic header `H` (state
+//! both the owner and the trampoline use, such as the drain obligation) and
+//! the user's callback `F`. `F` is erased so the public object types are not
+//! generic over the callback; the trampoline, which is generic, casts the
+//! pointer back with [`get`]. `Shared` is `repr(C)` with the header first, so
+//! the owner reaches the header without knowing `F`.
+//!
+//! The owner frees the context only after the object has been drained and
+//! closed, which is what makes a callback unable to outlive the state it
+//! captured.
 
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-pub(crate) struct Context {
-    ptr: NonNull<c_void>,
-    free: unsafe fn(NonNull<c_void>),
+/// What a context points to.
+#[repr(C)]
+pub(crate) struct Shared<H, F> {
+    pub(crate) header: H,
+    pub(crate) callback: F,
 }
 
-// SAFETY: `Context::new` only accepts `T: Send + Sync`, and the allocation is
-// only reached through shared references (callbacks) or by the owner's drop.
-unsafe impl Send for Context {}
-// SAFETY: as above.
-unsafe impl Sync for Context {}
+pub(crate) struct Context<H> {
+    ptr: NonNull<c_void>,
+    free: unsafe fn(NonNull<c_void>),
+    _header: PhantomData<H>,
+}
 
-impl Context {
-    pub(crate) fn new<T: Send + Sync + 'static>(value: T) -> Self {
+// SAFETY: `Context::new` only accepts `H` and `F` that are `Send + Sync`, and
+// the allocation is only reached through shared references (owner and
+// callbacks) or by the owner's drop.
+unsafe impl<H: Send + Sync> Send for Context<H> {}
+// SAFETY: as above.
+unsafe impl<H: Send + Sync> Sync for Context<H> {}
+
+impl<H: Send + Sync + 'static> Context<H> {
+    pub(crate) fn new<F: Send + Sync + 'static>(header: H, callback: F) -> Self {
         unsafe fn free<T>(p: NonNull<c_void>) {
             // SAFETY: `p` came from `Box::<T>::into_raw` in `new` and is freed once.
             drop(unsafe { Box::from_raw(p.as_ptr().cast::<T>()) });
         }
-        let raw = Box::into_raw(Box::new(value)).cast::<c_void>();
+        let raw = Box::into_raw(Box::new(Shared { header, callback })).cast::<c_void>();
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(raw) };
-        Self { ptr, free: free::<T> }
-    }
-
-    pub(crate) fn as_ptr(&self) -> *mut c_void {
-        self.ptr.as_ptr()
+        Self { ptr, free: free::<Shared<H, F>>, _header: PhantomData }
     }
 }
 
-impl Drop for Context {
+impl<H> Context<H> {
+    pub(crate) fn as_ptr(&self) -> *mut c_void {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn header(&self) -> &H {
+        // SAFETY: the allocation is a `repr(C)` `Shared<H, F>` whose first
+        // field is the header, so the pointer is also a valid `*const H`.
+        unsafe { &*self.ptr.as_ptr().cast::<H>() }
+    }
+}
+
+impl<H> Drop for Context<H> {
     fn drop(&mut self) {
         // SAFETY: `free` was instantiated for the type `ptr` was allocated with.
         unsafe { (self.free)(self.ptr) }
@@ -48,10 +71,10 @@ impl Drop for Context {
 /// Recovers the typed context inside a trampoline.
 ///
 /// # Safety
-/// `ptr` must be the pointer of a live [`Context`] created from a `T`, and the
-/// returned reference must not be used after that context is freed (owners
-/// free it only after draining every callback).
-pub(crate) unsafe fn get<'a, T>(ptr: *mut c_void) -> &'a T {
+/// `ptr` must be the pointer of a live [`Context`] created from a
+/// `Shared<H, F>`, and the returned reference must not be used after that
+/// context is freed (owners free it only after draining every callback).
+pub(crate) unsafe fn get<'a, H, F>(ptr: *mut c_void) -> &'a Shared<H, F> {
     // SAFETY: guaranteed by the caller.
-    unsafe { &*ptr.cast::<T>() }
+    unsafe { &*ptr.cast::<Shared<H, F>>() }
 }

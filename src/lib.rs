@@ -37,6 +37,8 @@ mod ctx;
 #[cfg(windows)]
 pub mod io;
 #[cfg(windows)]
+mod obligation;
+#[cfg(windows)]
 pub mod pool;
 #[cfg(windows)]
 pub mod timer;

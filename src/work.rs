@@ -27,6 +27,7 @@ use windows_sys::Win32::System::Threading::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::pool::PoolRef;
 use crate::ctx::{self, Context};
+use crate::obligation::DrainObligation;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -36,6 +37,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "work", event: "trampoline-left", slots: ["work", ""], meaning: "the callback returned" },
     EventInfo { target: "work", event: "drained", slots: ["work", "cancelled"], meaning: "every callback has run (cancelled=1: queued ones were discarded)" },
     EventInfo { target: "work", event: "drop-begin", slots: ["work", ""], meaning: "teardown started" },
+    EventInfo { target: "work", event: "drain-owed", slots: ["work", ""], meaning: "teardown found submissions not yet dispatched or drained (call wait or stop_and_drain first)" },
     EventInfo { target: "work", event: "drop-drained", slots: ["work", ""], meaning: "teardown drained every callback" },
     EventInfo { target: "work", event: "drop-closed", slots: ["work", ""], meaning: "the work object was closed and its context freed" },
     EventInfo { target: "syscall", event: "CreateThreadpoolWork", slots: ["context", "environment"], meaning: "" },
@@ -49,8 +51,14 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 /// owner's business.
 pub(crate) struct WorkCore {
     raw: PTP_WORK,
-    ctx: Context,
+    ctx: Context<WorkHeader>,
     pool: PoolRef,
+}
+
+/// The context state the owner and the trampoline share.
+#[derive(Default)]
+pub(crate) struct WorkHeader {
+    obligation: DrainObligation,
 }
 
 impl WorkCore {
@@ -59,7 +67,7 @@ impl WorkCore {
         F: Fn() + Send + Sync + 'static,
     {
         let (env, pool) = env_parts(env);
-        let ctx = Context::new(callback);
+        let ctx = Context::new(WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
         // SAFETY: the trampoline is instantiated for the context's type, and
         // the context outlives the object (freed only after drain and close).
@@ -80,8 +88,10 @@ impl WorkCore {
 
     pub(crate) fn submit(&self) {
         trace_record!("work", "submitted", self.raw, 0);
-        // SAFETY: `self.raw` is a live work object.
-        trace_call!("SubmitThreadpoolWork", self.raw, 0, { unsafe { SubmitThreadpoolWork(self.raw) } });
+        self.ctx.header().obligation.publish_submission(|| {
+            // SAFETY: `self.raw` is a live work object.
+            trace_call!("SubmitThreadpoolWork", self.raw, 0, { unsafe { SubmitThreadpoolWork(self.raw) } });
+        });
     }
 
     /// The one drain for work objects: waits for every queued and running
@@ -91,12 +101,16 @@ impl WorkCore {
             // SAFETY: `self.raw` is a live work object.
             unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
         });
+        self.ctx.header().obligation.drained();
         trace_record!("work", "drained", self.raw, cancel);
     }
 
     /// Drains, closes the object, then frees the context, in that order.
     pub(crate) fn close(self) {
         trace_record!("work", "drop-begin", self.raw, 0);
+        if self.ctx.header().obligation.is_owed() {
+            trace_record!("work", "drain-owed", self.raw, 0);
+        }
         self.drain(false);
         trace_record!("work", "drop-drained", self.raw, 0);
         // SAFETY: drained above; the object is closed exactly once, here.
@@ -114,10 +128,11 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
     work: PTP_WORK,
 ) {
     trace_record!("work", "trampoline-entered", work, 0);
-    // SAFETY: `context` is the `F` this trampoline was created with; the
+    // SAFETY: `context` is the `Shared` this trampoline was created with; the
     // owner frees it only after draining every callback.
-    let callback = unsafe { ctx::get::<F>(context) };
-    callback();
+    let shared = unsafe { ctx::get::<WorkHeader, F>(context) };
+    shared.header.obligation.dispatched();
+    (shared.callback)();
     trace_record!("work", "trampoline-left", work, 0);
 }
 
