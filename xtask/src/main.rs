@@ -4,7 +4,9 @@
 //!   (on Linux: Wine, mingw, the Rust target, a proved Wine prefix).
 //! - `test`: setup, then the whole test matrix; ends with `N passed, N failed`.
 //! - `demo`: run `examples/tour.rs`.
+//! - `bench`: run the benchmarks and write `docs/benchmarks.md`.
 
+mod bench;
 mod run;
 mod setup;
 
@@ -23,12 +25,14 @@ fn main() -> ExitCode {
         "setup" => setup::setup().map(|_| ()),
         "test" => run::test(rest),
         "demo" => run::demo(),
+        "bench" => bench::bench(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|demo>\n\
+                "usage: cargo xtask <setup|test|demo|bench>\n\
                  \n  setup   prepare this machine (Linux: Wine prefix, mingw, Rust target)\
                  \n  test    setup, then tests, clippy and rustdoc in every feature configuration\
-                 \n  demo    run examples/tour.rs"
+                 \n  demo    run examples/tour.rs\
+                 \n  bench   run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)"
             );
             return ExitCode::from(2);
         }

@@ -165,6 +165,8 @@ pub fn test(rest: &[String]) -> Result<()> {
         let (ok, _) = run_tee(&mut cargo(&p, &args));
         tally.check(format!("clippy ({config})"), ok);
     }
+    let (ok, _) = run_tee(&mut cargo(&p, &["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
+    tally.check("clippy (benchmarks)".into(), ok);
     let (ok, _) = run_tee(
         cargo(&p, &["doc", "--quiet", "--no-deps", "-p", LIB, "--all-features", "--document-private-items"])
             .env("RUSTDOCFLAGS", "-D warnings"),

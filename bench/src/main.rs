@@ -1,0 +1,112 @@
+//! Benchmarks: each workload measured for this crate, the raw `windows-sys`
+//! calls doing the same thing (the floor), and where they apply the
+//! alternatives a Rust user would otherwise pick. Prints one Markdown table;
+//! `cargo xtask bench` writes it into `docs/benchmarks.md`.
+//!
+//! `wtp-bench [--quick]`: `--quick` runs fewer trials and samples (a smoke run).
+
+#[cfg(windows)]
+mod workloads;
+
+#[cfg(windows)]
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let cfg = workloads::Config { trials: if quick { 2 } else { 5 }, scale: if quick { 0.05 } else { 1.0 } };
+    let mut table = report::Table::default();
+    workloads::run_all(&cfg, &mut table);
+    print!("{}", table.markdown());
+}
+
+#[cfg(not(windows))]
+fn main() {
+    eprintln!("wtp-bench runs on Windows; on Linux use `cargo xtask bench`, which runs it under Wine");
+}
+
+#[cfg_attr(not(windows), allow(dead_code))]
+mod report {
+    /// The columns of every row; `Raw` is the floor ratios are taken against.
+    pub const COLUMNS: [&str; 5] = ["this crate", "raw windows-sys", "windows-threading", "rayon::spawn", "std threads + channel"];
+    pub const CRATE: usize = 0;
+    pub const RAW: usize = 1;
+    pub const WINDOWS_THREADING: usize = 2;
+    pub const RAYON: usize = 3;
+    pub const STD: usize = 4;
+
+    /// One measured cell: the headline value and how it spread.
+    #[derive(Clone, Debug)]
+    pub struct Cell {
+        pub value: f64,
+        pub spread: String,
+    }
+
+    impl Cell {
+        /// Median of repeated trials, with their min..max.
+        pub fn trials(mut v: Vec<f64>) -> Self {
+            v.sort_by(f64::total_cmp);
+            let value = v[v.len() / 2];
+            Self { value, spread: format!("{}..{}", fmt(v[0]), fmt(v[v.len() - 1])) }
+        }
+
+        /// Median of latency samples, with the p99.
+        pub fn latency(mut v: Vec<f64>) -> Self {
+            v.sort_by(f64::total_cmp);
+            let value = v[v.len() / 2];
+            let p99 = v[((v.len() * 99) / 100).min(v.len() - 1)];
+            Self { value, spread: format!("p99 {}", fmt(p99)) }
+        }
+    }
+
+    pub fn fmt(x: f64) -> String {
+        if x >= 100.0 {
+            format!("{x:.0}")
+        } else if x >= 10.0 {
+            format!("{x:.1}")
+        } else {
+            format!("{x:.2}")
+        }
+    }
+
+    pub struct Row {
+        pub workload: String,
+        pub unit: &'static str,
+        pub cells: [Option<Cell>; 5],
+    }
+
+    #[derive(Default)]
+    pub struct Table {
+        pub rows: Vec<Row>,
+    }
+
+    impl Table {
+        pub fn add(&mut self, workload: impl Into<String>, unit: &'static str, cells: [Option<Cell>; 5]) {
+            let row = Row { workload: workload.into(), unit, cells };
+            eprintln!("bench: {}", render(&row));
+            self.rows.push(row);
+        }
+
+        pub fn markdown(&self) -> String {
+            let mut s = format!("| workload | unit | {} |\n|---|---|{}\n", COLUMNS.join(" | "), "---|".repeat(COLUMNS.len()));
+            for r in &self.rows {
+                s += &render(r);
+                s.push('\n');
+            }
+            s
+        }
+    }
+
+    fn render(r: &Row) -> String {
+        let raw = r.cells[RAW].as_ref().map(|c| c.value);
+        let cells: Vec<String> = r
+            .cells
+            .iter()
+            .map(|c| match c {
+                None => "n/a".into(),
+                Some(c) => match raw {
+                    Some(raw) if raw > 0.0 => format!("{} ({}) ×{:.2}", fmt(c.value), c.spread, c.value / raw),
+                    _ => format!("{} ({})", fmt(c.value), c.spread),
+                },
+            })
+            .collect();
+        format!("| {} | {} | {} |", r.workload, r.unit, cells.join(" | "))
+    }
+}

@@ -1,0 +1,260 @@
+//! The workloads. Each measures the same thing through every column that
+//! applies; the raw column uses `windows-sys` directly.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+
+use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
+use windows_sys::Win32::System::Threading::*;
+use windows_threadpool::ThreadpoolWork;
+
+use crate::report::{Cell, RAW, RAYON, STD, Table, WINDOWS_THREADING, CRATE};
+
+pub struct Config {
+    pub trials: usize,
+    /// Multiplies every count (`--quick` shrinks it).
+    pub scale: f64,
+}
+
+impl Config {
+    fn n(&self, full: usize) -> usize {
+        ((full as f64 * self.scale) as usize).max(10)
+    }
+}
+
+pub fn run_all(cfg: &Config, table: &mut Table) {
+    work_throughput(cfg, table);
+    work_latency(cfg, table);
+    create_drop(cfg, table);
+}
+
+/// Nanoseconds on the performance counter.
+pub fn now_ns() -> u64 {
+    static FREQ: AtomicU64 = AtomicU64::new(0);
+    let mut f = FREQ.load(Relaxed);
+    if f == 0 {
+        let mut q = 0i64;
+        // SAFETY: valid out pointer.
+        unsafe { QueryPerformanceFrequency(&mut q) };
+        f = q as u64;
+        FREQ.store(f, Relaxed);
+    }
+    let mut c = 0i64;
+    // SAFETY: valid out pointer.
+    unsafe { QueryPerformanceCounter(&mut c) };
+    ((c as u128 * 1_000_000_000) / f as u128) as u64
+}
+
+fn spin_until(counter: &AtomicUsize, n: usize) {
+    while counter.load(Acquire) < n {
+        std::thread::yield_now();
+    }
+}
+
+/// A pool of plain `std` threads fed by a channel: the baseline a user writes by hand.
+struct StdPool {
+    tx: Option<mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl StdPool {
+    fn new(n: usize) -> Self {
+        let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        let threads = (0..n)
+            .map(|_| {
+                let rx = Arc::clone(&rx);
+                std::thread::spawn(move || {
+                    loop {
+                        let job = rx.lock().unwrap().recv();
+                        match job {
+                            Ok(f) => f(),
+                            Err(_) => break,
+                        }
+                    }
+                })
+            })
+            .collect();
+        Self { tx: Some(tx), threads }
+    }
+    fn submit(&self, f: impl FnOnce() + Send + 'static) {
+        self.tx.as_ref().unwrap().send(Box::new(f)).unwrap();
+    }
+}
+
+impl Drop for StdPool {
+    fn drop(&mut self) {
+        self.tx = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+unsafe extern "system" fn raw_count(_: PTP_CALLBACK_INSTANCE, ctx: *mut core::ffi::c_void, _: PTP_WORK) {
+    // SAFETY: ctx is the AtomicUsize the benchmark keeps alive until the drain.
+    unsafe { &*(ctx as *const AtomicUsize) }.fetch_add(1, Release);
+}
+
+/// 1. Work throughput: N submissions of a trivial callback, then a wait. ns per submission.
+fn work_throughput(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(200_000);
+    let per = |elapsed: std::time::Duration| elapsed.as_nanos() as f64 / n as f64;
+    let mut cols: [Vec<f64>; 5] = Default::default();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    // The first trial warms every pool up (thread creation) and is discarded.
+    for trial in 0..=cfg.trials {
+        // This crate.
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = Arc::clone(&count);
+        let work = ThreadpoolWork::new(move || { c.fetch_add(1, Release); }, None).unwrap();
+        let t = Instant::now();
+        for _ in 0..n {
+            work.submit();
+        }
+        work.wait();
+        cols[CRATE].push(per(t.elapsed()));
+        assert_eq!(count.load(Acquire), n);
+        drop(work);
+
+        // Raw.
+        let count = AtomicUsize::new(0);
+        // SAFETY: the counter outlives the work object, which is drained and closed below.
+        unsafe {
+            let w = CreateThreadpoolWork(Some(raw_count), &count as *const _ as *mut _, core::ptr::null());
+            assert_ne!(w, 0);
+            let t = Instant::now();
+            for _ in 0..n {
+                SubmitThreadpoolWork(w);
+            }
+            WaitForThreadpoolWorkCallbacks(w, 0);
+            cols[RAW].push(per(t.elapsed()));
+            CloseThreadpoolWork(w);
+        }
+        assert_eq!(count.load(Acquire), n);
+
+        // windows-threading.
+        let count = Arc::new(AtomicUsize::new(0));
+        let t = Instant::now();
+        for _ in 0..n {
+            let c = Arc::clone(&count);
+            windows_threading::submit(move || { c.fetch_add(1, Release); });
+        }
+        spin_until(&count, n);
+        cols[WINDOWS_THREADING].push(per(t.elapsed()));
+
+        // rayon.
+        let count = Arc::new(AtomicUsize::new(0));
+        let t = Instant::now();
+        for _ in 0..n {
+            let c = Arc::clone(&count);
+            rayon::spawn(move || { c.fetch_add(1, Release); });
+        }
+        spin_until(&count, n);
+        cols[RAYON].push(per(t.elapsed()));
+
+        // std threads + channel.
+        let pool = StdPool::new(threads);
+        let count = Arc::new(AtomicUsize::new(0));
+        let t = Instant::now();
+        for _ in 0..n {
+            let c = Arc::clone(&count);
+            pool.submit(move || { c.fetch_add(1, Release); });
+        }
+        spin_until(&count, n);
+        cols[STD].push(per(t.elapsed()));
+        if trial == 0 {
+            cols.iter_mut().for_each(Vec::clear);
+        }
+    }
+    table.add(format!("1. work throughput ({n} submits + wait)"), "ns/submit", cols.map(|v| Some(Cell::trials(v))));
+}
+
+/// 2. Work latency: one submission at a time, submit to callback entry.
+fn work_latency(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(5_000);
+    let mut cols: [Option<Cell>; 5] = Default::default();
+
+    let entered = Arc::new(AtomicU64::new(0));
+    let e = Arc::clone(&entered);
+    let work = ThreadpoolWork::new(move || e.store(now_ns(), Release), None).unwrap();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        entered.store(0, Release);
+        let t0 = now_ns();
+        work.submit();
+        work.wait();
+        samples.push((entered.load(Acquire) - t0) as f64 / 1000.0);
+    }
+    cols[CRATE] = Some(Cell::latency(samples));
+
+    unsafe extern "system" fn raw_stamp(_: PTP_CALLBACK_INSTANCE, ctx: *mut core::ffi::c_void, _: PTP_WORK) {
+        // SAFETY: ctx is the AtomicU64 kept alive until the drain.
+        unsafe { &*(ctx as *const AtomicU64) }.store(now_ns(), Release);
+    }
+    let stamp = AtomicU64::new(0);
+    let mut samples = Vec::with_capacity(n);
+    // SAFETY: the stamp outlives the work object, drained and closed below.
+    unsafe {
+        let w = CreateThreadpoolWork(Some(raw_stamp), &stamp as *const _ as *mut _, core::ptr::null());
+        for _ in 0..n {
+            stamp.store(0, Release);
+            let t0 = now_ns();
+            SubmitThreadpoolWork(w);
+            WaitForThreadpoolWorkCallbacks(w, 0);
+            samples.push((stamp.load(Acquire) - t0) as f64 / 1000.0);
+        }
+        CloseThreadpoolWork(w);
+    }
+    cols[RAW] = Some(Cell::latency(samples));
+
+    let measure = |submit: &dyn Fn(Arc<AtomicU64>)| {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let s = Arc::new(AtomicU64::new(0));
+            let t0 = now_ns();
+            submit(Arc::clone(&s));
+            let mut v;
+            loop {
+                v = s.load(Acquire);
+                if v != 0 {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            samples.push((v - t0) as f64 / 1000.0);
+        }
+        Cell::latency(samples)
+    };
+    cols[WINDOWS_THREADING] = Some(measure(&|s| windows_threading::submit(move || s.store(now_ns(), Release))));
+    cols[RAYON] = Some(measure(&|s| rayon::spawn(move || s.store(now_ns(), Release))));
+    let pool = StdPool::new(2);
+    cols[STD] = Some(measure(&|s| pool.submit(move || s.store(now_ns(), Release))));
+    table.add(format!("2. work latency ({n} single submits)"), "µs submit→entry", cols);
+}
+
+/// 7. Create + drop of each object type.
+fn create_drop(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(20_000);
+    let mut cols: [Vec<f64>; 5] = Default::default();
+    for _ in 0..cfg.trials {
+        let t = Instant::now();
+        for _ in 0..n {
+            drop(ThreadpoolWork::new(|| {}, None).unwrap());
+        }
+        cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
+        let t = Instant::now();
+        for _ in 0..n {
+            // SAFETY: created, drained and closed with no callback pending.
+            unsafe {
+                let w = CreateThreadpoolWork(Some(raw_count), core::ptr::null_mut(), core::ptr::null());
+                WaitForThreadpoolWorkCallbacks(w, 0);
+                CloseThreadpoolWork(w);
+            }
+        }
+        cols[RAW].push(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    let [c, r, ..] = cols;
+    table.add("7. create + drop: work", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+}
