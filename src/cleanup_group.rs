@@ -1,1 +1,232 @@
-//! Cleanup groups (`TP_CLEANUP_GROUP`).
+//! Cleanup groups (`TP_CLEANUP_GROUP`): many pool objects released in one step.
+//!
+//! `CloseThreadpoolCleanupGroupMembers` drains and closes every member of a
+//! group at once. Each member owns a heap callback context that may only be
+//! freed after that bulk release has finished, a moment an individual object
+//! cannot observe. So the group **creates and owns** its members: a member
+//! type ([`WorkMember`], ...) is a borrow of the group, and
+//! [`CleanupGroup::close_members`] takes `&mut self`, which makes using a
+//! member after the release a borrow-check error:
+//!
+//! ```compile_fail,E0502
+//! use windows_threadpool::cleanup_group::CleanupGroup;
+//! let mut group = CleanupGroup::new()?;
+//! let work = group.create_work(|| {}, None)?;
+//! group.close_members();
+//! work.submit(); // error[E0502]: `group` is borrowed by `work`
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The release runs in this order: every member stops what could queue
+//! another callback (timers and waits disarm and suppress re-arms), the
+//! native release drains (`fCancelPendingCallbacks = FALSE`) and closes all
+//! members, then the group frees their contexts and closes their wait targets.
+//! A group can be reused after a release; `Drop` releases what is left, then
+//! closes the group.
+//!
+//! Thread-pool I/O is deliberately not a member type: a `TP_IO` must not be
+//! closed while an operation is outstanding, which a bulk release cannot
+//! guarantee. Use [`crate::io::ThreadpoolIo`] on its own.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use windows_threadpool::cleanup_group::CleanupGroup;
+//!
+//! let mut group = CleanupGroup::new()?;
+//! let count = Arc::new(AtomicUsize::new(0));
+//! for _ in 0..100 {
+//!     let c = Arc::clone(&count);
+//!     group.create_work(move || { c.fetch_add(1, Ordering::Relaxed); }, None)?.submit();
+//! }
+//! assert_eq!(group.owned_resources(), 100);
+//! group.close_members(); // every submitted callback has run
+//! assert_eq!(count.load(Ordering::Relaxed), 100);
+//! assert_eq!(group.owned_resources(), 0);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+use std::io;
+use std::sync::Mutex;
+
+use windows_sys::Win32::System::Threading::{
+    CloseThreadpoolCleanupGroup, CloseThreadpoolCleanupGroupMembers, CreateThreadpoolCleanupGroup, PTP_CLEANUP_GROUP,
+};
+
+use crate::callback_env::CallbackEnviron;
+use crate::trace::EventInfo;
+use crate::work::WorkCore;
+
+pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
+    EventInfo { target: "group", event: "created", slots: ["group", ""], meaning: "a cleanup group was created" },
+    EventInfo { target: "group", event: "member-created", slots: ["group", "members"], meaning: "the group created a member; slot b is the number it now owns" },
+    EventInfo { target: "group", event: "release-begin", slots: ["group", "members"], meaning: "close_members started releasing the members" },
+    EventInfo { target: "group", event: "release-ended", slots: ["group", "members"], meaning: "the members were drained, closed and freed" },
+    EventInfo { target: "group", event: "closed", slots: ["group", ""], meaning: "the group itself was closed" },
+    EventInfo { target: "syscall", event: "CreateThreadpoolCleanupGroup", slots: ["", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolCleanupGroupMembers", slots: ["group", "cancel"], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolCleanupGroup", slots: ["group", ""], meaning: "" },
+];
+
+/// What the group needs from each member it owns.
+trait Member: Send + Sync {
+    /// Stops whatever could queue another callback, before the native release.
+    fn before_release(&self);
+}
+
+impl Member for WorkCore {
+    fn before_release(&self) {
+        self.report_if_drain_owed();
+    }
+}
+
+/// A cleanup group that creates, owns and releases its members.
+pub struct CleanupGroup {
+    raw: PTP_CLEANUP_GROUP,
+    /// Boxed so that members' addresses are stable while borrowed.
+    members: Mutex<Vec<Box<dyn Member>>>,
+}
+
+// SAFETY: a `PTP_CLEANUP_GROUP` may be used from any thread; the members list
+// is behind a mutex and its elements are `Send + Sync`.
+unsafe impl Send for CleanupGroup {}
+// SAFETY: as above.
+unsafe impl Sync for CleanupGroup {}
+
+/// A work object owned by a [`CleanupGroup`]; mirrors [`crate::ThreadpoolWork`].
+pub struct WorkMember<'g> {
+    core: &'g WorkCore,
+    _group: PhantomData<&'g CleanupGroup>,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<CleanupGroup>();
+    send_sync::<WorkMember<'static>>();
+};
+
+impl core::fmt::Debug for CleanupGroup {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CleanupGroup")
+            .field("raw", &(self.raw as *const c_void))
+            .field("owned_resources", &self.owned_resources())
+            .finish()
+    }
+}
+
+impl CleanupGroup {
+    /// Creates an empty group (`CreateThreadpoolCleanupGroup`).
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: no preconditions.
+        let raw = trace_call!("CreateThreadpoolCleanupGroup", 0, 0, { unsafe { CreateThreadpoolCleanupGroup() } });
+        if raw == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        trace_record!("group", "created", raw, 0);
+        Ok(Self { raw, members: Mutex::new(Vec::new()) })
+    }
+
+    /// The number of members the group currently owns (created and not yet
+    /// released).
+    pub fn owned_resources(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Member>>> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the caller's environment (or a default one) that binds new
+    /// objects to this group. The caller's environment is never changed.
+    fn member_env<'p>(&self, env: Option<&CallbackEnviron<'p>>) -> CallbackEnviron<'p> {
+        let mut e = env.cloned().unwrap_or_default();
+        // SAFETY: the group outlives its members' creation (`&self`), and only
+        // `close_members`, which requires that no member borrow is alive,
+        // releases them.
+        unsafe { e.set_cleanup_group(self.raw, None) };
+        e
+    }
+
+    /// Stores a member's core and lends it to the caller for as long as the
+    /// group is borrowed.
+    fn adopt<M: Member + 'static>(&self, core: M) -> &M {
+        let boxed = Box::new(core);
+        let ptr: *const M = &*boxed;
+        let mut members = self.lock();
+        members.push(boxed);
+        trace_record!("group", "member-created", self.raw, members.len());
+        // SAFETY: the box is owned by `self.members` and neither moved nor
+        // freed until `close_members(&mut self)`, which cannot run while the
+        // returned borrow of `self` is alive.
+        unsafe { &*ptr }
+    }
+
+    /// Creates a work object in the group.
+    pub fn create_work<F>(&self, callback: F, env: Option<&CallbackEnviron<'_>>) -> io::Result<WorkMember<'_>>
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let mut env = self.member_env(env);
+        let core = self.adopt(WorkCore::new(callback, Some(&mut env))?);
+        Ok(WorkMember { core, _group: PhantomData })
+    }
+
+    /// Releases every member: stops them, drains every queued and running
+    /// callback (`CloseThreadpoolCleanupGroupMembers(.., FALSE, ..)`), closes
+    /// them, then frees their contexts and closes their wait targets. The
+    /// group can create new members afterwards.
+    pub fn close_members(&mut self) {
+        self.release(false);
+    }
+
+    /// The one release path; `cancel` discards queued callbacks.
+    fn release(&mut self, cancel: bool) {
+        let members = std::mem::take(&mut *self.lock());
+        trace_record!("group", "release-begin", self.raw, members.len());
+        for m in &members {
+            m.before_release();
+        }
+        trace_call!("CloseThreadpoolCleanupGroupMembers", self.raw, cancel, {
+            // SAFETY: the group is live; every member was created in it and is
+            // not closed individually (member types have no `Drop`).
+            unsafe { CloseThreadpoolCleanupGroupMembers(self.raw, cancel.into(), core::ptr::null_mut()) }
+        });
+        // The platform has closed every member: freeing their contexts is now safe.
+        let n = members.len();
+        drop(members);
+        trace_record!("group", "release-ended", self.raw, n);
+    }
+}
+
+impl Drop for CleanupGroup {
+    fn drop(&mut self) {
+        self.release(false);
+        // SAFETY: the members were released above; the group is closed once.
+        trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });
+        trace_record!("group", "closed", self.raw, 0);
+    }
+}
+
+impl WorkMember<'_> {
+    /// Queues one invocation of the callback. Allocation-free.
+    pub fn submit(&self) {
+        self.core.submit();
+    }
+
+    /// Returns after every invocation submitted so far has run.
+    pub fn wait(&self) {
+        self.core.drain(false);
+    }
+
+    /// Same as [`wait`](Self::wait) (a work object has nothing to stop).
+    pub fn stop_and_drain(&self) {
+        self.core.drain(false);
+    }
+
+    /// Discards queued invocations and waits for the running ones.
+    pub fn cancel_pending(&self) {
+        self.core.drain(true);
+    }
+}

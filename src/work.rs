@@ -105,12 +105,19 @@ impl WorkCore {
         trace_record!("work", "drained", self.raw, cancel);
     }
 
-    /// Drains, closes the object, then frees the context, in that order.
-    pub(crate) fn close(self) {
-        trace_record!("work", "drop-begin", self.raw, 0);
+    /// Teardown found submissions not yet dispatched or drained.
+    pub(crate) fn report_if_drain_owed(&self) {
         if self.ctx.header().obligation.is_owed() {
             trace_record!("work", "drain-owed", self.raw, 0);
         }
+    }
+
+    /// Drains, closes the object, then frees the context, in that order.
+    /// (A cleanup group's release closes its members instead; dropping a
+    /// core without `close` frees only the context.)
+    pub(crate) fn close(self) {
+        trace_record!("work", "drop-begin", self.raw, 0);
+        self.report_if_drain_owed();
         self.drain(false);
         trace_record!("work", "drop-drained", self.raw, 0);
         // SAFETY: drained above; the object is closed exactly once, here.
