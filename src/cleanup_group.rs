@@ -26,7 +26,7 @@
 //!
 //! Thread-pool I/O is deliberately not a member type: a `TP_IO` must not be
 //! closed while an operation is outstanding, which a bulk release cannot
-//! guarantee. Use [`crate::io::ThreadpoolIo`] on its own.
+//! guarantee. Use the `io` module's `ThreadpoolIo` on its own.
 //!
 //! ```
 //! use std::sync::Arc;
