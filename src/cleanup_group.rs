@@ -37,11 +37,13 @@
 //! let count = Arc::new(AtomicUsize::new(0));
 //! for _ in 0..100 {
 //!     let c = Arc::clone(&count);
-//!     group.create_work(move || { c.fetch_add(1, Ordering::Relaxed); }, None)?.submit();
+//!     let member = group.create_work(move || { c.fetch_add(1, Ordering::Relaxed); }, None)?;
+//!     member.submit();
+//!     member.wait();
 //! }
-//! assert_eq!(group.owned_resources(), 100);
-//! group.close_members(); // every submitted callback has run
 //! assert_eq!(count.load(Ordering::Relaxed), 100);
+//! assert_eq!(group.owned_resources(), 100);
+//! group.close_members(); // closes all 100 and frees their callbacks
 //! assert_eq!(group.owned_resources(), 0);
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -72,13 +74,14 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 
 /// What the group needs from each member it owns.
 trait Member: Send + Sync {
-    /// Stops whatever could queue another callback, before the native release.
-    fn before_release(&self);
+    /// Stops whatever could queue another callback, before the native
+    /// release; returns the member type's name if it still owed a drain.
+    fn before_release(&self) -> Option<&'static str>;
 }
 
 impl Member for WorkCore {
-    fn before_release(&self) {
-        self.report_if_drain_owed();
+    fn before_release(&self) -> Option<&'static str> {
+        self.drain_owed().then_some("WorkMember")
     }
 }
 
@@ -185,8 +188,11 @@ impl CleanupGroup {
     fn release(&mut self, cancel: bool) {
         let members = std::mem::take(&mut *self.lock());
         trace_record!("group", "release-begin", self.raw, members.len());
+        let mut owed = None;
         for m in &members {
-            m.before_release();
+            if let Some(type_name) = m.before_release() {
+                owed.get_or_insert(type_name);
+            }
         }
         trace_call!("CloseThreadpoolCleanupGroupMembers", self.raw, cancel, {
             // SAFETY: the group is live; every member was created in it and is
@@ -197,6 +203,9 @@ impl CleanupGroup {
         let n = members.len();
         drop(members);
         trace_record!("group", "release-ended", self.raw, n);
+        if let Some(type_name) = owed {
+            crate::obligation::report_drain_owed(type_name);
+        }
     }
 }
 

@@ -49,6 +49,21 @@ impl DrainObligation {
     }
 }
 
+/// Reports a drain found owed at teardown, once the teardown has drained and
+/// freed everything (the report must not itself cause a violation). With the
+/// `fail-fast` feature it panics; on a thread that is already unwinding that
+/// aborts the process, which is the fail-fast outcome there. Without the
+/// feature the `drain-owed` trace record (written by the object) is the report.
+pub(crate) fn report_drain_owed(type_name: &'static str) {
+    #[cfg(feature = "fail-fast")]
+    panic!(
+        "windows-threadpool: {type_name} was torn down with a drain still owed (it was armed or had callbacks \
+         pending); call {type_name}::stop_and_drain() before dropping it"
+    );
+    #[cfg(not(feature = "fail-fast"))]
+    let _ = type_name;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,19 +105,23 @@ impl WorkCore {
         trace_record!("work", "drained", self.raw, cancel);
     }
 
-    /// Teardown found submissions not yet dispatched or drained.
-    pub(crate) fn report_if_drain_owed(&self) {
-        if self.ctx.header().obligation.is_owed() {
+    /// Whether teardown finds submissions not yet dispatched or drained
+    /// (recorded as `drain-owed`; reported by the owner once it has freed
+    /// everything).
+    pub(crate) fn drain_owed(&self) -> bool {
+        let owed = self.ctx.header().obligation.is_owed();
+        if owed {
             trace_record!("work", "drain-owed", self.raw, 0);
         }
+        owed
     }
 
-    /// Drains, closes the object, then frees the context, in that order.
-    /// (A cleanup group's release closes its members instead; dropping a
-    /// core without `close` frees only the context.)
-    pub(crate) fn close(self) {
+    /// Drains, closes the object, then frees the context, in that order;
+    /// returns whether a drain was owed. (A cleanup group's release closes its
+    /// members instead; dropping a core without `close` frees only the context.)
+    pub(crate) fn close(self) -> bool {
         trace_record!("work", "drop-begin", self.raw, 0);
-        self.report_if_drain_owed();
+        let owed = self.drain_owed();
         self.drain(false);
         trace_record!("work", "drop-drained", self.raw, 0);
         // SAFETY: drained above; the object is closed exactly once, here.
@@ -126,6 +130,7 @@ impl WorkCore {
         drop(self.ctx);
         drop(self.pool);
         trace_record!("work", "drop-closed", raw, 0);
+        owed
     }
 }
 
@@ -210,8 +215,10 @@ impl ThreadpoolWork {
 
 impl Drop for ThreadpoolWork {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            core.close();
+        if let Some(core) = self.core.take()
+            && core.close()
+        {
+            crate::obligation::report_drain_owed("ThreadpoolWork");
         }
     }
 }

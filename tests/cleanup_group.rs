@@ -1,6 +1,8 @@
 //! Cleanup groups: bulk release drains, frees exactly once, and is reusable.
 #![cfg(windows)]
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -37,6 +39,8 @@ fn thousand_members_released_drain_and_free_once() {
         let m = group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap();
         m.submit();
         m.submit();
+        // Settle the drain so the release owes nothing (see the owed test below).
+        m.wait();
     }
     assert_eq!(group.owned_resources(), 1000);
     assert_eq!(tally.live.load(SeqCst), 1000);
@@ -53,7 +57,9 @@ fn group_dropped_without_explicit_release_drains_and_frees() {
         let group = CleanupGroup::new().unwrap();
         for _ in 0..50 {
             let tok = Token::new(&tally);
-            group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap().submit();
+            let m = group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap();
+            m.submit();
+            m.wait();
         }
     }
     assert_eq!(tally.ran.load(SeqCst), 50);
@@ -67,7 +73,9 @@ fn group_is_reusable_after_a_release() {
     for round in 1..=3 {
         for _ in 0..20 {
             let tok = Token::new(&tally);
-            group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap().submit();
+            let m = group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap();
+            m.submit();
+            m.wait();
         }
         group.close_members();
         assert_eq!(tally.ran.load(SeqCst), 20 * round);
@@ -86,7 +94,9 @@ fn members_on_private_and_default_pools_and_caller_env_untouched() {
     for i in 0..40 {
         let c = Arc::clone(&count);
         let e = if i % 2 == 0 { Some(&env) } else { None };
-        group.create_work(move || { c.fetch_add(1, SeqCst); }, e).unwrap().submit();
+        let m = group.create_work(move || { c.fetch_add(1, SeqCst); }, e).unwrap();
+        m.submit();
+        m.wait();
     }
     assert_eq!(format!("{env:?}"), before, "the caller's environment was changed");
     assert_eq!(env.as_inner().CleanupGroup, 0);
@@ -169,4 +179,55 @@ fn member_cancel_pending_discards_queued_callbacks() {
     m.stop_and_drain();
     assert_eq!(count.load(SeqCst), 2);
     group.close_members();
+}
+
+/// A member with a callback queued behind a blocked one at release time: the
+/// release drains it (it runs before `close_members` returns), and the drain
+/// it still owed is reported (a panic under `fail-fast`, after the release).
+#[test]
+fn release_drains_queued_callbacks_and_reports_the_owed_drain() {
+    let pool = ThreadpoolPool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    let mut env = CallbackEnviron::new();
+    env.set_pool(&pool);
+    let tally = Arc::new(Tally::default());
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let entered = Arc::new(AtomicBool::new(false));
+    let (g, en, tok) = (Arc::clone(&gate), Arc::clone(&entered), Token::new(&tally));
+    let mut group = CleanupGroup::new().unwrap();
+    let m = group
+        .create_work(
+            move || {
+                if tok.0.ran.fetch_add(1, SeqCst) == 0 {
+                    en.store(true, SeqCst);
+                    drop(g.1.wait_while(g.0.lock().unwrap(), |open| !*open).unwrap());
+                }
+            },
+            Some(&env),
+        )
+        .unwrap();
+    m.submit();
+    m.submit();
+    while !entered.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let release_started = Arc::new(AtomicBool::new(false));
+    let opener = {
+        let (g, r) = (Arc::clone(&gate), Arc::clone(&release_started));
+        std::thread::spawn(move || {
+            while !r.load(SeqCst) {
+                std::thread::yield_now();
+            }
+            // A release that did not wait would return before this.
+            std::thread::sleep(Duration::from_millis(50));
+            *g.0.lock().unwrap() = true;
+            g.1.notify_all();
+        })
+    };
+    release_started.store(true, SeqCst);
+    support::teardown_owing("WorkMember", || group.close_members());
+    assert_eq!(tally.ran.load(SeqCst), 2, "the queued callback ran before the release returned");
+    assert_eq!(tally.live.load(SeqCst), 0, "the member's context was freed");
+    assert_eq!(group.owned_resources(), 0);
+    opener.join().unwrap();
 }

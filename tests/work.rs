@@ -171,7 +171,7 @@ fn drop_runs_queued_callbacks_before_returning() {
     let opener = open_after_start(Arc::clone(&b.gate), Arc::clone(&started));
     let Blocked { work, count, _pool, .. } = b;
     started.store(true, SeqCst);
-    drop(work);
+    support::teardown_owing("ThreadpoolWork", || drop(work));
     // All eleven ran before drop returned; eleven is every submission, so none can run after.
     assert_eq!(count.load(SeqCst), 11);
     opener.join().unwrap();
@@ -183,6 +183,7 @@ fn callback_state_is_freed_after_drop() {
     let s = Arc::clone(&state);
     let work = ThreadpoolWork::new(move || drop(Arc::clone(&s)), None).unwrap();
     work.submit();
+    work.wait();
     assert_eq!(Arc::strong_count(&state), 2);
     drop(work);
     assert_eq!(Arc::strong_count(&state), 1, "the callback's captures are freed by drop");
@@ -197,4 +198,27 @@ fn panicking_work_callback_aborts_the_process() {
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
     support::assert_panicked_and_aborted(&out, "boom from a work callback");
+}
+
+/// A teardown owing a drain on a thread that is already unwinding: under
+/// `fail-fast` the report is a second panic, which aborts the process;
+/// without it the first panic unwinds normally (a test failure, exit 101).
+#[test]
+fn drain_owed_while_unwinding() {
+    let out = support::child("drain_owed_while_unwinding", &[], || {
+        let b = blocked_work();
+        b.work.submit();
+        b.work.submit();
+        b.wait_entered();
+        let started = Arc::new(AtomicBool::new(true));
+        let _opener = open_after_start(Arc::clone(&b.gate), started);
+        panic!("first panic, with a work object owing a drain");
+    });
+    assert!(out.stderr.contains("first panic"), "{out:#?}");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(&out, "drain still owed");
+    } else {
+        assert_eq!(out.code, Some(support::TEST_FAILED), "{out:#?}");
+        assert!(!out.stderr.contains("drain still owed"), "{out:#?}");
+    }
 }

@@ -91,3 +91,25 @@ pub fn on_wine() -> bool {
         !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
     }
 }
+
+/// Runs a teardown that finds a drain still owed. With `fail-fast` it must
+/// panic, after the teardown finished, with a report naming `type_name`, the
+/// words "drain still owed" and `stop_and_drain`; without it, it must not
+/// panic. Either way the caller then checks the teardown's invariants.
+#[track_caller]
+pub fn teardown_owing(type_name: &str, teardown: impl FnOnce()) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(teardown));
+    if cfg!(feature = "fail-fast") {
+        let payload = r.expect_err("fail-fast: a teardown with a drain owed must panic");
+        let msg = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        for needle in [type_name, "drain still owed", "stop_and_drain"] {
+            assert!(msg.contains(needle), "fail-fast report {msg:?} lacks {needle:?}");
+        }
+    } else if let Err(p) = r {
+        std::panic::resume_unwind(p);
+    }
+}
