@@ -210,8 +210,17 @@ fn drain_owed_while_unwinding() {
         b.work.submit();
         b.work.submit();
         b.wait_entered();
-        let started = Arc::new(AtomicBool::new(true));
-        let _opener = open_after_start(Arc::clone(&b.gate), started);
+        // Dropped by the unwind just before `b`: only then may the gate open,
+        // so the second submission is still queued (owed) when `b` drops.
+        struct Unwinding(Arc<AtomicBool>);
+        impl Drop for Unwinding {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let reached = Arc::new(AtomicBool::new(false));
+        let _opener = open_after_start(Arc::clone(&b.gate), Arc::clone(&reached));
+        let _unwinding = Unwinding(reached);
         panic!("first panic, with a work object owing a drain");
     });
     assert!(out.stderr.contains("first panic"), "{out:#?}");
