@@ -4,6 +4,7 @@
 //!   (on Linux: Wine, mingw, the Rust target, a proved Wine prefix).
 //! - `test`: setup, then the whole test matrix; ends with `N passed, N failed`.
 //! - `demo`: run `examples/tour.rs`.
+//! - `trace-doc`: regenerate the event table in `docs/trace.md`.
 
 mod run;
 mod setup;
@@ -23,12 +24,14 @@ fn main() -> ExitCode {
         "setup" => setup::setup().map(|_| ()),
         "test" => run::test(rest),
         "demo" => run::demo(),
+        "trace-doc" => run::trace_doc(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|demo>\n\
+                "usage: cargo xtask <setup|test|demo|trace-doc>\n\
                  \n  setup   prepare this machine (Linux: Wine prefix, mingw, Rust target)\
                  \n  test    setup, then tests, clippy and rustdoc in every feature configuration\
-                 \n  demo    run examples/tour.rs"
+                 \n  demo    run examples/tour.rs\
+                 \n  trace-doc  regenerate the event table in docs/trace.md"
             );
             return ExitCode::from(2);
         }
