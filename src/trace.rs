@@ -184,10 +184,12 @@ pub const fn known(target: &str, event: &str) -> bool {
 }
 
 /// Bit of the filter word for targets outside [`TARGETS`] (only `*` sets it).
+#[cfg_attr(not(any(test, feature = "trace")), allow(dead_code))]
 const OTHER_BIT: u32 = 1 << TARGETS.len();
 
 /// The filter bits that arm `target`: its own bit, both syscall bits for
 /// `syscall`, and [`OTHER_BIT`] for a target the crate does not know.
+#[cfg_attr(not(any(test, feature = "trace")), allow(dead_code))]
 pub(crate) const fn target_mask(target: &str) -> u32 {
     if str_eq(target, "syscall") {
         return target_mask("syscall-enter") | target_mask("syscall-leave");
@@ -495,7 +497,7 @@ pub(crate) mod imp {
     /// The earliest tick the trace has seen (`i64::MAX`: none yet).
     static START: AtomicI64 = AtomicI64::new(i64::MAX);
 
-    fn now() -> i64 {
+    pub(crate) fn now() -> i64 {
         let mut t = 0;
         // SAFETY: `t` is a valid out-pointer; the call cannot fail on XP or later.
         unsafe { QueryPerformanceCounter(&mut t) };

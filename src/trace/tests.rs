@@ -475,23 +475,37 @@ fn record_cost() {
     const DONE: i32 = 0x5A;
     let n: u64 = if cfg!(debug_assertions) { 100_000 } else { 2_000_000 };
     if let Ok(mode) = std::env::var(CHILD) {
-        let ns = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
-        let run = || {
+        fn timed(n: u64, f: &impl Fn(u64)) -> f64 {
             let t = std::time::Instant::now();
             for i in 0..n {
-                trace_record!("work", "submitted", std::hint::black_box(i), 0);
+                f(std::hint::black_box(i));
             }
-            t.elapsed()
-        };
+            t.elapsed().as_nanos() as f64 / n as f64
+        }
+        /// ns per call of `f` on one thread, then on each of two at once.
+        fn measure(n: u64, f: impl Fn(u64) + Sync) -> String {
+            let one = timed(n, &f);
+            let barrier = std::sync::Barrier::new(2);
+            let two: Vec<f64> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2).map(|_| s.spawn(|| { barrier.wait(); timed(n, &f) })).collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            format!("1 thread {one:.1} ns/record; 2 threads {:.1} and {:.1} ns/record each", two[0], two[1])
+        }
         assert_eq!(enabled(), mode == "armed", "the child's filter is not what the parent set");
-        let one = ns(run());
-        let barrier = std::sync::Barrier::new(2);
-        let two: Vec<f64> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..2).map(|_| s.spawn(|| { barrier.wait(); run() })).collect();
-            hs.into_iter().map(|h| ns(h.join().unwrap())).collect()
-        });
         let build = if cfg!(debug_assertions) { "debug" } else { "release" };
-        println!("record cost ({build}, {mode}): 1 thread {one:.1} ns/record; 2 threads {:.1} and {:.1} ns/record each", two[0], two[1]);
+        let record = measure(n, |i| trace_record!("work", "submitted", i, 0));
+        print!("record cost ({build}, {mode}): {record}");
+        if mode == "armed" {
+            // The parts: the ring alone (no clock, no thread id), and the clock.
+            let ring = imp::Ring::new(imp::DEFAULT_CAPACITY);
+            let ring_only = measure(n, |i| ring.push(i as i64, 1, "work", "submitted", i, 0));
+            let clock = measure(n, |_| {
+                std::hint::black_box(imp::now());
+            });
+            print!(" | ring push alone: {ring_only} | QueryPerformanceCounter alone: {clock}");
+        }
+        println!();
         if mode == "armed" {
             let text = dump();
             assert!(text.contains(&format!("capacity {}", imp::DEFAULT_CAPACITY)), "{}", &text[..200]);
