@@ -433,10 +433,14 @@ pub(crate) mod imp {
         f
     }
 
-    /// Parses a capacity: a positive count, rounded up to a power of two.
+    /// The largest capacity accepted: 2^24 records, 1 GiB of ring.
+    const MAX_CAPACITY: usize = 1 << 24;
+
+    /// Parses a capacity: a count in `1..=MAX_CAPACITY`, rounded up to a
+    /// power of two.
     pub(crate) fn parse_capacity(text: &str) -> Option<usize> {
         let n: usize = text.trim().parse().ok()?;
-        if n == 0 || n > 1 << 30 { None } else { Some(n.next_power_of_two()) }
+        if n == 0 || n > MAX_CAPACITY { None } else { Some(n.next_power_of_two()) }
     }
 
     struct State {
@@ -841,7 +845,7 @@ pub(crate) mod imp {
             let _ = writeln!(out, "# not targets, ignored: {}", header.unknown.join(", "));
         }
         if let Some(c) = header.bad_capacity {
-            let _ = writeln!(out, "# {CAPACITY_VAR}={c:?} is not a capacity (1..=2^30), ignored");
+            let _ = writeln!(out, "# {CAPACITY_VAR}={c:?} is not a capacity (1..={MAX_CAPACITY}), ignored");
         }
         out.push_str("#   elapsed(s) thread target event slots\n");
         let mut names = Names::new();

@@ -217,7 +217,8 @@ mod recorder {
         assert_eq!(parse_capacity("0"), None);
         assert_eq!(parse_capacity("-4"), None);
         assert_eq!(parse_capacity("lots"), None);
-        assert_eq!(parse_capacity(&(1u64 << 31).to_string()), None);
+        assert_eq!(parse_capacity(&(1u64 << 24).to_string()), Some(1 << 24));
+        assert_eq!(parse_capacity(&((1u64 << 24) + 1).to_string()), None);
     }
 
     fn push_n(ring: &Ring, n: u64) {
