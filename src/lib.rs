@@ -58,3 +58,8 @@ pub use work::ThreadpoolWork;
 #[cfg(all(windows, doctest))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The trace guide's examples, compiled and run as doctests.
+#[cfg(all(windows, doctest))]
+#[doc = include_str!("../docs/trace.md")]
+pub struct TraceDocDoctests;

@@ -113,3 +113,53 @@ pub fn teardown_owing(type_name: &str, teardown: impl FnOnce()) {
         std::panic::resume_unwind(p);
     }
 }
+
+/// The variable the trace filter is read from.
+pub const TRACE_VAR: &str = "WINDOWS_THREADPOOL_TRACE";
+
+/// Runs `scenario` in a child process whose trace filter is `filter`, and
+/// returns what the child did once it has completed.
+///
+/// Assertions about records belong in `scenario`: a failing one makes the
+/// child exit with a test failure, which fails the parent here. Before the
+/// scenario the child asserts that the filter arms each target it names (or,
+/// for `*`, `work`), so a filter that matches nothing fails rather than passes
+/// with nothing recorded; the parent checks the child's distinctive exit code,
+/// so a child that never ran the scenario fails too.
+#[track_caller]
+pub fn traced_child(test: &str, filter: &str, scenario: impl FnOnce()) -> ChildOutcome {
+    traced_child_env(test, filter, &[], scenario)
+}
+
+/// [`traced_child`] with more environment variables for the child (for
+/// example `WINDOWS_THREADPOOL_TRACE_CAPACITY`).
+#[track_caller]
+pub fn traced_child_env(test: &str, filter: &str, env: &[(&str, &str)], scenario: impl FnOnce()) -> ChildOutcome {
+    traced_child_setup(test, filter, env, || {}, scenario)
+}
+
+/// [`traced_child_env`] that first runs `setup` in the child, before anything
+/// reads the filter (and so before the trace installs its exception observer).
+#[track_caller]
+pub fn traced_child_setup(
+    test: &str,
+    filter: &str,
+    env: &[(&str, &str)],
+    setup: impl FnOnce(),
+    scenario: impl FnOnce(),
+) -> ChildOutcome {
+    assert!(!filter.trim().is_empty(), "traced_child needs a filter that arms something");
+    let mut vars = vec![(TRACE_VAR, filter)];
+    vars.extend_from_slice(env);
+    let out = child(test, &vars, || {
+        setup();
+        assert_eq!(std::env::var(TRACE_VAR).as_deref(), Ok(filter), "the child did not get the filter");
+        for name in filter.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let target = if name == "*" { "work" } else { name };
+            assert!(windows_threadpool::trace::wants(target), "filter {filter:?} does not arm {target:?}");
+        }
+        scenario();
+    });
+    out.assert_completed();
+    out
+}

@@ -5,6 +5,7 @@
 //! - `test`: setup, then the whole test matrix; ends with `N passed, N failed`.
 //! - `demo`: run `examples/tour.rs`.
 //! - `bench`: run the benchmarks and write `docs/benchmarks.md`.
+//! - `trace-doc`: regenerate the event table in `docs/trace.md`.
 
 mod bench;
 mod run;
@@ -26,13 +27,15 @@ fn main() -> ExitCode {
         "test" => run::test(rest),
         "demo" => run::demo(),
         "bench" => bench::bench(rest),
+        "trace-doc" => run::trace_doc(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|demo|bench>\n\
-                 \n  setup   prepare this machine (Linux: Wine prefix, mingw, Rust target)\
-                 \n  test    setup, then tests, clippy and rustdoc in every feature configuration\
-                 \n  demo    run examples/tour.rs\
-                 \n  bench   run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)"
+                "usage: cargo xtask <setup|test|demo|bench|trace-doc>\n\
+                 \n  setup      prepare this machine (Linux: Wine prefix, mingw, Rust target)\
+                 \n  test       setup, then tests, clippy and rustdoc in every feature configuration\
+                 \n  demo       run examples/tour.rs\
+                 \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
+                 \n  trace-doc  regenerate the event table in docs/trace.md"
             );
             return ExitCode::from(2);
         }

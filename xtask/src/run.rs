@@ -1,4 +1,4 @@
-//! `cargo xtask test` and `cargo xtask demo`.
+//! `cargo xtask test`, `cargo xtask demo` and `cargo xtask trace-doc`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -184,6 +184,19 @@ pub fn test(rest: &[String]) -> Result<()> {
     }
     println!("{} passed, {} failed", tally.passed, tally.failed);
     if tally.failed == 0 && tally.failures.is_empty() { Ok(()) } else { Err("failures above".into()) }
+}
+
+/// Regenerates the event table in `docs/trace.md` from the crate's event
+/// table, by running the test that checks it with the bless variable set.
+pub fn trace_doc() -> Result<()> {
+    let p = setup::setup()?;
+    let test = "trace::tests::docs_reference_section_is_generated_from_the_event_table";
+    let status = cargo(&p, &["test", "--quiet", "-p", LIB, "--lib", "--", test, "--exact", "--nocapture"])
+        .env("WINDOWS_THREADPOOL_BLESS", "1")
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("cargo test: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("regenerating docs/trace.md failed: {status}")) }
 }
 
 pub fn demo() -> Result<()> {
