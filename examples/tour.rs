@@ -4,7 +4,8 @@
 fn main() -> std::io::Result<()> {
     use std::sync::Mutex;
     use std::sync::Arc;
-    use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+    use std::time::Duration;
+    use windows_threadpool::{CallbackEnviron, Event, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork};
 
     fn thread_id() -> u32 {
         // SAFETY: GetCurrentThreadId has no preconditions.
@@ -27,6 +28,31 @@ fn main() -> std::io::Result<()> {
     work.wait();
     let threads = ran.lock().unwrap().clone();
     println!("work: 6 submissions ran on private-pool threads {threads:?}");
+
+    // An event-driven wait: the callback runs when the event is signalled
+    // and re-arms itself for the next signal (each activation consumes the
+    // arming). The wait owns its handle; we keep a clone to signal it.
+    let event = Event::new(false, false)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wait = ThreadpoolWait::new(
+        event.try_clone()?.into(),
+        move |act| {
+            let rearmed = act.rearm(None).unwrap_or(false);
+            let _ = tx.send((act.result(), thread_id(), rearmed));
+        },
+        None,
+    )?;
+    wait.arm(None)?;
+    let patience = Duration::from_secs(10);
+    for _ in 0..3 {
+        event.set()?;
+        let (result, thread, rearmed) = rx.recv_timeout(patience).expect("wait callback");
+        println!("wait: {result:?} on pool thread {thread}, re-armed: {rearmed}");
+    }
+    wait.arm(Some(Duration::from_millis(10)))?; // replaces the arming: a timeout this time
+    let (result, _, _) = rx.recv_timeout(patience).expect("wait callback");
+    println!("wait: {result:?} after 10 ms with no signal");
+    drop(wait); // refuses re-arms and disarms, drains, closes the wait, then the event handle
     Ok(())
 }
 

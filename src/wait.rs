@@ -1,1 +1,884 @@
-//! Thread-pool waits (`TP_WAIT`).
+//! Thread-pool waits (`TP_WAIT`): a callback that runs when a kernel object
+//! is signalled or a timeout expires.
+//!
+//! ```
+//! use std::sync::mpsc;
+//! use std::time::Duration;
+//! use windows_threadpool::wait::{Event, ThreadpoolWait, WaitResult};
+//!
+//! let event = Event::new(false, false)?;
+//! let (tx, rx) = mpsc::channel();
+//! let wait = ThreadpoolWait::new(event.try_clone()?.into(), move |act| {
+//!     tx.send(act.result()).unwrap();
+//! }, None)?;
+//! wait.arm(None)?;          // wait forever for the event
+//! event.set()?;
+//! assert_eq!(rx.recv().unwrap(), WaitResult::Signalled);
+//! wait.arm(Some(Duration::from_millis(1)))?;
+//! assert_eq!(rx.recv().unwrap(), WaitResult::TimedOut);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Wait targets
+//! The pool waits only on some kinds of handle; on others (a mutex, say) the
+//! native behaviour is undefined and nothing reports an error. A wait
+//! therefore takes a [`WaitableHandle`], built from a kind known to work
+//! ([`Event`], [`WaitOnlyEvent`], a child process, a thread) or asserted with
+//! an `unsafe` constructor. The wait owns it and lends it out only as a
+//! borrow, so it cannot be closed while a wait on it is pending: it is closed
+//! (by `CloseHandle`, or by the target's own close routine) exactly once, after
+//! the wait object has been drained and closed.
+//!
+//! # Arming
+//! A wait is created disarmed. [`ThreadpoolWait::arm`] arms it once: the
+//! platform consumes the arming when it dispatches the callback, so a callback
+//! that wants the next signal re-arms through [`WaitActivation::rearm`].
+//! Timeouts are relative: `None` waits forever, `Some(Duration::ZERO)` times
+//! out at once (see [`ThreadpoolWait::arm`]), and a duration too large for the
+//! pool's 64-bit count of 100 ns units is rejected, never clamped.
+//!
+//! # Teardown
+//! `Drop` (and [`ThreadpoolWait::stop_and_drain`]) first refuse re-arms and
+//! disarm under one lock, the lock a re-arm takes, so a callback running
+//! concurrently cannot re-arm a wait being torn down. Then it drains (waits
+//! for every queued and running callback, never cancels), closes the wait
+//! object, closes the target handle, and frees the callback.
+//!
+//! Under Wine, `SetThreadpoolWait(.., NULL, ..)` does not stop the pool from
+//! queueing a callback: Wine's wait thread may still be blocked on a handle
+//! array built before the disarm, and when that wait completes it queues the
+//! callback, possibly after a drain has returned (measured: about one
+//! iteration in ten of "signal, disarm, drain"). Closing and freeing then
+//! would let that callback run on freed memory. So on Wine only, when an
+//! arming may still be outstanding, teardown adds a flush: it arms the wait
+//! once more with a zero timeout, which Wine's wait thread can only consume
+//! after it has finished with every handle array older than the disarm, waits
+//! for that activation (which does not reach the user's callback), disarms
+//! and drains again. The flush needs a free thread in the wait's pool.
+//! `docs/wine.md` records the difference.
+
+use core::ffi::c_void;
+use core::time::Duration;
+use std::io;
+use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, IntoRawHandle, OwnedHandle};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use windows_sys::Win32::Foundation::{DuplicateHandle, FILETIME, HANDLE, WAIT_TIMEOUT};
+use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+use windows_sys::Win32::System::Threading::{
+    CloseThreadpoolWait, CreateEventW, CreateThreadpoolWait, GetCurrentProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT,
+    ResetEvent, SYNCHRONIZATION_SYNCHRONIZE, SetEvent, SetThreadpoolWait, WaitForThreadpoolWaitCallbacks,
+};
+use windows_sys::core::BOOL;
+
+use crate::callback_env::{CallbackEnviron, env_parts};
+use crate::ctx::{self, Context};
+use crate::obligation::DrainObligation;
+use crate::pool::PoolRef;
+use crate::trace::EventInfo;
+
+pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
+    EventInfo { target: "wait", event: "created", slots: ["wait", "context"], meaning: "a wait object was created" },
+    EventInfo { target: "wait", event: "armed", slots: ["wait", "handle"], meaning: "arm() set the wait on its handle" },
+    EventInfo { target: "wait", event: "arm-suppressed", slots: ["wait", ""], meaning: "arm() raced stop_and_drain() and was absorbed by it" },
+    EventInfo { target: "wait", event: "disarmed", slots: ["wait", ""], meaning: "disarm() took the wait off its handle" },
+    EventInfo { target: "wait", event: "trampoline-entered", slots: ["wait", "timed_out"], meaning: "a pool thread entered the callback" },
+    EventInfo { target: "wait", event: "trampoline-left", slots: ["wait", ""], meaning: "the callback returned" },
+    EventInfo { target: "wait", event: "trampoline-flush", slots: ["wait", "timed_out"], meaning: "Wine only: an activation during a teardown flush, not passed to the callback" },
+    EventInfo { target: "wait", event: "rearm-entered", slots: ["wait", "handle"], meaning: "a callback started re-arming its wait" },
+    EventInfo { target: "wait", event: "rearm-left", slots: ["wait", ""], meaning: "the re-arm was published" },
+    EventInfo { target: "wait", event: "rearm-suppressed", slots: ["wait", ""], meaning: "the re-arm was refused: the wait is being stopped or torn down" },
+    EventInfo { target: "wait", event: "suppress-and-disarm", slots: ["wait", "flush"], meaning: "re-arms refused and the wait disarmed under one lock (flush=1: Wine flush needed)" },
+    EventInfo { target: "wait", event: "drained", slots: ["wait", "cancelled"], meaning: "every callback has run (cancelled=1: queued ones were discarded)" },
+    EventInfo { target: "wait", event: "flush-begin", slots: ["wait", ""], meaning: "Wine only: re-arming with a zero timeout to outlast stale handle arrays" },
+    EventInfo { target: "wait", event: "flush-done", slots: ["wait", ""], meaning: "Wine only: the flush activation ran; nothing can queue a callback any more" },
+    EventInfo { target: "wait", event: "stopped", slots: ["wait", ""], meaning: "stop_and_drain() brought the wait to rest" },
+    EventInfo { target: "wait", event: "drop-begin", slots: ["wait", ""], meaning: "teardown started" },
+    EventInfo { target: "wait", event: "drain-owed", slots: ["wait", ""], meaning: "teardown found an arming not yet dispatched or drained (call stop_and_drain first)" },
+    EventInfo { target: "wait", event: "drop-drained", slots: ["wait", ""], meaning: "teardown drained every callback" },
+    EventInfo { target: "wait", event: "drop-closed", slots: ["wait", ""], meaning: "the wait object and its handle were closed and the context freed" },
+    EventInfo { target: "syscall", event: "CreateThreadpoolWait", slots: ["context", "environment"], meaning: "" },
+    EventInfo { target: "syscall", event: "SetThreadpoolWait", slots: ["wait", "handle"], meaning: "" },
+    EventInfo { target: "syscall", event: "WaitForThreadpoolWaitCallbacks", slots: ["wait", "cancel"], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolWait", slots: ["wait", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseHandle", slots: ["handle", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "WaitCloseFn", slots: ["handle", ""], meaning: "a wait target's own close routine" },
+];
+
+/// The close routine of a wait target that is not closed by `CloseHandle`
+/// (a change notification closes with `FindCloseChangeNotification`).
+pub type WaitCloseFn = unsafe extern "system" fn(HANDLE) -> BOOL;
+
+/// A raw handle value that may cross threads (handle values are process-wide).
+#[derive(Clone, Copy)]
+struct SendHandle(HANDLE);
+// SAFETY: a handle value is valid on every thread of the process; whoever
+// holds one only passes it to thread-safe kernel calls.
+unsafe impl Send for SendHandle {}
+// SAFETY: as above.
+unsafe impl Sync for SendHandle {}
+
+enum Target {
+    /// Closed with `CloseHandle`.
+    Owned(OwnedHandle),
+    /// Closed with its own routine.
+    Custom { raw: SendHandle, close: WaitCloseFn },
+}
+
+/// A handle the thread pool can wait on, owned.
+///
+/// Build one from an [`Event`], a [`WaitOnlyEvent`], a
+/// [`std::process::Child`] (signalled when the process exits) or a
+/// [`std::thread::JoinHandle`] (signalled when the thread exits), with
+/// [`WaitableHandle::event`], or with the `unsafe` constructors for handles
+/// obtained elsewhere. Dropping it closes the handle, with its own close
+/// routine if it has one.
+pub struct WaitableHandle {
+    /// `None` only while being dismantled.
+    target: Option<Target>,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<WaitableHandle>();
+    send_sync::<Event>();
+    send_sync::<WaitOnlyEvent>();
+    send_sync::<ThreadpoolWait>();
+};
+
+impl core::fmt::Debug for WaitableHandle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WaitableHandle")
+            .field("handle", &self.raw())
+            .field("custom_close", &matches!(self.target, Some(Target::Custom { .. })))
+            .finish()
+    }
+}
+
+impl WaitableHandle {
+    /// A new unnamed event (`CreateEventW`) owned by the wait. Signal it
+    /// through [`handle`](Self::handle) or [`ThreadpoolWait::handle`]; to keep
+    /// a handle of your own, create an [`Event`] and convert a clone.
+    pub fn event(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
+        Event::new(manual_reset, initially_signalled).map(Self::from)
+    }
+
+    /// Wraps a handle obtained elsewhere; it is closed with `CloseHandle`.
+    ///
+    /// # Safety
+    /// `handle` must be a handle the thread pool supports waiting on, with
+    /// `SYNCHRONIZE` access: a change notification closed by `CloseHandle`
+    /// (otherwise see [`assume_waitable_with`](Self::assume_waitable_with)),
+    /// console input, an event, a memory resource notification, a process, a
+    /// semaphore, a thread or a waitable timer. Not a mutex (the pool's
+    /// behaviour on one is undefined), not a pseudo-handle, and no other code
+    /// may close it.
+    pub unsafe fn assume_waitable(handle: OwnedHandle) -> Self {
+        Self { target: Some(Target::Owned(handle)) }
+    }
+
+    /// Wraps a raw handle whose close routine is `close` rather than
+    /// `CloseHandle`. `close` runs exactly once: when the value is dropped,
+    /// or after the wait that owns it has been drained and closed.
+    ///
+    /// # Safety
+    /// `handle` must satisfy the conditions of
+    /// [`assume_waitable`](Self::assume_waitable), be owned by the caller
+    /// (closed by nothing else), and `close` must be the routine that closes
+    /// it, callable on any thread.
+    pub unsafe fn assume_waitable_with(handle: HANDLE, close: WaitCloseFn) -> Self {
+        Self { target: Some(Target::Custom { raw: SendHandle(handle), close }) }
+    }
+
+    /// The handle, borrowed.
+    pub fn handle(&self) -> BorrowedHandle<'_> {
+        // SAFETY: the handle stays open as long as `self`, which the borrow
+        // cannot outlive.
+        unsafe { BorrowedHandle::borrow_raw(self.raw()) }
+    }
+
+    /// Gives the handle back as an [`OwnedHandle`], or returns `self`
+    /// unchanged if the handle closes with its own routine (an `OwnedHandle`
+    /// would close it with `CloseHandle`).
+    pub fn into_handle(mut self) -> Result<OwnedHandle, Self> {
+        match self.target.take() {
+            Some(Target::Owned(h)) => Ok(h),
+            other => {
+                self.target = other;
+                Err(self)
+            }
+        }
+    }
+
+    fn raw(&self) -> HANDLE {
+        match &self.target {
+            Some(Target::Owned(h)) => h.as_raw_handle(),
+            Some(Target::Custom { raw, .. }) => raw.0,
+            None => core::ptr::null_mut(),
+        }
+    }
+}
+
+impl Drop for WaitableHandle {
+    fn drop(&mut self) {
+        match self.target.take() {
+            Some(Target::Owned(h)) => {
+                let raw = h.as_raw_handle();
+                trace_call!("CloseHandle", raw, 0, { drop(h) });
+            }
+            Some(Target::Custom { raw, close }) => {
+                // SAFETY: the constructor's contract: `close` closes `raw`,
+                // which nothing else closes; `take` makes this the only call.
+                trace_call!("WaitCloseFn", raw.0, 0, { unsafe { close(raw.0) } });
+            }
+            None => {}
+        }
+    }
+}
+
+impl From<Event> for WaitableHandle {
+    fn from(e: Event) -> Self {
+        Self { target: Some(Target::Owned(e.handle)) }
+    }
+}
+
+impl From<WaitOnlyEvent> for WaitableHandle {
+    fn from(e: WaitOnlyEvent) -> Self {
+        Self { target: Some(Target::Owned(e.handle)) }
+    }
+}
+
+/// The wait fires when the process exits. The child's standard I/O pipes, if
+/// any, are closed by the conversion: take them out of the `Child` first to
+/// keep them.
+impl From<std::process::Child> for WaitableHandle {
+    fn from(child: std::process::Child) -> Self {
+        Self { target: Some(Target::Owned(OwnedHandle::from(child))) }
+    }
+}
+
+/// The wait fires when the thread exits. The thread is detached: its result
+/// can no longer be joined.
+impl<T> From<std::thread::JoinHandle<T>> for WaitableHandle {
+    fn from(thread: std::thread::JoinHandle<T>) -> Self {
+        // SAFETY: `into_raw_handle` transfers ownership of the thread handle.
+        let h = unsafe { OwnedHandle::from_raw_handle(thread.into_raw_handle()) };
+        Self { target: Some(Target::Owned(h)) }
+    }
+}
+
+/// An owned unnamed event (`CreateEventW`), with full access.
+///
+/// Keep one and give a [`try_clone`](Self::try_clone) (or a
+/// [`wait_only`](Self::wait_only) duplicate) to a [`ThreadpoolWait`].
+#[derive(Debug)]
+pub struct Event {
+    handle: OwnedHandle,
+}
+
+impl Event {
+    /// Creates an event. A manual-reset event stays signalled until
+    /// [`reset`](Self::reset); an auto-reset one is reset by the wait it
+    /// releases.
+    pub fn new(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
+        // SAFETY: null attributes and name are allowed; the result is checked.
+        let h = unsafe { CreateEventW(core::ptr::null(), manual_reset.into(), initially_signalled.into(), core::ptr::null()) };
+        if h.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `h` is a new handle owned by nothing else.
+        Ok(Self { handle: unsafe { OwnedHandle::from_raw_handle(h) } })
+    }
+
+    /// Signals the event (`SetEvent`).
+    pub fn set(&self) -> io::Result<()> {
+        // SAFETY: `self.handle` is an open event handle.
+        check(unsafe { SetEvent(self.handle.as_raw_handle()) })
+    }
+
+    /// Resets the event to non-signalled (`ResetEvent`).
+    pub fn reset(&self) -> io::Result<()> {
+        // SAFETY: `self.handle` is an open event handle.
+        check(unsafe { ResetEvent(self.handle.as_raw_handle()) })
+    }
+
+    /// Another handle to the same event, with the same access.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self { handle: self.handle.try_clone()? })
+    }
+
+    /// Another handle to the same event with `SYNCHRONIZE` access alone: the
+    /// pool can wait on it, but it cannot set or reset the event.
+    pub fn wait_only(&self) -> io::Result<WaitOnlyEvent> {
+        let mut out: HANDLE = core::ptr::null_mut();
+        // SAFETY: both process handles are the current-process pseudo-handle,
+        // `self.handle` is open, and `out` receives a new handle on success.
+        let ok = unsafe {
+            let me = GetCurrentProcess();
+            DuplicateHandle(me, self.handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
+        };
+        check(ok)?;
+        // SAFETY: `out` is a new handle owned by nothing else.
+        Ok(WaitOnlyEvent { handle: unsafe { OwnedHandle::from_raw_handle(out) } })
+    }
+
+    /// The handle, borrowed.
+    pub fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle.as_handle()
+    }
+}
+
+impl AsHandle for Event {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle.as_handle()
+    }
+}
+
+/// A handle to an [`Event`] with `SYNCHRONIZE` access alone
+/// ([`Event::wait_only`]): waitable, but it cannot signal the event.
+#[derive(Debug)]
+pub struct WaitOnlyEvent {
+    handle: OwnedHandle,
+}
+
+impl WaitOnlyEvent {
+    /// The handle, borrowed.
+    pub fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle.as_handle()
+    }
+}
+
+impl AsHandle for WaitOnlyEvent {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle.as_handle()
+    }
+}
+
+fn check(ok: BOOL) -> io::Result<()> {
+    if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// Converts a relative timeout to the negative `FILETIME` the pool takes,
+/// rounding up to whole 100 ns units so a wait never ends early.
+fn relative_filetime(timeout: Duration) -> io::Result<FILETIME> {
+    let units = timeout.as_nanos().div_ceil(100);
+    let units = i64::try_from(units).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "wait timeout {timeout:?} is too large: the pool counts at most i64::MAX units of 100 ns \
+                 (about 29,227 years); use None to wait forever"
+            ),
+        )
+    })?;
+    let v = -units;
+    Ok(FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 })
+}
+
+/// Whether this process runs under Wine (ntdll exports `wine_get_version`).
+fn on_wine() -> bool {
+    static WINE: OnceLock<bool> = OnceLock::new();
+    *WINE.get_or_init(|| {
+        // SAFETY: both strings are NUL-terminated; ntdll is always loaded.
+        unsafe {
+            let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+            !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+        }
+    })
+}
+
+/// How an activation came about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WaitResult {
+    /// The handle was signalled (`WAIT_OBJECT_0`).
+    Signalled,
+    /// The timeout expired first (`WAIT_TIMEOUT`).
+    TimedOut,
+}
+
+/// The arming state, behind the lock that arming, re-arming and teardown share.
+#[derive(Default)]
+struct ArmState {
+    /// Re-arms (and arms) are refused while non-zero: teardown holds one for
+    /// good, `stop_and_drain` one for its duration.
+    suppressors: u32,
+    /// Armings published since the wait was last at rest. Compared with
+    /// [`WaitHeader::activations`]: fewer activations than armings means an
+    /// arming may still be outstanding (each arming yields at most one
+    /// activation).
+    armings: u64,
+    /// Wine only: a flush arming is outstanding; a disarm now would remove
+    /// it and leave the flush waiting for an activation that never comes.
+    flushing: bool,
+}
+
+/// Wine only: the teardown flush handshake.
+#[derive(Default)]
+struct Flush {
+    /// Read by every activation; true only while a flush is in progress.
+    active: AtomicBool,
+    acked: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// The context state the owner and the trampoline share.
+pub(crate) struct WaitHeader {
+    obligation: DrainObligation,
+    /// The target's handle value, for re-arms (the owner keeps it open until
+    /// the wait is drained and closed).
+    target: SendHandle,
+    arming: Mutex<ArmState>,
+    /// Activations of user armings since the wait was last at rest.
+    activations: AtomicU64,
+    flush: Flush,
+}
+
+impl WaitHeader {
+    fn lock(&self) -> MutexGuard<'_, ArmState> {
+        self.arming.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Publishes an arming; the caller holds the arming lock and has checked
+    /// that re-arms are not suppressed.
+    fn publish(&self, state: &mut ArmState, wait: PTP_WAIT, timeout: Option<&FILETIME>) {
+        state.armings += 1;
+        let handle = self.target.0;
+        let ft = timeout.map_or(core::ptr::null(), |t| t as *const FILETIME);
+        self.obligation.publish_arming(|| {
+            trace_call!("SetThreadpoolWait", wait, handle, {
+                // SAFETY: `wait` is live (owner alive or callback running) and
+                // `handle` stays open until the wait is drained and closed.
+                unsafe { SetThreadpoolWait(wait, handle, ft) }
+            })
+        });
+    }
+}
+
+/// What a callback is told about one activation of its wait.
+pub struct WaitActivation<'a> {
+    header: &'a WaitHeader,
+    wait: PTP_WAIT,
+    result: WaitResult,
+}
+
+impl core::fmt::Debug for WaitActivation<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WaitActivation").field("result", &self.result).finish_non_exhaustive()
+    }
+}
+
+impl WaitActivation<'_> {
+    /// Why the callback runs.
+    pub fn result(&self) -> WaitResult {
+        self.result
+    }
+
+    /// Whether the handle was signalled (rather than the timeout expiring).
+    pub fn is_signalled(&self) -> bool {
+        self.result == WaitResult::Signalled
+    }
+
+    /// The handle waited on, borrowed for the callback's duration.
+    pub fn handle(&self) -> BorrowedHandle<'_> {
+        // SAFETY: the target stays open until the wait is drained, which
+        // cannot complete while this callback runs.
+        unsafe { BorrowedHandle::borrow_raw(self.header.target.0) }
+    }
+
+    /// Arms the wait again, as [`ThreadpoolWait::arm`] does: this activation
+    /// consumed the previous arming.
+    ///
+    /// Returns `Ok(false)` without arming when the wait is being stopped or
+    /// torn down ([`ThreadpoolWait::stop_and_drain`] or `Drop`), and an
+    /// [`io::ErrorKind::InvalidInput`] error for a timeout too large.
+    pub fn rearm(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        let ft = timeout.map(relative_filetime).transpose()?;
+        let h = self.header;
+        let mut state = h.lock();
+        if state.suppressors > 0 {
+            trace_record!("wait", "rearm-suppressed", self.wait, 0);
+            return Ok(false);
+        }
+        trace_record!("wait", "rearm-entered", self.wait, h.target.0);
+        h.publish(&mut state, self.wait, ft.as_ref());
+        drop(state);
+        trace_record!("wait", "rearm-left", self.wait, 0);
+        Ok(true)
+    }
+}
+
+unsafe extern "system" fn trampoline<F>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void, wait: PTP_WAIT, result: u32)
+where
+    F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+{
+    let result = if result == WAIT_TIMEOUT { WaitResult::TimedOut } else { WaitResult::Signalled };
+    let timed_out = result == WaitResult::TimedOut;
+    // SAFETY: `context` is the `Shared` this trampoline was created with; the
+    // owner frees it only after draining every callback (and, on Wine,
+    // flushing stale activations).
+    let shared = unsafe { ctx::get::<WaitHeader, F>(context) };
+    let header = &shared.header;
+    if header.flush.active.load(Ordering::SeqCst) {
+        trace_record!("wait", "trampoline-flush", wait, timed_out);
+        *header.flush.acked.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        header.flush.cv.notify_all();
+        return;
+    }
+    trace_record!("wait", "trampoline-entered", wait, timed_out);
+    header.activations.fetch_add(1, Ordering::SeqCst);
+    header.obligation.dispatched();
+    (shared.callback)(&WaitActivation { header, wait, result });
+    trace_record!("wait", "trampoline-left", wait, 0);
+}
+
+/// The part of a wait shared by [`ThreadpoolWait`] and the cleanup group's
+/// wait member: the raw object, its context, its target and its pool.
+pub(crate) struct WaitCore {
+    raw: PTP_WAIT,
+    ctx: Context<WaitHeader>,
+    handle: WaitableHandle,
+    pool: PoolRef,
+    /// Serialises the owner's stops and cancellations, so a flush never
+    /// meets another stop's disarm or a cancellation of its activation.
+    /// Callbacks never take it.
+    stopping: Mutex<()>,
+}
+
+impl WaitCore {
+    pub(crate) fn new<F>(handle: WaitableHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+    {
+        let (env, pool) = env_parts(env);
+        let header = WaitHeader {
+            obligation: DrainObligation::default(),
+            target: SendHandle(handle.raw()),
+            arming: Mutex::default(),
+            activations: AtomicU64::new(0),
+            flush: Flush::default(),
+        };
+        let ctx = Context::new(header, callback);
+        let pv = ctx.as_ptr();
+        // SAFETY: the trampoline is instantiated for the context's type, and
+        // the context outlives the object (freed only after drain and close).
+        let raw = trace_call!("CreateThreadpoolWait", pv, env, { unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) } });
+        if raw == 0 {
+            // Read the error before freeing anything: the frees may overwrite it.
+            let err = io::Error::last_os_error();
+            drop(ctx);
+            return Err(err);
+        }
+        trace_record!("wait", "created", raw, pv);
+        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()) })
+    }
+
+    fn header(&self) -> &WaitHeader {
+        self.ctx.header()
+    }
+
+    pub(crate) fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
+        let ft = timeout.map(relative_filetime).transpose()?;
+        let h = self.header();
+        let mut state = h.lock();
+        if state.suppressors > 0 {
+            trace_record!("wait", "arm-suppressed", self.raw, 0);
+            return Ok(());
+        }
+        trace_record!("wait", "armed", self.raw, h.target.0);
+        h.publish(&mut state, self.raw, ft.as_ref());
+        Ok(())
+    }
+
+    pub(crate) fn disarm(&self) {
+        let state = self.header().lock();
+        // During a flush the wait is already disarmed for the user; the
+        // flush disarms its own arming when it ends.
+        if !state.flushing {
+            self.set_null();
+        }
+        drop(state);
+        trace_record!("wait", "disarmed", self.raw, 0);
+    }
+
+    fn lock_stopping(&self) -> MutexGuard<'_, ()> {
+        self.stopping.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_null(&self) {
+        trace_call!("SetThreadpoolWait", self.raw, 0, {
+            // SAFETY: `self.raw` is a live wait; a null handle disarms it.
+            unsafe { SetThreadpoolWait(self.raw, core::ptr::null_mut(), core::ptr::null()) }
+        });
+    }
+
+    /// Refuses re-arms from now on (until [`Self::lift_suppression`]) and
+    /// disarms, under the lock re-arms take. Returns whether a Wine flush is
+    /// needed: an arming may still be outstanding under Wine.
+    fn suppress_and_disarm(&self) -> bool {
+        let h = self.header();
+        let mut state = h.lock();
+        state.suppressors += 1;
+        self.set_null();
+        let flush = on_wine() && state.armings > h.activations.load(Ordering::SeqCst);
+        drop(state);
+        trace_record!("wait", "suppress-and-disarm", self.raw, flush);
+        flush
+    }
+
+    /// Ends a `stop_and_drain`: the wait is at rest, so the counts restart.
+    fn lift_suppression(&self) {
+        let h = self.header();
+        let mut state = h.lock();
+        state.suppressors -= 1;
+        if state.suppressors == 0 {
+            // Nothing is armed, queued or running (drained, re-arms refused),
+            // so no activation can race this reset.
+            state.armings = 0;
+            h.activations.store(0, Ordering::SeqCst);
+            h.obligation.drained();
+        }
+    }
+
+    /// The one drain for waits: waits for every queued and running callback,
+    /// or with `cancel` discards the queued ones first.
+    pub(crate) fn drain(&self, cancel: bool) {
+        trace_call!("WaitForThreadpoolWaitCallbacks", self.raw, cancel, {
+            // SAFETY: `self.raw` is a live wait object.
+            unsafe { WaitForThreadpoolWaitCallbacks(self.raw, cancel.into()) }
+        });
+        trace_record!("wait", "drained", self.raw, cancel);
+    }
+
+    /// Wine only, after `suppress_and_disarm` and a drain: makes sure no
+    /// activation can still be queued (see the module docs).
+    ///
+    /// Wine's wait thread consumes the zero-timeout arming either when it
+    /// processes the result of a wait begun before the disarm (it then
+    /// queues a stale activation, and that handle array is done), or in a
+    /// later pass that builds its next array (which times the arming out
+    /// without including the handle). Either way the activation that follows
+    /// proves no array holding the handle remains. Every activation that runs
+    /// while the flush is active is taken as that proof: the drain before it
+    /// finished every activation queued before the disarm, so any later one
+    /// is stale or the flush's own. A final disarm and drain then settle
+    /// whatever that pass queued.
+    fn flush_stale_activations(&self) {
+        let h = self.header();
+        trace_record!("wait", "flush-begin", self.raw, 0);
+        *h.flush.acked.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        h.flush.active.store(true, Ordering::SeqCst);
+        let mut state = h.lock();
+        state.flushing = true;
+        let zero = FILETIME { dwLowDateTime: 0, dwHighDateTime: 0 };
+        trace_call!("SetThreadpoolWait", self.raw, h.target.0, {
+            // SAFETY: `self.raw` is live and the target is open; a zero
+            // timeout makes Wine time the arming out without waiting.
+            unsafe { SetThreadpoolWait(self.raw, h.target.0, &zero) }
+        });
+        drop(state);
+        let acked = h.flush.acked.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(h.flush.cv.wait_while(acked, |acked| !*acked).unwrap_or_else(PoisonError::into_inner));
+        let mut state = h.lock();
+        self.set_null();
+        state.flushing = false;
+        drop(state);
+        self.drain(false);
+        h.flush.active.store(false, Ordering::SeqCst);
+        trace_record!("wait", "flush-done", self.raw, 0);
+    }
+
+    /// Refuses re-arms, disarms and drains (flushing under Wine), so that on
+    /// return nothing is armed, queued or running. The caller holds
+    /// `stopping` or owns the core.
+    fn quiesce(&self) {
+        let flush = self.suppress_and_disarm();
+        self.drain(false);
+        if flush {
+            self.flush_stale_activations();
+        }
+    }
+
+    pub(crate) fn stop_and_drain(&self) {
+        let _stopping = self.lock_stopping();
+        self.quiesce();
+        self.lift_suppression();
+        trace_record!("wait", "stopped", self.raw, 0);
+    }
+
+    /// Whether teardown finds an arming not yet dispatched or drained
+    /// (recorded as `drain-owed`; reported by the owner once it has freed
+    /// everything).
+    pub(crate) fn drain_owed(&self) -> bool {
+        let owed = self.header().obligation.is_owed();
+        if owed {
+            trace_record!("wait", "drain-owed", self.raw, 0);
+        }
+        owed
+    }
+
+    /// Refuses re-arms for good, disarms and drains, closes the wait object,
+    /// closes the target, then frees the context, in that order; returns
+    /// whether a drain was owed.
+    pub(crate) fn close(self) -> bool {
+        trace_record!("wait", "drop-begin", self.raw, 0);
+        let owed = self.drain_owed();
+        self.quiesce();
+        trace_record!("wait", "drop-drained", self.raw, 0);
+        // SAFETY: drained above, nothing can queue another callback; the
+        // object is closed exactly once, here.
+        trace_call!("CloseThreadpoolWait", self.raw, 0, { unsafe { CloseThreadpoolWait(self.raw) } });
+        self.release();
+        owed
+    }
+
+    /// After the wait object is closed (by `close` or by a cleanup group):
+    /// closes the target, frees the context, drops the pool reference.
+    fn release(self) {
+        let Self { raw, ctx, handle, pool, stopping: _ } = self;
+        drop(handle);
+        drop(ctx);
+        drop(pool);
+        trace_record!("wait", "drop-closed", raw, 0);
+    }
+}
+
+/// An owned thread-pool wait (`CreateThreadpoolWait`) on an owned
+/// [`WaitableHandle`].
+///
+/// Created disarmed. Each [`arm`](Self::arm) produces at most one callback;
+/// the callback receives a [`WaitActivation`] and may re-arm through it.
+/// `Drop` refuses further re-arms and disarms (under one lock), drains (never
+/// cancels), closes the wait, closes the handle, then frees the callback.
+pub struct ThreadpoolWait {
+    core: Option<WaitCore>,
+}
+
+impl core::fmt::Debug for ThreadpoolWait {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ThreadpoolWait")
+            .field("raw", &(self.core().raw as *const c_void))
+            .field("handle", &self.core().handle)
+            .finish()
+    }
+}
+
+impl ThreadpoolWait {
+    /// Creates a disarmed wait on `handle` whose callback is `callback`, on
+    /// the pool and with the settings of `env` (the default pool when
+    /// `None`). If creation fails, `handle` is closed.
+    pub fn new<F>(handle: WaitableHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Some(WaitCore::new(handle, callback, env)?) })
+    }
+
+    fn core(&self) -> &WaitCore {
+        self.core.as_ref().expect("present until drop")
+    }
+
+    /// The handle waited on, borrowed: it stays owned by the wait.
+    pub fn handle(&self) -> BorrowedHandle<'_> {
+        self.core().handle.handle()
+    }
+
+    /// Arms the wait (`SetThreadpoolWait`): the callback runs once, when the
+    /// handle is signalled or after `timeout` (`None`: never times out). A
+    /// new arming replaces the previous one.
+    ///
+    /// `Some(Duration::ZERO)` times out immediately. Whether an
+    /// already-signalled handle then reports [`WaitResult::Signalled`] is the
+    /// platform's choice: Wine always reports a timeout and leaves the
+    /// handle's state alone. A timeout of more than `i64::MAX` units of
+    /// 100 ns is rejected with [`io::ErrorKind::InvalidInput`]. An arm that
+    /// races [`stop_and_drain`](Self::stop_and_drain) on another thread may be
+    /// absorbed by it, as if it came first.
+    pub fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.core().arm(timeout)
+    }
+
+    /// Disarms (`SetThreadpoolWait(.., NULL, ..)`): no new callback is queued
+    /// for later signals; one already queued still runs. Under Wine a signal
+    /// arriving just before the disarm may still queue a callback after it
+    /// returns; [`stop_and_drain`](Self::stop_and_drain) and `Drop` do not
+    /// have that gap.
+    pub fn disarm(&self) {
+        self.core().disarm();
+    }
+
+    /// Returns after every callback queued or running has finished. It does
+    /// not disarm: a later signal still runs the callback.
+    pub fn wait(&self) {
+        self.core().drain(false);
+    }
+
+    /// Brings the wait to rest: refuses re-arms from callbacks, disarms,
+    /// waits for every queued and running callback, then accepts re-arms
+    /// again. On return nothing is armed, queued or running; the wait may be
+    /// armed again.
+    pub fn stop_and_drain(&self) {
+        self.core().stop_and_drain();
+    }
+
+    /// Discards queued callbacks that have not started and waits for the
+    /// running ones (`WaitForThreadpoolWaitCallbacks(.., TRUE)`). It does not
+    /// disarm.
+    ///
+    /// # Safety
+    /// On Windows a cancelled wait callback can leave the process default
+    /// pool with no worker, so that nothing queued to it runs. The caller
+    /// takes on the obligation to make the pool dispatch again, for instance
+    /// by submitting work to it (see `pool::prewarm_default_pool`).
+    pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
+        let core = self.core();
+        let _stopping = core.lock_stopping();
+        core.drain(true);
+    }
+
+    /// The raw `PTP_WAIT`, valid while `self` is alive.
+    pub fn as_raw(&self) -> PTP_WAIT {
+        self.core().raw
+    }
+}
+
+impl Drop for ThreadpoolWait {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take()
+            && core.close()
+        {
+            crate::obligation::report_drain_owed("ThreadpoolWait");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn units(ft: FILETIME) -> i64 {
+        (i64::from(ft.dwHighDateTime) << 32) | i64::from(ft.dwLowDateTime)
+    }
+
+    #[test]
+    fn timeouts_are_negative_100ns_units_rounded_up() {
+        assert_eq!(units(relative_filetime(Duration::ZERO).unwrap()), 0);
+        assert_eq!(units(relative_filetime(Duration::from_nanos(1)).unwrap()), -1);
+        assert_eq!(units(relative_filetime(Duration::from_nanos(100)).unwrap()), -1);
+        assert_eq!(units(relative_filetime(Duration::from_nanos(101)).unwrap()), -2);
+        assert_eq!(units(relative_filetime(Duration::from_millis(15)).unwrap()), -150_000);
+        assert_eq!(units(relative_filetime(Duration::from_secs(1 << 32)).unwrap()), -((1i64 << 32) * 10_000_000));
+    }
+
+    #[test]
+    fn the_largest_timeout_is_accepted_and_the_next_rejected() {
+        let max = i64::MAX as u128 * 100;
+        let at = |n: u128| Duration::new((n / 1_000_000_000) as u64, (n % 1_000_000_000) as u32);
+        assert_eq!(units(relative_filetime(at(max)).unwrap()), -i64::MAX);
+        for d in [at(max + 1), Duration::MAX] {
+            let e = relative_filetime(d).map(units).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("too large"), "{e}");
+        }
+    }
+}
