@@ -57,8 +57,12 @@ use windows_sys::Win32::System::Threading::{
     CloseThreadpoolCleanupGroup, CloseThreadpoolCleanupGroupMembers, CreateThreadpoolCleanupGroup, PTP_CLEANUP_GROUP,
 };
 
+use core::time::Duration;
+use std::os::windows::io::BorrowedHandle;
+
 use crate::callback_env::CallbackEnviron;
 use crate::trace::EventInfo;
+use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
 use crate::work::WorkCore;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -77,11 +81,22 @@ trait Member: Send + Sync {
     /// Stops whatever could queue another callback, before the native
     /// release; returns the member type's name if it still owed a drain.
     fn before_release(&self) -> Option<&'static str>;
+    /// After the native release closed the object: frees what it owned.
+    fn after_release(self: Box<Self>) {}
 }
 
 impl Member for WorkCore {
     fn before_release(&self) -> Option<&'static str> {
         self.drain_owed().then_some("WorkMember")
+    }
+}
+
+impl Member for WaitCore {
+    fn before_release(&self) -> Option<&'static str> {
+        self.quiesce_for_release().then_some("WaitMember")
+    }
+    fn after_release(self: Box<Self>) {
+        (*self).release();
     }
 }
 
@@ -99,8 +114,37 @@ unsafe impl Send for CleanupGroup {}
 unsafe impl Sync for CleanupGroup {}
 
 /// A work object owned by a [`CleanupGroup`]; mirrors [`crate::ThreadpoolWork`].
+///
+/// Using it after [`CleanupGroup::close_members`] does not compile:
+///
+/// ```compile_fail,E0502
+/// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
+/// let work = group.create_work(|| {}, None)?;
+/// group.close_members();
+/// work.submit();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct WorkMember<'g> {
     core: &'g WorkCore,
+    _group: PhantomData<&'g CleanupGroup>,
+}
+
+/// A thread-pool wait owned by a [`CleanupGroup`]; mirrors
+/// [`crate::wait::ThreadpoolWait`]. The group closes its wait target, with its
+/// own close routine, after the release has drained the member.
+///
+/// Using it after [`CleanupGroup::close_members`] does not compile:
+///
+/// ```compile_fail,E0502
+/// use windows_threadpool::{cleanup_group::CleanupGroup, wait::WaitableHandle};
+/// let mut group = CleanupGroup::new()?;
+/// let wait = group.create_wait(WaitableHandle::event(false, false)?, |_| {}, None)?;
+/// group.close_members();
+/// wait.arm(None)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct WaitMember<'g> {
+    core: &'g WaitCore,
     _group: PhantomData<&'g CleanupGroup>,
 }
 
@@ -108,6 +152,7 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<CleanupGroup>();
     send_sync::<WorkMember<'static>>();
+    send_sync::<WaitMember<'static>>();
 };
 
 impl core::fmt::Debug for CleanupGroup {
@@ -176,6 +221,22 @@ impl CleanupGroup {
         Ok(WorkMember { core, _group: PhantomData })
     }
 
+    /// Creates a disarmed thread-pool wait on `handle` in the group. If
+    /// creation fails, `handle` is closed.
+    pub fn create_wait<F>(
+        &self,
+        handle: WaitableHandle,
+        callback: F,
+        env: Option<&CallbackEnviron<'_>>,
+    ) -> io::Result<WaitMember<'_>>
+    where
+        F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+    {
+        let mut env = self.member_env(env);
+        let core = self.adopt(WaitCore::new(handle, callback, Some(&mut env))?);
+        Ok(WaitMember { core, _group: PhantomData })
+    }
+
     /// Releases every member: stops them, drains every queued and running
     /// callback (`CloseThreadpoolCleanupGroupMembers(.., FALSE, ..)`), closes
     /// them, then frees their contexts and closes their wait targets. The
@@ -201,7 +262,9 @@ impl CleanupGroup {
         });
         // The platform has closed every member: freeing their contexts is now safe.
         let n = members.len();
-        drop(members);
+        for m in members {
+            m.after_release();
+        }
         trace_record!("group", "release-ended", self.raw, n);
         if let Some(type_name) = owed {
             crate::obligation::report_drain_owed(type_name);
@@ -237,5 +300,41 @@ impl WorkMember<'_> {
     /// Discards queued invocations and waits for the running ones.
     pub fn cancel_pending(&self) {
         self.core.drain(true);
+    }
+}
+
+impl WaitMember<'_> {
+    /// The handle waited on, borrowed: it stays owned by the group.
+    pub fn handle(&self) -> BorrowedHandle<'_> {
+        self.core.handle()
+    }
+
+    /// Arms the wait; see [`crate::wait::ThreadpoolWait::arm`].
+    pub fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.core.arm(timeout)
+    }
+
+    /// Disarms; see [`crate::wait::ThreadpoolWait::disarm`].
+    pub fn disarm(&self) {
+        self.core.disarm();
+    }
+
+    /// Returns after every queued and running callback has finished.
+    pub fn wait(&self) {
+        self.core.drain(false);
+    }
+
+    /// Brings the member to rest; see [`crate::wait::ThreadpoolWait::stop_and_drain`].
+    pub fn stop_and_drain(&self) {
+        self.core.stop_and_drain();
+    }
+
+    /// Discards queued callbacks and waits for running ones.
+    ///
+    /// # Safety
+    /// As [`crate::wait::ThreadpoolWait::try_cancel_pending_no_heal_tracking`]:
+    /// the caller takes on the obligation to make the pool dispatch again.
+    pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
+        self.core.cancel_pending();
     }
 }

@@ -699,6 +699,27 @@ impl WaitCore {
         }
     }
 
+    /// The one cancellation for waits (the caller owes the pool a repair):
+    /// discards queued callbacks, waits for running ones, serialised with
+    /// stops so it never cancels a flush's activation.
+    pub(crate) fn cancel_pending(&self) {
+        let _stopping = self.lock_stopping();
+        self.drain(true);
+    }
+
+    pub(crate) fn handle(&self) -> BorrowedHandle<'_> {
+        self.handle.handle()
+    }
+
+    /// Before a cleanup group's bulk release: refuses re-arms for good,
+    /// disarms and drains (flushing under Wine), so the release has nothing
+    /// left to race; returns whether a drain was owed.
+    pub(crate) fn quiesce_for_release(&self) -> bool {
+        let owed = self.drain_owed();
+        self.quiesce();
+        owed
+    }
+
     pub(crate) fn stop_and_drain(&self) {
         let _stopping = self.lock_stopping();
         self.quiesce();
@@ -734,7 +755,7 @@ impl WaitCore {
 
     /// After the wait object is closed (by `close` or by a cleanup group):
     /// closes the target, frees the context, drops the pool reference.
-    fn release(self) {
+    pub(crate) fn release(self) {
         let Self { raw, ctx, handle, pool, stopping: _ } = self;
         drop(handle);
         drop(ctx);
@@ -780,7 +801,7 @@ impl ThreadpoolWait {
 
     /// The handle waited on, borrowed: it stays owned by the wait.
     pub fn handle(&self) -> BorrowedHandle<'_> {
-        self.core().handle.handle()
+        self.core().handle()
     }
 
     /// Arms the wait (`SetThreadpoolWait`): the callback runs once, when the
@@ -831,9 +852,7 @@ impl ThreadpoolWait {
     /// takes on the obligation to make the pool dispatch again, for instance
     /// by submitting work to it (see `pool::prewarm_default_pool`).
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
-        let core = self.core();
-        let _stopping = core.lock_stopping();
-        core.drain(true);
+        self.core().cancel_pending();
     }
 
     /// The raw `PTP_WAIT`, valid while `self` is alive.

@@ -231,3 +231,148 @@ fn release_drains_queued_callbacks_and_reports_the_owed_drain() {
     assert_eq!(group.owned_resources(), 0);
     opener.join().unwrap();
 }
+
+mod waits {
+    use super::*;
+    use std::collections::HashMap;
+    use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
+    use windows_sys::core::BOOL;
+    use windows_threadpool::wait::{Event, WaitActivation, WaitResult, WaitableHandle};
+
+    static CLOSED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+    /// Set by the test once every member's callback has finished.
+    static CALLBACKS_DONE: AtomicBool = AtomicBool::new(false);
+    static CLOSED_EARLY: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "system" fn counting_close(h: HANDLE) -> BOOL {
+        if !CALLBACKS_DONE.load(SeqCst) {
+            CLOSED_EARLY.fetch_add(1, SeqCst);
+        }
+        *CLOSED.lock().unwrap().get_or_insert_with(HashMap::new).entry(h as usize).or_default() += 1;
+        // SAFETY: the handle was handed to the group, which closes it once.
+        unsafe { CloseHandle(h) }
+    }
+
+    /// Custom-close and default wait members, 256 of each, signalled and
+    /// released together: every callback ran, every custom closer ran
+    /// exactly once and only after the release drained.
+    #[test]
+    fn custom_close_and_default_wait_members_released_together() {
+        const N: usize = 256;
+        let mut group = CleanupGroup::new().unwrap();
+        let fired = Arc::new(AtomicUsize::new(0));
+        let mut signals = Vec::new();
+        let mut raws = Vec::new();
+        for i in 0..2 * N {
+            let event = Event::new(false, false).unwrap();
+            signals.push(event.try_clone().unwrap());
+            let target = if i % 2 == 0 {
+                let raw = WaitableHandle::from(event).into_handle().unwrap();
+                let raw = std::os::windows::io::IntoRawHandle::into_raw_handle(raw);
+                raws.push(raw as usize);
+                // SAFETY: an event handle, owned from here by the target.
+                unsafe { WaitableHandle::assume_waitable_with(raw, counting_close) }
+            } else {
+                event.into()
+            };
+            let f = Arc::clone(&fired);
+            let m = group
+                .create_wait(
+                    target,
+                    move |act: &WaitActivation<'_>| {
+                        assert_eq!(act.result(), WaitResult::Signalled);
+                        f.fetch_add(1, SeqCst);
+                    },
+                    None,
+                )
+                .unwrap();
+            m.arm(None).unwrap();
+        }
+        for s in &signals {
+            s.set().unwrap();
+        }
+        while fired.load(SeqCst) < 2 * N {
+            std::thread::yield_now();
+        }
+        CALLBACKS_DONE.store(true, SeqCst);
+        assert!(CLOSED.lock().unwrap().as_ref().is_none_or(|m| m.is_empty()), "closed before the release");
+        group.close_members();
+        assert_eq!(CLOSED_EARLY.load(SeqCst), 0);
+        let closed = CLOSED.lock().unwrap().take().unwrap_or_default();
+        assert_eq!(closed.len(), N, "every custom-closed target closed");
+        for raw in raws {
+            assert_eq!(closed.get(&raw), Some(&1), "custom closer calls for {raw:#x}");
+        }
+        assert_eq!(fired.load(SeqCst), 2 * N);
+    }
+
+    /// A wait member re-arming itself from its callback is stopped by the
+    /// release: after it, the callback never runs again.
+    #[test]
+    fn a_rearming_wait_member_stops_at_release() {
+        let event = Event::new(true, true).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let m = group
+            .create_wait(
+                event.try_clone().unwrap().into(),
+                move |act: &WaitActivation<'_>| {
+                    c.fetch_add(1, SeqCst);
+                    let _ = act.rearm(None).unwrap();
+                },
+                None,
+            )
+            .unwrap();
+        m.arm(None).unwrap();
+        while count.load(SeqCst) < 5 {
+            std::thread::yield_now();
+        }
+        support::teardown_maybe_owing("WaitMember", || group.close_members());
+        let at_release = count.load(SeqCst);
+        // A probe wait on the same, still signalled, event proves the pool has
+        // processed the handle since the release.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probe = windows_threadpool::wait::ThreadpoolWait::new(
+            event.try_clone().unwrap().into(),
+            move |_: &WaitActivation<'_>| tx.send(()).unwrap(),
+            None,
+        )
+        .unwrap();
+        probe.arm(None).unwrap();
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        probe.stop_and_drain();
+        assert_eq!(count.load(SeqCst), at_release, "a wait member ran after its release");
+    }
+
+    /// 1,000 members of mixed kinds, released.
+    #[test]
+    fn thousand_mixed_members() {
+        let mut group = CleanupGroup::new().unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut signals = Vec::new();
+        for i in 0..1000 {
+            let r = Arc::clone(&ran);
+            if i % 2 == 0 {
+                let m = group.create_work(move || { r.fetch_add(1, SeqCst); }, None).unwrap();
+                m.submit();
+                m.wait();
+            } else {
+                let event = Event::new(false, false).unwrap();
+                signals.push(event.try_clone().unwrap());
+                let m = group.create_wait(event.into(), move |_: &WaitActivation<'_>| { r.fetch_add(1, SeqCst); }, None).unwrap();
+                m.arm(None).unwrap();
+            }
+        }
+        for s in &signals {
+            s.set().unwrap();
+        }
+        while ran.load(SeqCst) < 1000 {
+            std::thread::yield_now();
+        }
+        assert_eq!(group.owned_resources(), 1000);
+        group.close_members();
+        assert_eq!(group.owned_resources(), 0);
+        assert_eq!(ran.load(SeqCst), 1000);
+    }
+}
