@@ -7,7 +7,10 @@ use std::time::Instant;
 
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
 use windows_sys::Win32::System::Threading::*;
+use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
 use windows_threadpool::ThreadpoolWork;
+use windows_threadpool::cleanup_group::CleanupGroup;
+use windows_threadpool::wait::{Event, ThreadpoolWait, WaitActivation};
 
 use crate::report::{Cell, RAW, RAYON, STD, Table, WINDOWS_THREADING, CRATE};
 
@@ -26,7 +29,9 @@ impl Config {
 pub fn run_all(cfg: &Config, table: &mut Table) {
     work_throughput(cfg, table);
     work_latency(cfg, table);
+    wait_latency(cfg, table);
     create_drop(cfg, table);
+    group_create_release(cfg, table);
 }
 
 /// Nanoseconds on the performance counter.
@@ -257,4 +262,140 @@ fn create_drop(cfg: &Config, table: &mut Table) {
     }
     let [c, r, ..] = cols;
     table.add("7. create + drop: work", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+
+    let mut cols: [Vec<f64>; 5] = Default::default();
+    unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
+    for _ in 0..cfg.trials {
+        // The event is part of both: a wait owns its handle.
+        let t = Instant::now();
+        for _ in 0..n {
+            let w = ThreadpoolWait::new(Event::new(false, false).unwrap().into(), |_| {}, None).unwrap();
+            drop(w);
+        }
+        cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
+        let t = Instant::now();
+        for _ in 0..n {
+            // SAFETY: created, disarmed, drained and closed with no callback pending.
+            unsafe {
+                let e = CreateEventW(core::ptr::null(), 0, 0, core::ptr::null());
+                let w = CreateThreadpoolWait(Some(raw_nop), core::ptr::null_mut(), core::ptr::null());
+                SetThreadpoolWait(w, core::ptr::null_mut(), core::ptr::null());
+                WaitForThreadpoolWaitCallbacks(w, 0);
+                CloseThreadpoolWait(w);
+                CloseHandle(e);
+            }
+        }
+        cols[RAW].push(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    let [c, r, ..] = cols;
+    table.add("7. create + drop: wait (with its event)", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+}
+
+/// Workload 5: an auto-reset event signalled to wait-callback entry, with a
+/// re-arm per activation.
+fn wait_latency(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(5_000);
+    let mut cols: [Option<Cell>; 5] = Default::default();
+    let spin = |stamp: &AtomicU64| loop {
+        let v = stamp.load(Acquire);
+        if v != 0 {
+            return v;
+        }
+        std::hint::spin_loop();
+    };
+
+    let event = Event::new(false, false).unwrap();
+    let stamp = Arc::new(AtomicU64::new(0));
+    let s = Arc::clone(&stamp);
+    let wait = ThreadpoolWait::new(
+        event.try_clone().unwrap().into(),
+        move |act: &WaitActivation<'_>| {
+            s.store(now_ns(), Release);
+            let _ = act.rearm(None);
+        },
+        None,
+    )
+    .unwrap();
+    wait.arm(None).unwrap();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        stamp.store(0, Release);
+        let t0 = now_ns();
+        event.set().unwrap();
+        samples.push((spin(&stamp) - t0) as f64 / 1000.0);
+    }
+    wait.stop_and_drain();
+    drop(wait);
+    cols[CRATE] = Some(Cell::latency(samples));
+
+    struct RawCtx {
+        stamp: AtomicU64,
+        event: HANDLE,
+    }
+    unsafe extern "system" fn raw_wait(_: PTP_CALLBACK_INSTANCE, ctx: *mut core::ffi::c_void, wait: PTP_WAIT, _: u32) {
+        // SAFETY: ctx is the RawCtx kept alive until the wait is drained and closed.
+        let ctx = unsafe { &*(ctx as *const RawCtx) };
+        ctx.stamp.store(now_ns(), Release);
+        // SAFETY: re-arming the live wait from its own callback.
+        unsafe { SetThreadpoolWait(wait, ctx.event, core::ptr::null()) };
+    }
+    // SAFETY: the context outlives the wait, which is disarmed, drained and closed below.
+    unsafe {
+        let event = CreateEventW(core::ptr::null(), 0, 0, core::ptr::null());
+        let ctx = RawCtx { stamp: AtomicU64::new(0), event };
+        let w = CreateThreadpoolWait(Some(raw_wait), &ctx as *const _ as *mut _, core::ptr::null());
+        SetThreadpoolWait(w, event, core::ptr::null());
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            ctx.stamp.store(0, Release);
+            let t0 = now_ns();
+            SetEvent(event);
+            samples.push((spin(&ctx.stamp) - t0) as f64 / 1000.0);
+        }
+        SetThreadpoolWait(w, core::ptr::null_mut(), core::ptr::null());
+        WaitForThreadpoolWaitCallbacks(w, 0);
+        CloseThreadpoolWait(w);
+        CloseHandle(event);
+        cols[RAW] = Some(Cell::latency(samples));
+    }
+    table.add(format!("5. wait latency ({n} signals, re-armed each time)"), "µs SetEvent→entry", cols);
+}
+
+/// 7. Create + drop of a cleanup group of 1,000 work members.
+fn group_create_release(cfg: &Config, table: &mut Table) {
+    let members = 1000;
+    let mut cols: [Vec<f64>; 5] = Default::default();
+    for _ in 0..cfg.trials {
+        let t = Instant::now();
+        let mut group = CleanupGroup::new().unwrap();
+        for _ in 0..members {
+            group.create_work(|| {}, None).unwrap();
+        }
+        group.close_members();
+        drop(group);
+        cols[CRATE].push(t.elapsed().as_nanos() as f64 / 1000.0);
+
+        let t = Instant::now();
+        // SAFETY: members are created in the group and released by it; no callback is pending.
+        unsafe {
+            let g = CreateThreadpoolCleanupGroup();
+            let mut env: TP_CALLBACK_ENVIRON_V3 = core::mem::zeroed();
+            env.Version = 3;
+            env.CallbackPriority = TP_CALLBACK_PRIORITY_NORMAL;
+            env.Size = size_of::<TP_CALLBACK_ENVIRON_V3>() as u32;
+            env.CleanupGroup = g;
+            for _ in 0..members {
+                CreateThreadpoolWork(Some(raw_count), core::ptr::null_mut(), &env);
+            }
+            CloseThreadpoolCleanupGroupMembers(g, 0, core::ptr::null_mut());
+            CloseThreadpoolCleanupGroup(g);
+        }
+        cols[RAW].push(t.elapsed().as_nanos() as f64 / 1000.0);
+    }
+    let [c, r, ..] = cols;
+    table.add(
+        format!("7. cleanup group: create {members} work members + release"),
+        "µs/group",
+        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
+    );
 }
