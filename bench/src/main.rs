@@ -3,7 +3,10 @@
 //! alternatives a Rust user would otherwise pick. Prints one Markdown table;
 //! `cargo xtask bench` writes it into `docs/benchmarks.md`.
 //!
-//! `wtp-bench [--quick]`: `--quick` runs fewer trials and samples (a smoke run).
+//! `wtp-bench [--quick] [--only-trace]`: `--quick` runs fewer trials and
+//! samples (a smoke run); `--only-trace` runs just the trace-cost workload
+//! (`cargo xtask bench` runs it again in a build with the `trace` feature,
+//! disarmed and armed).
 
 #[cfg(windows)]
 mod workloads;
@@ -13,7 +16,11 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let cfg = workloads::Config { trials: if quick { 2 } else { 5 }, scale: if quick { 0.05 } else { 1.0 } };
     let mut table = report::Table::default();
-    workloads::run_all(&cfg, &mut table);
+    if std::env::args().any(|a| a == "--only-trace") {
+        workloads::trace_cost(&cfg, &mut table);
+    } else {
+        workloads::run_all(&cfg, &mut table);
+    }
     print!("{}", table.markdown());
 }
 

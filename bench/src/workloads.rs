@@ -32,6 +32,7 @@ pub fn run_all(cfg: &Config, table: &mut Table) {
     wait_latency(cfg, table);
     create_drop(cfg, table);
     group_create_release(cfg, table);
+    trace_cost(cfg, table);
 }
 
 /// Nanoseconds on the performance counter.
@@ -398,4 +399,42 @@ fn group_create_release(cfg: &Config, table: &mut Table) {
         "µs/group",
         [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
     );
+}
+
+/// Workload 8: the cost of one trace record, on one thread and on two at
+/// once, in whatever state this build and process are in: feature off,
+/// disarmed (feature on, filter unset) or armed (`WINDOWS_THREADPOOL_TRACE=*`).
+pub fn trace_cost(cfg: &Config, table: &mut Table) {
+    use windows_threadpool::trace;
+    let state = if !cfg!(feature = "trace") {
+        "feature off"
+    } else if trace::enabled() {
+        "armed"
+    } else {
+        "disarmed"
+    };
+    let n = cfg.n(1_000_000);
+    let run = |i: u64| {
+        let t = Instant::now();
+        for k in 0..n as u64 {
+            trace::record("work", "submitted", std::hint::black_box(k), i);
+        }
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    for threads in [1, 2] {
+        let mut v = Vec::new();
+        for _ in 0..cfg.trials {
+            trace::clear();
+            let per: Vec<f64> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads).map(|i| s.spawn(move || run(i))).collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            v.push(per.iter().sum::<f64>() / per.len() as f64);
+        }
+        table.add(
+            format!("8. trace record, {state}, {threads} thread{}", if threads > 1 { "s at once" } else { "" }),
+            "ns/record",
+            [Some(Cell::trials(v)), None, None, None, None],
+        );
+    }
 }

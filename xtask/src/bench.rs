@@ -42,7 +42,7 @@ pub fn bench(rest: &[String]) -> Result<()> {
         Some(t) => root.join("target").join(t).join("release").join("wtp-bench.exe"),
         None => root.join("target").join("release").join("wtp-bench.exe"),
     };
-    let mut run = match p.target {
+    let runner = || match p.target {
         Some(_) => {
             let mut c = Command::new(root.join("xtask/wine-run"));
             c.arg(&exe);
@@ -50,6 +50,7 @@ pub fn bench(rest: &[String]) -> Result<()> {
         }
         None => Command::new(&exe),
     };
+    let mut run = runner();
     if quick {
         run.arg("--quick");
     }
@@ -57,7 +58,28 @@ pub fn bench(rest: &[String]) -> Result<()> {
     if !out.status.success() {
         return Err(format!("the benchmark program failed: {}", out.status));
     }
-    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut table = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The trace workload again, in a build with the recorder: disarmed, then armed.
+    let mut build = Command::new("cargo");
+    build.current_dir(&root).args(["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "trace"]).args(p.target_args());
+    if !build.status().map_err(|e| e.to_string())?.success() {
+        return Err("building the benchmark program with the trace feature failed".into());
+    }
+    for filter in ["", "*"] {
+        let mut run = runner();
+        run.arg("--only-trace").env("WINDOWS_THREADPOOL_TRACE", filter);
+        if quick {
+            run.arg("--quick");
+        }
+        let out = run.stdin(Stdio::null()).stderr(Stdio::inherit()).output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("the trace benchmark failed: {}", out.status));
+        }
+        for row in String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("| 8.")) {
+            table.push_str(row);
+            table.push('\n');
+        }
+    }
     println!("{table}");
     let date = capture(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]));
     let template = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap_or_default();
