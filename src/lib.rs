@@ -52,6 +52,8 @@ pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]
+pub use timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
+#[cfg(windows)]
 pub use work::ThreadpoolWork;
 
 /// The README's examples, compiled and run as doctests.

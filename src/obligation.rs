@@ -21,7 +21,6 @@ pub(crate) struct DrainObligation {
 
 impl DrainObligation {
     /// Marks a drain owed for an arming (timer, wait, I/O), then publishes it.
-    #[cfg_attr(not(test), expect(dead_code, reason = "timers and waits publish armings"))]
     pub(crate) fn publish_arming<R>(&self, publish: impl FnOnce() -> R) -> R {
         self.owed.store(1, Ordering::SeqCst);
         publish()

@@ -4,6 +4,8 @@
 //!   (on Linux: Wine, mingw, the Rust target, a proved Wine prefix).
 //! - `test`: setup, then the whole test matrix; ends with `N passed, N failed`.
 //! - `demo`: run `examples/tour.rs`.
+//! - `stress`: setup, then the opt-in stress scenarios (`tests/*_stress.rs`),
+//!   one at a time, with their reports.
 
 mod run;
 mod setup;
@@ -23,12 +25,14 @@ fn main() -> ExitCode {
         "setup" => setup::setup().map(|_| ()),
         "test" => run::test(rest),
         "demo" => run::demo(),
+        "stress" => run::stress(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|demo>\n\
+                "usage: cargo xtask <setup|test|demo|stress>\n\
                  \n  setup   prepare this machine (Linux: Wine prefix, mingw, Rust target)\
                  \n  test    setup, then tests, clippy and rustdoc in every feature configuration\
-                 \n  demo    run examples/tour.rs"
+                 \n  demo    run examples/tour.rs\
+                 \n  stress  run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)"
             );
             return ExitCode::from(2);
         }
