@@ -2,10 +2,12 @@
 
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
-    use std::sync::Mutex;
-    use std::sync::Arc;
-    use std::time::Duration;
-    use windows_threadpool::{CallbackEnviron, Event, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    use windows_threadpool::{
+        CallbackEnviron, Event, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork,
+    };
 
     fn thread_id() -> u32 {
         // SAFETY: GetCurrentThreadId has no preconditions.
@@ -28,6 +30,33 @@ fn main() -> std::io::Result<()> {
     work.wait();
     let threads = ran.lock().unwrap().clone();
     println!("work: 6 submissions ran on private-pool threads {threads:?}");
+
+    // A periodic timer on the same pool: ticks every 5 ms until its fifth
+    // tick stops it. (Ticks may overlap when a callback outlasts the period.)
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let t = Arc::clone(&ticks);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let periodic = ThreadpoolPeriodicTimer::new(
+        Duration::from_millis(5),
+        move |tick| {
+            if t.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
+                tick.stop();
+                let _ = tx.send(Instant::now());
+            }
+        },
+        Some(&mut env),
+    )?;
+    let started = Instant::now();
+    periodic.start();
+    let fifth = rx.recv_timeout(Duration::from_secs(10)).expect("the timer ticks");
+    periodic.stop_and_drain(); // nothing running or queued after this
+    println!(
+        "timer: period {:?}, fifth tick after {:.1} ms, {} ticks in all, running: {}",
+        periodic.period(),
+        (fifth - started).as_secs_f64() * 1e3,
+        ticks.load(Ordering::SeqCst),
+        periodic.is_running()
+    );
 
     // An event-driven wait: the callback runs when the event is signalled
     // and re-arms itself for the next signal (each activation consumes the

@@ -53,6 +53,7 @@ pub use callback_env::{CallbackEnviron, CallbackPriority};
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]
 pub use wait::{Event, ThreadpoolWait, WaitResult, WaitableHandle};
+pub use timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
 #[cfg(windows)]
 pub use work::ThreadpoolWork;
 

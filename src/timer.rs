@@ -1,1 +1,922 @@
-//! Thread-pool timers (`TP_TIMER`).
+//! Thread-pool timers (`TP_TIMER`): [`ThreadpoolTimer`] fires once per arming,
+//! [`ThreadpoolPeriodicTimer`] ticks every period until stopped.
+//!
+//! ```
+//! use std::sync::mpsc;
+//! use std::time::Duration;
+//! use windows_threadpool::ThreadpoolTimer;
+//!
+//! let (tx, rx) = mpsc::channel();
+//! let timer = ThreadpoolTimer::new(move |firing| {
+//!     let _ = tx.send(());
+//!     // Fire again 5 ms after this firing ends; the request applies once
+//!     // the callback has returned, so firings never overlap.
+//!     firing.rearm_after(Duration::from_millis(5)).unwrap();
+//! }, None)?;
+//! timer.set_after(Duration::from_millis(1))?;
+//! for _ in 0..3 {
+//!     rx.recv_timeout(Duration::from_secs(10)).expect("the timer fires");
+//! }
+//! timer.stop_and_drain(); // no firing is running or will start
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Why two types
+//! A one-shot timer's callback never overlaps itself unless the owner re-arms
+//! it from outside while it runs; a periodic timer's ticks can overlap (the
+//! pool queues the next tick on schedule whether or not the previous one has
+//! returned, and runs it on another thread). A `period` argument on one type
+//! would silently change that concurrency contract, so the contract is in the
+//! type: [`ThreadpoolTimer`] for self-paced repetition
+//! ([`TimerFiring::rearm_after`]: the next firing is due a delay after the
+//! previous one *ended*), [`ThreadpoolPeriodicTimer`] for a fixed cadence.
+//!
+//! # Due times
+//! `SetThreadpoolTimer` takes a `FILETIME` read as a signed 64-bit count of
+//! 100 ns units: negative is relative to now, positive is absolute (since
+//! 1601-01-01 UTC), and zero means "expire immediately".
+//! - A [`Duration`] becomes a negative count, rounded *up* to whole 100 ns so
+//!   a timer never fires early; [`Duration::ZERO`] becomes the documented
+//!   zero ("immediately"). A delay above `i64::MAX` × 100 ns (about 29,227
+//!   years) cannot be represented and is rejected with
+//!   [`io::ErrorKind::InvalidInput`]: never wrapped, never clamped.
+//! - A [`SystemTime`] becomes an absolute `FILETIME`. An instant in the past
+//!   fires at once. An instant at or before 1601 has no positive `FILETIME`
+//!   (a negative value would read as *relative*), so it is passed as zero,
+//!   the documented "immediately", which is what any past instant means; an
+//!   instant whose `FILETIME` does not fit in 63 bits is rejected with
+//!   `InvalidInput`. (Rust's `SystemTime` on Windows stays within
+//!   1601..=`i64::MAX` × 100 ns, so neither case arises from it today; the
+//!   conversion handles both anyway.)
+//! - Periods and coalescing windows are whole milliseconds (`u32`); anything
+//!   else is rejected with `InvalidInput`.
+//!
+//! # Re-arming from inside a firing
+//! [`TimerFiring::rearm_after`] and [`TimerFiring::rearm_at`] only record a
+//! request (the last one wins); the trampoline applies it with
+//! `SetThreadpoolTimer` after the callback returns. The application takes the
+//! same lock as every other arming and as teardown's "suppress re-arms and
+//! disarm" step, so a re-arm can never land after `Drop` or
+//! [`ThreadpoolTimer::stop_and_drain`] disarmed the timer. An arming or disarm
+//! from outside (`set_*`, `disarm`) that happens while a firing runs takes
+//! precedence: that firing's re-arm request is dropped.
+//!
+//! # Teardown
+//! `Drop` suppresses re-arms, disarms, drains with
+//! `WaitForThreadpoolTimerCallbacks(.., FALSE)` (never cancels), closes the
+//! timer, then frees the callback. A drain waits only for callbacks already
+//! queued or running: a due time still in the future has queued nothing,
+//! which is why the disarm comes first. A callback must not drain its own
+//! timer (`wait`, `stop_and_drain`, or dropping the last owner): the drain
+//! would wait for the callback itself.
+//!
+//! # Platform differences
+//! On Windows, disarming a timer (or stopping a periodic one) discards a
+//! callback that has already been queued but has not started; on Wine 8 that
+//! callback still runs. Wine 8 also reads the period as a signed 32-bit
+//! value, so a period above `i32::MAX` ms ticks continuously there. See
+//! `docs/wine.md`.
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::io;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use windows_sys::Win32::Foundation::FILETIME;
+use windows_sys::Win32::System::Threading::{
+    CloseThreadpoolTimer, CreateThreadpoolTimer, IsThreadpoolTimerSet, PTP_CALLBACK_INSTANCE, PTP_TIMER,
+    SetThreadpoolTimer, WaitForThreadpoolTimerCallbacks,
+};
+
+use crate::callback_env::{CallbackEnviron, env_parts};
+use crate::ctx::{self, Context};
+use crate::obligation::DrainObligation;
+use crate::pool::PoolRef;
+use crate::trace::EventInfo;
+
+pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
+    EventInfo { target: "timer", event: "created", slots: ["timer", "context"], meaning: "a one-shot timer was created" },
+    EventInfo { target: "timer", event: "armed", slots: ["due", "period"], meaning: "the timer was armed from outside a firing (due: raw 100 ns FILETIME value, negative = relative)" },
+    EventInfo { target: "timer", event: "disarmed", slots: ["timer", ""], meaning: "the timer was disarmed" },
+    EventInfo { target: "timer", event: "trampoline-entered", slots: ["timer", ""], meaning: "a pool thread entered the callback" },
+    EventInfo { target: "timer", event: "trampoline-left", slots: ["timer", ""], meaning: "the firing finished, re-arm applied or dropped" },
+    EventInfo { target: "timer", event: "rearm-requested", slots: ["due", ""], meaning: "the callback asked to be re-armed (applied after it returns)" },
+    EventInfo { target: "timer", event: "rearm-entered", slots: ["timer", "due"], meaning: "the trampoline is applying a re-arm request" },
+    EventInfo { target: "timer", event: "rearm-left", slots: ["timer", ""], meaning: "the re-arm was applied" },
+    EventInfo { target: "timer", event: "rearm-suppressed", slots: ["timer", "reason"], meaning: "a re-arm request was dropped (reason 1: teardown or stop_and_drain in progress, 2: armed or disarmed from outside during the firing)" },
+    EventInfo { target: "timer", event: "drained", slots: ["timer", "cancelled"], meaning: "every queued and running callback finished (cancelled=1: queued ones were discarded)" },
+    EventInfo { target: "timer", event: "drop-begin", slots: ["timer", ""], meaning: "teardown started" },
+    EventInfo { target: "timer", event: "drain-owed", slots: ["timer", ""], meaning: "teardown found an arming not yet fired or drained (call stop_and_drain first)" },
+    EventInfo { target: "timer", event: "drop-drained", slots: ["timer", ""], meaning: "teardown disarmed and drained every callback" },
+    EventInfo { target: "timer", event: "drop-closed", slots: ["timer", ""], meaning: "the timer was closed and its context freed" },
+    EventInfo { target: "timer-periodic", event: "created", slots: ["timer", "context"], meaning: "a periodic timer was created" },
+    EventInfo { target: "timer-periodic", event: "armed", slots: ["due", "period"], meaning: "the timer was started (due: raw 100 ns FILETIME value of the first tick; period in ms)" },
+    EventInfo { target: "timer-periodic", event: "disarmed", slots: ["timer", ""], meaning: "the timer was stopped" },
+    EventInfo { target: "timer-periodic", event: "trampoline-entered", slots: ["timer", ""], meaning: "a pool thread entered a tick" },
+    EventInfo { target: "timer-periodic", event: "trampoline-left", slots: ["timer", ""], meaning: "the tick returned" },
+    EventInfo { target: "timer-periodic", event: "stop-requested", slots: ["timer", "applied"], meaning: "a tick called stop (applied=0: the timer had been restarted or stopped from outside since the tick began)" },
+    EventInfo { target: "timer-periodic", event: "drained", slots: ["timer", "cancelled"], meaning: "every queued and running tick finished (cancelled=1: queued ones were discarded)" },
+    EventInfo { target: "timer-periodic", event: "drop-begin", slots: ["timer", ""], meaning: "teardown started" },
+    EventInfo { target: "timer-periodic", event: "drain-owed", slots: ["timer", ""], meaning: "teardown found the timer running or stopped but not drained (call stop_and_drain first)" },
+    EventInfo { target: "timer-periodic", event: "drop-drained", slots: ["timer", ""], meaning: "teardown stopped the timer and drained every tick" },
+    EventInfo { target: "timer-periodic", event: "drop-closed", slots: ["timer", ""], meaning: "the timer was closed and its context freed" },
+    EventInfo { target: "syscall", event: "CreateThreadpoolTimer", slots: ["context", "environment"], meaning: "" },
+    EventInfo { target: "syscall", event: "SetThreadpoolTimer", slots: ["timer", "due"], meaning: "due is the raw FILETIME value; i64::MIN stands for NULL (disarm)" },
+    EventInfo { target: "syscall", event: "WaitForThreadpoolTimerCallbacks", slots: ["timer", "cancel"], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolTimer", slots: ["timer", ""], meaning: "" },
+];
+
+/// Records under `timer` or `timer-periodic` depending on the timer's kind.
+macro_rules! record_kind {
+    ($periodic:expr, $event:literal, $a:expr, $b:expr) => {
+        if $periodic {
+            trace_record!("timer-periodic", $event, $a, $b)
+        } else {
+            trace_record!("timer", $event, $a, $b)
+        }
+    };
+}
+
+/// 100 ns units between 1601-01-01 and 1970-01-01 (both UTC).
+const UNIX_EPOCH_FILETIME: i64 = 116_444_736_000_000_000;
+const TICKS_PER_SEC: u64 = 10_000_000;
+/// Marks "no re-arm requested" and, in trace records, a NULL due time; no
+/// due time this module produces is `i64::MIN`.
+const NO_DUE: i64 = i64::MIN;
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// `d` in 100 ns units, rounded up; `None` above `i64::MAX`.
+fn ticks_ceil(d: Duration) -> Option<i64> {
+    let whole = d.as_secs().checked_mul(TICKS_PER_SEC)?;
+    let total = whole.checked_add(u64::from(d.subsec_nanos().div_ceil(100)))?;
+    i64::try_from(total).ok()
+}
+
+/// The `FILETIME` value for a delay: negative (relative), or 0 ("now") for zero.
+pub(crate) fn relative_due(delay: Duration) -> io::Result<i64> {
+    match ticks_ceil(delay) {
+        Some(t) => Ok(-t),
+        None => Err(invalid(format!(
+            "timer delay {delay:?} is too large: the pool takes a delay as a signed 64-bit count \
+             of 100 ns units (at most about 29,227 years)"
+        ))),
+    }
+}
+
+/// The `FILETIME` value for an instant given as its offset from the Unix
+/// epoch (`Ok`: after it, `Err`: before it). Instants at or before 1601 map
+/// to 0, "immediately" (see the module docs).
+pub(crate) fn absolute_due_from_unix(offset: Result<Duration, Duration>) -> io::Result<i64> {
+    let too_late = || {
+        invalid("timer instant is too late: its FILETIME (100 ns units since 1601) does not fit in 63 bits".into())
+    };
+    match offset {
+        Ok(after) => ticks_ceil(after).and_then(|t| t.checked_add(UNIX_EPOCH_FILETIME)).ok_or_else(too_late),
+        Err(before) => {
+            let back = ticks_ceil(before).unwrap_or(i64::MAX);
+            Ok(UNIX_EPOCH_FILETIME.saturating_sub(back).max(0))
+        }
+    }
+}
+
+fn absolute_due(when: SystemTime) -> io::Result<i64> {
+    absolute_due_from_unix(when.duration_since(SystemTime::UNIX_EPOCH).map_err(|e| e.duration()))
+}
+
+/// A period or window as the pool takes it: whole milliseconds in a `u32`.
+fn whole_millis(what: &str, d: Duration) -> io::Result<u32> {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
+        return Err(invalid(format!(
+            "timer {what} {d:?} is not a whole number of milliseconds: the pool takes it in whole milliseconds"
+        )));
+    }
+    u32::try_from(d.as_millis()).map_err(|_| {
+        invalid(format!(
+            "timer {what} {d:?} is above the maximum of u32::MAX ms (about 49.7 days): the pool takes it as a \
+             32-bit count of milliseconds"
+        ))
+    })
+}
+
+fn window_millis(window: Duration) -> io::Result<u32> {
+    whole_millis("window", window)
+}
+
+/// Validates a periodic timer's period (see [`ThreadpoolPeriodicTimer::new`]).
+pub(crate) fn period_millis(period: Duration) -> io::Result<u32> {
+    if period < ThreadpoolPeriodicTimer::MIN_PERIOD {
+        return Err(invalid(format!(
+            "timer period {period:?} is below the minimum of 1 ms: the pool takes the period in whole \
+             milliseconds, and a period of zero would mean \"do not repeat\" (use ThreadpoolTimer for a one-shot)"
+        )));
+    }
+    whole_millis("period", period)
+}
+
+fn filetime(v: i64) -> FILETIME {
+    FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 }
+}
+
+/// The context state shared by the owner and the trampoline.
+pub(crate) struct TimerHeader {
+    periodic: bool,
+    obligation: DrainObligation,
+    /// Taken around every `SetThreadpoolTimer` this crate issues, so a re-arm
+    /// application is ordered with teardown's suppress-and-disarm.
+    lock: Mutex<ArmState>,
+    /// Bumped (under `lock`) by every arming and disarm from outside a
+    /// callback; a firing's re-arm (or a tick's stop) applies only if it has
+    /// not changed since the firing began.
+    generation: AtomicU64,
+    /// Armed by the owner or a re-arm, and not disarmed since (written under
+    /// `lock`). For a one-shot this stays true after it fires.
+    armed: AtomicBool,
+}
+
+struct ArmState {
+    /// Teardowns and `stop_and_drain` calls in progress; re-arms are dropped
+    /// while non-zero. `Drop` never gives its share back.
+    suppressors: u32,
+}
+
+impl TimerHeader {
+    fn new(periodic: bool) -> Self {
+        Self {
+            periodic,
+            obligation: DrainObligation::default(),
+            lock: Mutex::new(ArmState { suppressors: 0 }),
+            generation: AtomicU64::new(0),
+            armed: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ArmState> {
+        // A callback that panics aborts the process, so poisoning cannot be
+        // observed; recover rather than add a panic path.
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Issues `SetThreadpoolTimer`; `due == None` disarms. The caller holds
+    /// the lock (the guard is the proof).
+    fn set_locked(&self, _held: &MutexGuard<'_, ArmState>, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) {
+        match due {
+            Some(due) => {
+                self.armed.store(true, Ordering::SeqCst);
+                let ft = filetime(due);
+                self.obligation.publish_arming(|| {
+                    trace_call!("SetThreadpoolTimer", raw, due, {
+                        // SAFETY: `raw` is a live timer (its owner or one of its
+                        // callbacks is calling) and `ft` outlives the call.
+                        unsafe { SetThreadpoolTimer(raw, &ft, period, window) }
+                    });
+                });
+            }
+            None => {
+                self.armed.store(false, Ordering::SeqCst);
+                trace_call!("SetThreadpoolTimer", raw, NO_DUE, {
+                    // SAFETY: `raw` is a live timer; a null due time disarms it.
+                    unsafe { SetThreadpoolTimer(raw, core::ptr::null(), 0, 0) }
+                });
+                record_kind!(self.periodic, "disarmed", raw, 0);
+            }
+        }
+    }
+
+    /// Arms or disarms from outside a callback: supersedes any re-arm
+    /// request of a firing in progress.
+    fn set_external(&self, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) {
+        let held = self.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if let Some(due) = due {
+            record_kind!(self.periodic, "armed", due, period);
+        }
+        self.set_locked(&held, raw, due, period, window);
+    }
+
+    /// Applies a firing's re-arm request after its callback returned.
+    fn apply_rearm(&self, raw: PTP_TIMER, began_at: u64, due: i64) {
+        let held = self.lock();
+        if held.suppressors > 0 {
+            trace_record!("timer", "rearm-suppressed", raw, 1);
+        } else if self.generation.load(Ordering::SeqCst) != began_at {
+            trace_record!("timer", "rearm-suppressed", raw, 2);
+        } else {
+            trace_record!("timer", "rearm-entered", raw, due);
+            self.set_locked(&held, raw, Some(due), 0, 0);
+            trace_record!("timer", "rearm-left", raw, 0);
+        }
+    }
+
+    /// Settles the drain obligation if nothing is armed (called after a drain).
+    fn settle_if_disarmed(&self) {
+        let _held = self.lock();
+        if !self.armed.load(Ordering::SeqCst) {
+            self.obligation.drained();
+        }
+    }
+}
+
+/// The part of a timer shared by the standalone types and the cleanup
+/// group's timer members: the raw object and its context. Arming and
+/// draining are defined once, here; closing is the owner's business.
+pub(crate) struct TimerCore {
+    raw: PTP_TIMER,
+    ctx: Context<TimerHeader>,
+    pool: PoolRef,
+}
+
+impl TimerCore {
+    fn create<F: Send + Sync + 'static>(
+        periodic: bool,
+        callback: F,
+        trampoline: unsafe extern "system" fn(PTP_CALLBACK_INSTANCE, *mut c_void, PTP_TIMER),
+        env: Option<&mut CallbackEnviron<'_>>,
+    ) -> io::Result<Self> {
+        let (env, pool) = env_parts(env);
+        let ctx = Context::new(TimerHeader::new(periodic), callback);
+        let pv = ctx.as_ptr();
+        // SAFETY: `trampoline` is instantiated for the context's callback
+        // type, and the context outlives the timer (freed only after the
+        // timer is disarmed, drained and closed).
+        let raw = trace_call!("CreateThreadpoolTimer", pv, env, { unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) } });
+        if raw == 0 {
+            // Read the error before freeing the context: the free may overwrite it.
+            let err = io::Error::last_os_error();
+            drop(ctx);
+            return Err(err);
+        }
+        record_kind!(periodic, "created", raw, pv);
+        Ok(Self { raw, ctx, pool })
+    }
+
+    pub(crate) fn new_one_shot<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+    {
+        Self::create(false, callback, one_shot_trampoline::<F>, env)
+    }
+
+    pub(crate) fn new_periodic<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+    {
+        Self::create(true, callback, periodic_trampoline::<F>, env)
+    }
+
+    fn header(&self) -> &TimerHeader {
+        self.ctx.header()
+    }
+
+    pub(crate) fn raw(&self) -> PTP_TIMER {
+        self.raw
+    }
+
+    /// Arms with a raw due time (see the module docs), `period` and `window` in ms.
+    pub(crate) fn arm(&self, due: i64, period: u32, window: u32) {
+        self.header().set_external(self.raw, Some(due), period, window);
+    }
+
+    pub(crate) fn disarm(&self) {
+        self.header().set_external(self.raw, None, 0, 0);
+    }
+
+    pub(crate) fn is_armed(&self) -> bool {
+        self.header().armed.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        // SAFETY: `self.raw` is a live timer.
+        unsafe { IsThreadpoolTimerSet(self.raw) != 0 }
+    }
+
+    /// The one drain for timers: waits for every queued and running callback
+    /// (`WaitForThreadpoolTimerCallbacks(.., FALSE)`), or with `cancel`
+    /// discards the queued ones first. A due time in the future has queued
+    /// nothing, so this does not wait for it.
+    pub(crate) fn drain(&self, cancel: bool) {
+        trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
+            // SAFETY: `self.raw` is a live timer.
+            unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
+        });
+        self.header().settle_if_disarmed();
+        record_kind!(self.header().periodic, "drained", self.raw, cancel);
+    }
+
+    /// Suppresses re-arms and disarms, in one step under the arming lock;
+    /// returns with the suppression held (undo with [`Self::end_suppress`]).
+    fn suppress_and_disarm(&self) {
+        let h = self.header();
+        let mut held = h.lock();
+        held.suppressors += 1;
+        h.generation.fetch_add(1, Ordering::SeqCst);
+        h.set_locked(&held, self.raw, None, 0, 0);
+    }
+
+    fn end_suppress(&self) {
+        self.header().lock().suppressors -= 1;
+    }
+
+    /// Stops the timer and drains: when this returns no callback is running
+    /// or queued, and none will start until the timer is armed again.
+    pub(crate) fn stop_and_drain(&self) {
+        self.suppress_and_disarm();
+        self.drain(false);
+        self.end_suppress();
+    }
+
+    /// Teardown up to the close: suppresses re-arms for good, disarms and
+    /// drains. The object and context are still alive afterwards.
+    pub(crate) fn quiesce_for_teardown(&self) {
+        let periodic = self.header().periodic;
+        record_kind!(periodic, "drop-begin", self.raw, 0);
+        if self.header().obligation.is_owed() {
+            record_kind!(periodic, "drain-owed", self.raw, 0);
+        }
+        self.suppress_and_disarm();
+        self.drain(false);
+        record_kind!(periodic, "drop-drained", self.raw, 0);
+    }
+
+    /// Quiesces, closes the object, then frees the context, in that order.
+    pub(crate) fn close(self) {
+        self.quiesce_for_teardown();
+        let (raw, periodic) = (self.raw, self.header().periodic);
+        // SAFETY: disarmed with re-arms suppressed and drained above; the
+        // object is closed exactly once, here.
+        trace_call!("CloseThreadpoolTimer", raw, 0, { unsafe { CloseThreadpoolTimer(raw) } });
+        drop(self.ctx);
+        drop(self.pool);
+        record_kind!(periodic, "drop-closed", raw, 0);
+    }
+}
+
+unsafe extern "system" fn one_shot_trampoline<F>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void, timer: PTP_TIMER)
+where
+    F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+{
+    trace_record!("timer", "trampoline-entered", timer, 0);
+    // SAFETY: `context` is the `Shared` this trampoline was created with; the
+    // owner frees it only after disarming and draining every callback.
+    let shared = unsafe { ctx::get::<TimerHeader, F>(context) };
+    let header = &shared.header;
+    let began_at = header.generation.load(Ordering::SeqCst);
+    header.obligation.dispatched();
+    let firing = TimerFiring { request: AtomicI64::new(NO_DUE), _firing: PhantomData };
+    (shared.callback)(&firing);
+    let due = firing.request.load(Ordering::SeqCst);
+    if due != NO_DUE {
+        header.apply_rearm(timer, began_at, due);
+    }
+    trace_record!("timer", "trampoline-left", timer, 0);
+}
+
+unsafe extern "system" fn periodic_trampoline<F>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void, timer: PTP_TIMER)
+where
+    F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+{
+    trace_record!("timer-periodic", "trampoline-entered", timer, 0);
+    // SAFETY: as in `one_shot_trampoline`.
+    let shared = unsafe { ctx::get::<TimerHeader, F>(context) };
+    // A tick does not settle the drain obligation: the timer stays owed
+    // until it is stopped and drained.
+    let tick = PeriodicTick { header: &shared.header, raw: timer, began_at: shared.header.generation.load(Ordering::SeqCst) };
+    (shared.callback)(&tick);
+    trace_record!("timer-periodic", "trampoline-left", timer, 0);
+}
+
+/// What a [`ThreadpoolTimer`]'s callback receives: the handle for re-arming
+/// the timer from inside its own firing.
+///
+/// A request is only recorded; it is applied after the callback returns
+/// (the last request wins), so the next firing cannot overlap this one and
+/// the delay counts from the end of this firing. It is dropped if the timer
+/// is being dropped or drained by [`ThreadpoolTimer::stop_and_drain`], or if
+/// the owner armed or disarmed the timer while this firing ran.
+pub struct TimerFiring<'a> {
+    request: AtomicI64,
+    _firing: PhantomData<&'a ()>,
+}
+
+impl core::fmt::Debug for TimerFiring<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let due = self.request.load(Ordering::SeqCst);
+        f.debug_struct("TimerFiring").field("rearm_due", &(due != NO_DUE).then_some(due)).finish()
+    }
+}
+
+impl TimerFiring<'_> {
+    fn request(&self, due: i64) {
+        trace_record!("timer", "rearm-requested", due, 0);
+        self.request.store(due, Ordering::SeqCst);
+    }
+
+    /// Re-arms the timer to fire `delay` after this firing returns (zero:
+    /// immediately after). Fails with `InvalidInput`, recording nothing, if
+    /// `delay` cannot be represented (see the module docs).
+    pub fn rearm_after(&self, delay: Duration) -> io::Result<()> {
+        self.request(relative_due(delay)?);
+        Ok(())
+    }
+
+    /// Re-arms the timer to fire at `when`, applied after this firing
+    /// returns; an instant already past fires at once. Fails with
+    /// `InvalidInput`, recording nothing, if `when` cannot be represented.
+    pub fn rearm_at(&self, when: SystemTime) -> io::Result<()> {
+        self.request(absolute_due(when)?);
+        Ok(())
+    }
+}
+
+/// What a [`ThreadpoolPeriodicTimer`]'s callback receives on each tick.
+pub struct PeriodicTick<'a> {
+    header: &'a TimerHeader,
+    raw: PTP_TIMER,
+    began_at: u64,
+}
+
+impl core::fmt::Debug for PeriodicTick<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PeriodicTick").field("timer", &(self.raw as *const c_void)).finish()
+    }
+}
+
+impl PeriodicTick<'_> {
+    /// Stops the timer from inside a tick, at once: no further tick is
+    /// scheduled. Ticks already running keep running; on Wine 8 a tick
+    /// already queued still runs (on Windows it is discarded). Ignored if
+    /// the owner started or stopped the timer since this tick began.
+    pub fn stop(&self) {
+        let held = self.header.lock();
+        let applied = self.header.generation.load(Ordering::SeqCst) == self.began_at;
+        trace_record!("timer-periodic", "stop-requested", self.raw, applied);
+        if applied {
+            self.header.generation.fetch_add(1, Ordering::SeqCst);
+            self.header.set_locked(&held, self.raw, None, 0, 0);
+        }
+    }
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<ThreadpoolTimer>();
+    send_sync::<ThreadpoolPeriodicTimer>();
+    send_sync::<TimerFiring<'static>>();
+    send_sync::<PeriodicTick<'static>>();
+};
+
+/// An owned one-shot timer (`CreateThreadpoolTimer`): each arming fires the
+/// callback once.
+///
+/// Arm it with [`set_after`](Self::set_after) or [`set_at`](Self::set_at);
+/// arming again replaces the previous due time. From inside the callback,
+/// [`TimerFiring::rearm_after`] schedules the next firing without overlap.
+/// `Drop` suppresses any pending re-arm, disarms, drains (never cancels),
+/// closes the timer, then frees the callback.
+///
+/// ```
+/// use std::sync::{Arc, Mutex, Condvar};
+/// use std::time::{Duration, SystemTime};
+/// use windows_threadpool::ThreadpoolTimer;
+///
+/// let fired = Arc::new((Mutex::new(0), Condvar::new()));
+/// let f = Arc::clone(&fired);
+/// let timer = ThreadpoolTimer::new(move |_| {
+///     *f.0.lock().unwrap() += 1;
+///     f.1.notify_all();
+/// }, None)?;
+/// timer.set_at(SystemTime::now() + Duration::from_millis(10))?;
+/// let (lock, cv) = &*fired;
+/// let n = cv.wait_while(lock.lock().unwrap(), |n| *n == 0).unwrap();
+/// assert_eq!(*n, 1);
+/// # drop(n);
+/// // Out-of-range arguments are rejected, never clamped.
+/// assert!(timer.set_after(Duration::MAX).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct ThreadpoolTimer {
+    core: Option<TimerCore>,
+}
+
+impl core::fmt::Debug for ThreadpoolTimer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ThreadpoolTimer").field("raw", &(self.core().raw as *const c_void)).finish()
+    }
+}
+
+impl ThreadpoolTimer {
+    /// Creates a disarmed timer whose callback is `callback`, on the pool and
+    /// with the settings of `env` (the default pool when `None`).
+    pub fn new<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Some(TimerCore::new_one_shot(callback, env)?) })
+    }
+
+    fn core(&self) -> &TimerCore {
+        self.core.as_ref().expect("present until drop")
+    }
+
+    /// Arms the timer to fire once, `delay` from now (zero: at once).
+    /// `InvalidInput` if `delay` cannot be represented (see the module docs).
+    pub fn set_after(&self, delay: Duration) -> io::Result<()> {
+        self.core().arm(relative_due(delay)?, 0, 0);
+        Ok(())
+    }
+
+    /// Arms the timer to fire once at `when`; an instant in the past fires
+    /// at once. `InvalidInput` if `when` cannot be represented.
+    pub fn set_at(&self, when: SystemTime) -> io::Result<()> {
+        self.core().arm(absolute_due(when)?, 0, 0);
+        Ok(())
+    }
+
+    /// Arms the timer to fire once, `delay` from now, allowing the pool to
+    /// delay it by up to `window` to coalesce it with other timers.
+    /// `InvalidInput` if `delay` cannot be represented or `window` is not a
+    /// whole number of milliseconds up to `u32::MAX` ms.
+    pub fn set_after_with_window(&self, delay: Duration, window: Duration) -> io::Result<()> {
+        let (due, window) = (relative_due(delay)?, window_millis(window)?);
+        self.core().arm(due, 0, window);
+        Ok(())
+    }
+
+    /// Disarms the timer. A firing already running continues, and its re-arm
+    /// request is dropped. On Windows a firing already queued is discarded;
+    /// on Wine 8 it still runs (see `docs/wine.md`).
+    pub fn disarm(&self) {
+        self.core().disarm();
+    }
+
+    /// `IsThreadpoolTimerSet`: whether a due time is set. This is not "will
+    /// fire again": the flag stays set after a one-shot fires (measured on
+    /// Wine 8; see `tests/timer.rs::is_set_stays_true_after_a_one_shot_fires`),
+    /// and is cleared only by [`disarm`](Self::disarm) and
+    /// [`stop_and_drain`](Self::stop_and_drain).
+    pub fn is_set(&self) -> bool {
+        self.core().is_set()
+    }
+
+    /// Returns after every callback already queued or running has finished
+    /// (`WaitForThreadpoolTimerCallbacks(.., FALSE)`). It does not wait for a
+    /// due time still in the future: that firing is not queued yet.
+    pub fn wait(&self) {
+        self.core().drain(false);
+    }
+
+    /// Discards a firing that is queued but has not started and waits for a
+    /// running one (`WaitForThreadpoolTimerCallbacks(.., TRUE)`). The timer
+    /// stays armed: a future due time still fires.
+    pub fn cancel_pending(&self) {
+        self.core().drain(true);
+    }
+
+    /// Suppresses re-arm requests, disarms and drains, like `Drop` but
+    /// without closing: when it returns no firing is running or queued, and
+    /// none will start until the timer is armed again (which it may be).
+    pub fn stop_and_drain(&self) {
+        self.core().stop_and_drain();
+    }
+
+    /// The raw `PTP_TIMER`, valid while `self` is alive.
+    pub fn as_raw(&self) -> PTP_TIMER {
+        self.core().raw()
+    }
+}
+
+impl Drop for ThreadpoolTimer {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            core.close();
+        }
+    }
+}
+
+/// An owned periodic timer: after [`start`](Self::start) it ticks every
+/// [`period`](Self::period) until stopped.
+///
+/// **Ticks may overlap.** The pool queues each tick on schedule whether or
+/// not the previous one has returned, and runs it on another thread; a
+/// callback that can take longer than the period must tolerate running
+/// concurrently with itself. (Use [`ThreadpoolTimer`] with
+/// [`TimerFiring::rearm_after`] for repetition that never overlaps.)
+///
+/// `Drop` stops the timer, drains (never cancels), closes it, then frees the
+/// callback.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::time::Duration;
+/// use windows_threadpool::timer::ThreadpoolPeriodicTimer;
+///
+/// let ticks = Arc::new(AtomicUsize::new(0));
+/// let t = Arc::clone(&ticks);
+/// let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(2), move |tick| {
+///     if t.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
+///         tick.stop(); // ends the timer from inside a tick
+///     }
+/// }, None)?;
+/// timer.start();
+/// while timer.is_running() {
+///     std::thread::sleep(Duration::from_millis(1));
+/// }
+/// timer.wait(); // ticks already queued or running have finished
+/// assert!(ticks.load(Ordering::SeqCst) >= 5);
+/// // A period the pool cannot take is rejected with a reason.
+/// let err = ThreadpoolPeriodicTimer::new(Duration::from_micros(1500), |_| {}, None).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct ThreadpoolPeriodicTimer {
+    core: Option<TimerCore>,
+    period: Duration,
+    period_ms: u32,
+}
+
+impl core::fmt::Debug for ThreadpoolPeriodicTimer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ThreadpoolPeriodicTimer")
+            .field("raw", &(self.core().raw as *const c_void))
+            .field("period", &self.period)
+            .finish()
+    }
+}
+
+impl ThreadpoolPeriodicTimer {
+    /// The shortest period: 1 ms (the pool counts periods in whole
+    /// milliseconds, and zero would mean "do not repeat").
+    pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+    /// The longest period: `u32::MAX` ms, about 49.7 days. (Wine 8 reads the
+    /// period as signed: above `i32::MAX` ms it ticks continuously there.)
+    pub const MAX_PERIOD: Duration = Duration::from_millis(u32::MAX as u64);
+
+    /// Creates a stopped periodic timer on the pool and with the settings of
+    /// `env` (the default pool when `None`).
+    ///
+    /// A period below [`MIN_PERIOD`](Self::MIN_PERIOD), above
+    /// [`MAX_PERIOD`](Self::MAX_PERIOD), or not a whole number of
+    /// milliseconds is rejected with `InvalidInput` and a message saying why.
+    pub fn new<F>(period: Duration, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+    {
+        let period_ms = period_millis(period)?;
+        Ok(Self { core: Some(TimerCore::new_periodic(callback, env)?), period, period_ms })
+    }
+
+    fn core(&self) -> &TimerCore {
+        self.core.as_ref().expect("present until drop")
+    }
+
+    /// The period between ticks.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    fn arm(&self, due: i64, window: u32) {
+        self.core().arm(due, self.period_ms, window);
+    }
+
+    /// Starts (or restarts) the timer: the first tick is one period from now.
+    pub fn start(&self) {
+        // A valid period is at most u32::MAX ms, always representable.
+        self.arm(-(i64::from(self.period_ms) * 10_000), 0);
+    }
+
+    /// Starts (or restarts) the timer with the first tick `first_delay` from
+    /// now (zero: at once). `InvalidInput` if the delay cannot be represented.
+    pub fn start_after(&self, first_delay: Duration) -> io::Result<()> {
+        self.arm(relative_due(first_delay)?, 0);
+        Ok(())
+    }
+
+    /// Starts (or restarts) the timer with the first tick at `first`; an
+    /// instant in the past ticks at once. `InvalidInput` if it cannot be
+    /// represented.
+    pub fn start_at(&self, first: SystemTime) -> io::Result<()> {
+        self.arm(absolute_due(first)?, 0);
+        Ok(())
+    }
+
+    /// Like [`start_after`](Self::start_after), allowing the pool to delay
+    /// each tick by up to `window` to coalesce it with other timers.
+    /// `InvalidInput` also if `window` is not a whole number of milliseconds
+    /// up to `u32::MAX` ms.
+    pub fn start_with_window(&self, first_delay: Duration, window: Duration) -> io::Result<()> {
+        let (due, window) = (relative_due(first_delay)?, window_millis(window)?);
+        self.arm(due, window);
+        Ok(())
+    }
+
+    /// Stops the timer: no further tick is scheduled. Ticks already running
+    /// keep running; on Windows a tick already queued is discarded, on Wine 8
+    /// it still runs. Use [`stop_and_drain`](Self::stop_and_drain) to also
+    /// wait for them.
+    pub fn stop(&self) {
+        self.core().disarm();
+    }
+
+    /// Whether the timer has been started and not stopped since (by
+    /// [`stop`](Self::stop), [`PeriodicTick::stop`] or
+    /// [`stop_and_drain`](Self::stop_and_drain)). Ticks may still be running
+    /// when this is false.
+    pub fn is_running(&self) -> bool {
+        self.core().is_armed()
+    }
+
+    /// Returns after every tick already queued or running has finished. A
+    /// running timer keeps ticking: to stop and wait, use
+    /// [`stop_and_drain`](Self::stop_and_drain).
+    pub fn wait(&self) {
+        self.core().drain(false);
+    }
+
+    /// Stops the timer and drains, like `Drop` but without closing: when it
+    /// returns no tick is running or queued, and none will start until the
+    /// timer is started again.
+    pub fn stop_and_drain(&self) {
+        self.core().stop_and_drain();
+    }
+
+    /// The raw `PTP_TIMER`, valid while `self` is alive.
+    pub fn as_raw(&self) -> PTP_TIMER {
+        self.core().raw()
+    }
+}
+
+impl Drop for ThreadpoolPeriodicTimer {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            core.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_become_negative_counts_rounded_up() {
+        assert_eq!(relative_due(Duration::ZERO).unwrap(), 0, "zero is the documented 'immediately'");
+        assert_eq!(relative_due(Duration::from_nanos(1)).unwrap(), -1);
+        assert_eq!(relative_due(Duration::from_nanos(100)).unwrap(), -1);
+        assert_eq!(relative_due(Duration::from_nanos(101)).unwrap(), -2);
+        assert_eq!(relative_due(Duration::from_millis(5)).unwrap(), -50_000);
+    }
+
+    #[test]
+    fn unrepresentable_delays_are_rejected_not_wrapped() {
+        let max = Duration::new(i64::MAX as u64 / TICKS_PER_SEC, (i64::MAX as u64 % TICKS_PER_SEC) as u32 * 100);
+        assert_eq!(ticks_ceil(max), Some(i64::MAX));
+        assert_eq!(relative_due(max).unwrap(), -i64::MAX);
+        for d in [max + Duration::from_nanos(1), Duration::from_secs(u64::MAX / 2), Duration::MAX] {
+            let e = relative_due(d).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("too large"), "{e}");
+        }
+    }
+
+    #[test]
+    fn instants_become_filetimes() {
+        assert_eq!(absolute_due_from_unix(Ok(Duration::ZERO)).unwrap(), UNIX_EPOCH_FILETIME);
+        assert_eq!(absolute_due_from_unix(Ok(Duration::from_nanos(150))).unwrap(), UNIX_EPOCH_FILETIME + 2);
+        assert_eq!(absolute_due_from_unix(Err(Duration::from_secs(1))).unwrap(), UNIX_EPOCH_FILETIME - TICKS_PER_SEC as i64);
+        let ticks = |t: i64| Duration::new(t as u64 / TICKS_PER_SEC, (t as u64 % TICKS_PER_SEC) as u32 * 100);
+        let to_1601 = ticks(UNIX_EPOCH_FILETIME);
+        assert_eq!(absolute_due_from_unix(Err(to_1601)).unwrap(), 0);
+        assert_eq!(absolute_due_from_unix(Err(to_1601 * 2)).unwrap(), 0, "before 1601 is 'immediately', never relative");
+        assert_eq!(absolute_due_from_unix(Err(Duration::MAX)).unwrap(), 0);
+        let latest = ticks(i64::MAX - UNIX_EPOCH_FILETIME);
+        assert_eq!(absolute_due_from_unix(Ok(latest)).unwrap(), i64::MAX);
+        let e = absolute_due_from_unix(Ok(latest + Duration::from_nanos(100))).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(absolute_due_from_unix(Ok(Duration::MAX)).is_err());
+    }
+
+    #[test]
+    fn periods_are_whole_milliseconds_in_range() {
+        assert_eq!(period_millis(Duration::from_millis(1)).unwrap(), 1);
+        assert_eq!(period_millis(ThreadpoolPeriodicTimer::MAX_PERIOD).unwrap(), u32::MAX);
+        let cases = [
+            (Duration::ZERO, "do not repeat"),
+            (Duration::from_micros(999), "below the minimum"),
+            (Duration::from_micros(1500), "whole number of milliseconds"),
+            (ThreadpoolPeriodicTimer::MAX_PERIOD + Duration::from_millis(1), "above the maximum"),
+            (Duration::MAX, "whole number of milliseconds"),
+        ];
+        for (p, why) in cases {
+            let e = period_millis(p).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains(why), "{p:?}: {e}");
+        }
+        assert!(window_millis(Duration::from_micros(10)).is_err());
+        assert_eq!(window_millis(Duration::ZERO).unwrap(), 0);
+    }
+}

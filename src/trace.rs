@@ -110,6 +110,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[EventInfo {
 const TABLES: &[&[EventInfo]] = &[
     crate::work::TRACE_EVENTS,
     crate::pool::TRACE_EVENTS,
+    crate::timer::TRACE_EVENTS,
     crate::wait::TRACE_EVENTS,
     crate::cleanup_group::TRACE_EVENTS,
     TRACE_EVENTS,

@@ -39,13 +39,29 @@ fn literal_arg(rest: &'static str) -> Option<Option<(&'static str, &'static str)
     Some(Some((&body[..end], after.strip_prefix(',').unwrap_or(after))))
 }
 
-/// Every `trace_record!`/`trace_call!` invocation in the sources.
+/// Every `trace_record!`/`trace_call!` invocation in the sources, and every
+/// use of `src/timer.rs`'s `record_kind` macro (which records under `timer`
+/// or `timer-periodic`, so it stands for both).
 fn recording_sites() -> Vec<Site> {
     // Built with `concat!` so that these patterns do not match themselves.
     let record = concat!("trace_record", "!(");
     let call = concat!("trace_call", "!(");
+    let kind = concat!("record_kind", "!(");
     let mut sites = Vec::new();
     for &(file, text) in SOURCES {
+        for (pos, _) in text.match_indices(kind) {
+            let at = format!("{file}:{}", text[..pos].lines().count());
+            let rest = &text[pos + kind.len()..];
+            let Some((_, rest)) = rest.split_once(',') else { continue };
+            match literal_arg(rest) {
+                Some(Some((event, _))) => {
+                    sites.push((at.clone(), "timer", event));
+                    sites.push((at, "timer-periodic", event));
+                }
+                Some(None) => {}
+                None => panic!("{at}: the event of record_kind! is not a string literal"),
+            }
+        }
         for (pattern, is_call) in [(record, false), (call, true)] {
             for (pos, _) in text.match_indices(pattern) {
                 let at = format!("{file}:{}", text[..pos].lines().count());

@@ -6,6 +6,8 @@
 //! - `demo`: run `examples/tour.rs`.
 //! - `bench`: run the benchmarks and write `docs/benchmarks.md`.
 //! - `trace-doc`: regenerate the event table in `docs/trace.md`.
+//! - `stress`: setup, then the opt-in stress scenarios (`tests/*_stress.rs`),
+//!   one at a time, with their reports.
 
 mod bench;
 mod run;
@@ -27,13 +29,15 @@ fn main() -> ExitCode {
         "test" => run::test(rest),
         "demo" => run::demo(),
         "bench" => bench::bench(rest),
+        "stress" => run::stress(rest),
         "trace-doc" => run::trace_doc(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|demo|bench|trace-doc>\n\
+                "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc>\n\
                  \n  setup      prepare this machine (Linux: Wine prefix, mingw, Rust target)\
                  \n  test       setup, then tests, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs\
+                 \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
                  \n  trace-doc  regenerate the event table in docs/trace.md"
             );

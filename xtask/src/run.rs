@@ -1,4 +1,4 @@
-//! `cargo xtask test`, `cargo xtask demo` and `cargo xtask trace-doc`.
+//! `cargo xtask test`, `demo`, `stress` and `trace-doc`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -206,6 +206,47 @@ pub fn demo() -> Result<()> {
         .status()
         .map_err(|e| format!("cargo run: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("the tour failed: {status}")) }
+}
+
+/// Enables the stress scenarios in the test binaries that carry them.
+const STRESS_VAR: &str = "WINDOWS_THREADPOOL_STRESS";
+const STRESS_SCALE_VAR: &str = "WINDOWS_THREADPOOL_STRESS_SCALE";
+
+/// Runs every `*_stress` test binary's scenarios, one at a time, printing
+/// their reports. `WINDOWS_THREADPOOL_STRESS_SCALE` passes through.
+pub fn stress(rest: &[String]) -> Result<()> {
+    if !rest.is_empty() {
+        return Err(format!("unexpected arguments {rest:?}"));
+    }
+    let p = setup::setup()?;
+    let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
+    println!("xtask stress: scale {scale}");
+    let t0 = std::time::Instant::now();
+    let mut tally = Tally::default();
+    let (ok, counts) = if has_nextest() {
+        let args = [
+            "nextest", "run", "-p", LIB, "-E", "binary(/_stress$/)", "-j", "1", "--no-fail-fast", "--no-capture",
+        ];
+        let (ok, text) = run_tee(cargo(&p, &args).env(STRESS_VAR, "1"));
+        (ok, parse_nextest(&text))
+    } else {
+        let args = ["test", "-p", LIB, "--test", "*_stress", "--no-fail-fast"];
+        let (ok, text) = run_tee(cargo(&p, &args).env(STRESS_VAR, "1"));
+        (ok, parse_libtest(&text))
+    };
+    account(&mut tally, "stress scenarios".into(), ok, counts);
+    println!("xtask stress: finished in {:.0}s (scale {scale})", t0.elapsed().as_secs_f64());
+    for f in &tally.failures {
+        println!("xtask stress: FAILED {f}");
+    }
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    if tally.passed > 0 && tally.failed == 0 && tally.failures.is_empty() {
+        Ok(())
+    } else if tally.passed == 0 && tally.failures.is_empty() {
+        Err("no stress scenario ran".into())
+    } else {
+        Err("failures above".into())
+    }
 }
 
 #[cfg(test)]
