@@ -185,6 +185,27 @@ impl<'pool> CallbackEnviron<'pool> {
     }
 }
 
+#[cfg(feature = "self-heal")]
+impl CallbackEnviron<'static> {
+    /// An environment for the pool `pool` keeps open (the default pool when
+    /// `None`), for objects the crate creates on its own behalf.
+    pub(crate) fn for_pool_ref(pool: PoolRef) -> Self {
+        let mut e = Self::new();
+        if let Some(p) = &pool {
+            e.inner.Pool = p.raw();
+        }
+        e.pool = pool;
+        e
+    }
+}
+
+impl CallbackEnviron<'_> {
+    /// The reference that keeps this environment's pool open.
+    pub(crate) fn pool_ref(&self) -> &PoolRef {
+        &self.pool
+    }
+}
+
 /// What a `Create*` call needs from an optional environment: the pointer it
 /// takes, and a reference that keeps the environment's pool open for as long
 /// as the object created from it lives.

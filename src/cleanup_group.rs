@@ -61,6 +61,7 @@ use core::time::Duration;
 use std::os::windows::io::BorrowedHandle;
 
 use crate::callback_env::CallbackEnviron;
+use crate::heal::Registration;
 use crate::trace::EventInfo;
 use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
 use crate::work::WorkCore;
@@ -78,33 +79,54 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 
 /// What the group needs from each member it owns.
 trait Member: Send + Sync {
-    /// Stops whatever could queue another callback, before the native
-    /// release; returns the member type's name if it still owed a drain.
-    fn before_release(&self) -> Option<&'static str>;
+    /// Stops whatever could queue another callback before the native release
+    /// (`cancel`: the release discards queued callbacks); returns the member
+    /// type's name if it still owed a drain.
+    fn before_release(&self, cancel: bool) -> Option<&'static str>;
     /// After the native release closed the object: frees what it owned.
     fn after_release(self: Box<Self>) {}
 }
 
 impl Member for WorkCore {
-    fn before_release(&self) -> Option<&'static str> {
+    fn before_release(&self, _cancel: bool) -> Option<&'static str> {
         self.drain_owed().then_some("WorkMember")
     }
 }
 
 impl Member for WaitCore {
-    fn before_release(&self) -> Option<&'static str> {
-        self.quiesce_for_release().then_some("WaitMember")
+    fn before_release(&self, cancel: bool) -> Option<&'static str> {
+        self.quiesce_for_release(cancel).then_some("WaitMember")
     }
     fn after_release(self: Box<Self>) {
         (*self).release();
     }
 }
 
+/// A member as the group owns it: boxed so its address is stable while
+/// borrowed, with its claim on its pool's self-heal registry entry (which
+/// also keeps the pool open through a cancelling release).
+struct Owned {
+    member: Box<dyn Member>,
+    claim: Registration,
+}
+
 /// A cleanup group that creates, owns and releases its members.
+#[cfg_attr(
+    not(feature = "self-heal"),
+    doc = r#"
+Without the `self-heal` feature the safe cancelling release does not exist;
+only the `unsafe` `close_members_cancelling_no_heal_tracking` does:
+
+```compile_fail,E0599
+let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
+group.close_members_cancelling();
+# Ok::<(), std::io::Error>(())
+```
+"#
+)]
 pub struct CleanupGroup {
     raw: PTP_CLEANUP_GROUP,
-    /// Boxed so that members' addresses are stable while borrowed.
-    members: Mutex<Vec<Box<dyn Member>>>,
+    members: Mutex<Vec<Owned>>,
 }
 
 // SAFETY: a `PTP_CLEANUP_GROUP` may be used from any thread; the members list
@@ -182,14 +204,14 @@ impl CleanupGroup {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Member>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Owned>> {
         self.members.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A copy of the caller's environment (or a default one) that binds new
     /// objects to this group. The caller's environment is never changed.
     fn member_env<'p>(&self, env: Option<&CallbackEnviron<'p>>) -> CallbackEnviron<'p> {
-        let mut e = env.cloned().unwrap_or_default();
+        let mut e: CallbackEnviron<'p> = env.cloned().unwrap_or_default();
         // SAFETY: the group outlives its members' creation (`&self`), and only
         // `close_members`, which requires that no member borrow is alive,
         // releases them.
@@ -199,11 +221,12 @@ impl CleanupGroup {
 
     /// Stores a member's core and lends it to the caller for as long as the
     /// group is borrowed.
-    fn adopt<M: Member + 'static>(&self, core: M) -> &M {
+    fn adopt<M: Member + 'static>(&self, core: M, env: &CallbackEnviron<'_>) -> &M {
+        let claim = Registration::new(env.pool_ref());
         let boxed = Box::new(core);
         let ptr: *const M = &*boxed;
         let mut members = self.lock();
-        members.push(boxed);
+        members.push(Owned { member: boxed, claim });
         trace_record!("group", "member-created", self.raw, members.len());
         // SAFETY: the box is owned by `self.members` and neither moved nor
         // freed until `close_members(&mut self)`, which cannot run while the
@@ -217,7 +240,7 @@ impl CleanupGroup {
         F: Fn() + Send + Sync + 'static,
     {
         let mut env = self.member_env(env);
-        let core = self.adopt(WorkCore::new(callback, Some(&mut env))?);
+        let core = self.adopt(WorkCore::new(callback, Some(&mut env))?, &env);
         Ok(WorkMember { core, _group: PhantomData })
     }
 
@@ -233,7 +256,7 @@ impl CleanupGroup {
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
         let mut env = self.member_env(env);
-        let core = self.adopt(WaitCore::new(handle, callback, Some(&mut env))?);
+        let core = self.adopt(WaitCore::new(handle, callback, Some(&mut env))?, &env);
         Ok(WaitMember { core, _group: PhantomData })
     }
 
@@ -242,16 +265,41 @@ impl CleanupGroup {
     /// them, then frees their contexts and closes their wait targets. The
     /// group can create new members afterwards.
     pub fn close_members(&mut self) {
-        self.release(false);
+        self.release(false, false);
     }
 
-    /// The one release path; `cancel` discards queued callbacks.
-    fn release(&mut self, cancel: bool) {
+    /// Releases every member like [`close_members`](Self::close_members) but
+    /// discards queued callbacks that have not started
+    /// (`CloseThreadpoolCleanupGroupMembers(.., TRUE, ..)`), then has the
+    /// self-heal machinery repair every pool the members used (see
+    /// `docs/self-heal.md`). Requires the default `self-heal` feature.
+    #[cfg(feature = "self-heal")]
+    pub fn close_members_cancelling(&mut self) {
+        self.release(true, true);
+    }
+
+    /// Releases every member, discarding queued callbacks that have not
+    /// started.
+    ///
+    /// # Safety
+    /// On Windows a cancelled wait callback can leave the process default
+    /// pool with no worker, so that nothing queued to it runs. The caller
+    /// takes on the obligation to make each pool the members used dispatch
+    /// again, for instance by submitting work to it.
+    pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
+        self.release(true, false);
+    }
+
+    /// The one release path; `cancel` discards queued callbacks, `heal`
+    /// stamps the members' pools as owing a repair after the release.
+    fn release(&mut self, cancel: bool, heal: bool) {
+        // Taking the members takes their claims too: the pools stay
+        // registered (and open) until the release has been marked.
         let members = std::mem::take(&mut *self.lock());
         trace_record!("group", "release-begin", self.raw, members.len());
         let mut owed = None;
         for m in &members {
-            if let Some(type_name) = m.before_release() {
+            if let Some(type_name) = m.member.before_release(cancel) {
                 owed.get_or_insert(type_name);
             }
         }
@@ -260,11 +308,24 @@ impl CleanupGroup {
             // not closed individually (member types have no `Drop`).
             unsafe { CloseThreadpoolCleanupGroupMembers(self.raw, cancel.into(), core::ptr::null_mut()) }
         });
+        #[cfg(feature = "self-heal")]
+        if heal {
+            for (i, m) in members.iter().enumerate() {
+                if !members[..i].iter().any(|e| e.claim.same_pool(&m.claim)) {
+                    m.claim.after_cancel();
+                }
+            }
+        }
+        #[cfg(not(feature = "self-heal"))]
+        let _ = heal;
         // The platform has closed every member: freeing their contexts is now safe.
         let n = members.len();
-        for m in members {
-            m.after_release();
+        let mut claims = Vec::with_capacity(n);
+        for Owned { member, claim } in members {
+            member.after_release();
+            claims.push(claim);
         }
+        drop(claims);
         trace_record!("group", "release-ended", self.raw, n);
         if let Some(type_name) = owed {
             crate::obligation::report_drain_owed(type_name);
@@ -274,7 +335,7 @@ impl CleanupGroup {
 
 impl Drop for CleanupGroup {
     fn drop(&mut self) {
-        self.release(false);
+        self.release(false, false);
         // SAFETY: the members were released above; the group is closed once.
         trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });
         trace_record!("group", "closed", self.raw, 0);
@@ -336,5 +397,13 @@ impl WaitMember<'_> {
     /// the caller takes on the obligation to make the pool dispatch again.
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
         self.core.cancel_pending();
+    }
+
+    /// Discards queued callbacks, waits for running ones, then has the
+    /// self-heal machinery repair the pool; see
+    /// [`crate::wait::ThreadpoolWait::try_cancel_pending`].
+    #[cfg(feature = "self-heal")]
+    pub fn try_cancel_pending(&self) {
+        self.core.cancel_pending_and_heal();
     }
 }

@@ -35,6 +35,9 @@ pub mod cleanup_group;
 #[cfg(windows)]
 mod ctx;
 #[cfg(windows)]
+#[doc(hidden)]
+pub mod heal;
+#[cfg(windows)]
 pub mod io;
 #[cfg(windows)]
 mod obligation;

@@ -53,6 +53,13 @@ impl Drop for PoolShared {
     }
 }
 
+#[cfg(feature = "self-heal")]
+impl PoolShared {
+    pub(crate) fn raw(&self) -> PTP_POOL {
+        self.raw
+    }
+}
+
 /// A reference that keeps a private pool open; `None` is the default pool.
 pub(crate) type PoolRef = Option<Arc<PoolShared>>;
 

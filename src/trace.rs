@@ -113,6 +113,7 @@ const TABLES: &[&[EventInfo]] = &[
     crate::timer::TRACE_EVENTS,
     crate::wait::TRACE_EVENTS,
     crate::cleanup_group::TRACE_EVENTS,
+    crate::heal::TRACE_EVENTS,
     TRACE_EVENTS,
 ];
 

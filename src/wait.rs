@@ -74,6 +74,7 @@ use windows_sys::core::BOOL;
 
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
+use crate::heal::Registration;
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::trace::EventInfo;
@@ -543,6 +544,8 @@ pub(crate) struct WaitCore {
     /// meets another stop's disarm or a cancellation of its activation.
     /// Callbacks never take it.
     stopping: Mutex<()>,
+    /// This wait's claim on its pool's self-heal registry entry.
+    claim: Registration,
 }
 
 impl WaitCore {
@@ -570,7 +573,8 @@ impl WaitCore {
             return Err(err);
         }
         trace_record!("wait", "created", raw, pv);
-        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()) })
+        let claim = Registration::new(&pool);
+        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()), claim })
     }
 
     fn header(&self) -> &WaitHeader {
@@ -691,9 +695,9 @@ impl WaitCore {
     /// Refuses re-arms, disarms and drains (flushing under Wine), so that on
     /// return nothing is armed, queued or running. The caller holds
     /// `stopping` or owns the core.
-    fn quiesce(&self) {
+    fn quiesce(&self, cancel: bool) {
         let flush = self.suppress_and_disarm();
-        self.drain(false);
+        self.drain(cancel);
         if flush {
             self.flush_stale_activations();
         }
@@ -707,6 +711,14 @@ impl WaitCore {
         self.drain(true);
     }
 
+    /// Cancels, then stamps the pool as owing a repair and makes sure one
+    /// will run (see `docs/self-heal.md`).
+    #[cfg(feature = "self-heal")]
+    pub(crate) fn cancel_pending_and_heal(&self) {
+        self.cancel_pending();
+        self.claim.after_cancel();
+    }
+
     pub(crate) fn handle(&self) -> BorrowedHandle<'_> {
         self.handle.handle()
     }
@@ -714,15 +726,15 @@ impl WaitCore {
     /// Before a cleanup group's bulk release: refuses re-arms for good,
     /// disarms and drains (flushing under Wine), so the release has nothing
     /// left to race; returns whether a drain was owed.
-    pub(crate) fn quiesce_for_release(&self) -> bool {
+    pub(crate) fn quiesce_for_release(&self, cancel: bool) -> bool {
         let owed = self.drain_owed();
-        self.quiesce();
+        self.quiesce(cancel);
         owed
     }
 
     pub(crate) fn stop_and_drain(&self) {
         let _stopping = self.lock_stopping();
-        self.quiesce();
+        self.quiesce(false);
         self.lift_suppression();
         trace_record!("wait", "stopped", self.raw, 0);
     }
@@ -744,7 +756,7 @@ impl WaitCore {
     pub(crate) fn close(self) -> bool {
         trace_record!("wait", "drop-begin", self.raw, 0);
         let owed = self.drain_owed();
-        self.quiesce();
+        self.quiesce(false);
         trace_record!("wait", "drop-drained", self.raw, 0);
         // SAFETY: drained above, nothing can queue another callback; the
         // object is closed exactly once, here.
@@ -756,7 +768,8 @@ impl WaitCore {
     /// After the wait object is closed (by `close` or by a cleanup group):
     /// closes the target, frees the context, drops the pool reference.
     pub(crate) fn release(self) {
-        let Self { raw, ctx, handle, pool, stopping: _ } = self;
+        // The claim goes last: the pool stays registered until all is freed.
+        let Self { raw, ctx, handle, pool, stopping: _, claim: _claim } = self;
         drop(handle);
         drop(ctx);
         drop(pool);
@@ -771,6 +784,20 @@ impl WaitCore {
 /// the callback receives a [`WaitActivation`] and may re-arm through it.
 /// `Drop` refuses further re-arms and disarms (under one lock), drains (never
 /// cancels), closes the wait, closes the handle, then frees the callback.
+#[cfg_attr(
+    not(feature = "self-heal"),
+    doc = r#"
+Without the `self-heal` feature the safe cancellation does not exist; only the
+`unsafe` `try_cancel_pending_no_heal_tracking` does:
+
+```compile_fail,E0599
+use windows_threadpool::wait::{ThreadpoolWait, WaitableHandle};
+let wait = ThreadpoolWait::new(WaitableHandle::event(false, false)?, |_| {}, None)?;
+wait.try_cancel_pending();
+# Ok::<(), std::io::Error>(())
+```
+"#
+)]
 pub struct ThreadpoolWait {
     core: Option<WaitCore>,
 }
@@ -853,6 +880,16 @@ impl ThreadpoolWait {
     /// by submitting work to it (see `pool::prewarm_default_pool`).
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
         self.core().cancel_pending();
+    }
+
+    /// Discards queued callbacks that have not started and waits for the
+    /// running ones, then has the self-heal machinery repair the pool the
+    /// cancellation may have wedged (a work submission to it, within about
+    /// 250 ms; see `docs/self-heal.md`). It does not disarm. Requires the
+    /// default `self-heal` feature.
+    #[cfg(feature = "self-heal")]
+    pub fn try_cancel_pending(&self) {
+        self.core().cancel_pending_and_heal();
     }
 
     /// The raw `PTP_WAIT`, valid while `self` is alive.
