@@ -50,6 +50,8 @@ pub mod work;
 #[cfg(windows)]
 pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
+pub use io::ThreadpoolIo;
+#[cfg(windows)]
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]
 pub use work::ThreadpoolWork;

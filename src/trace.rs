@@ -18,7 +18,7 @@ pub struct EventInfo {
 }
 
 /// Every per-module table of events.
-const TABLES: &[&[EventInfo]] = &[crate::pool::TRACE_EVENTS, crate::work::TRACE_EVENTS];
+const TABLES: &[&[EventInfo]] = &[crate::pool::TRACE_EVENTS, crate::work::TRACE_EVENTS, crate::io::TRACE_EVENTS];
 
 /// Every event the crate can emit, in table order.
 pub fn events() -> impl Iterator<Item = &'static EventInfo> {
