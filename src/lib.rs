@@ -53,6 +53,8 @@ pub mod work;
 #[cfg(windows)]
 pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
+pub use io::ThreadpoolIo;
+#[cfg(windows)]
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]
 pub use wait::{Event, ThreadpoolWait, WaitResult, WaitableHandle};

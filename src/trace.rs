@@ -112,6 +112,7 @@ const TABLES: &[&[EventInfo]] = &[
     crate::pool::TRACE_EVENTS,
     crate::timer::TRACE_EVENTS,
     crate::wait::TRACE_EVENTS,
+    crate::io::TRACE_EVENTS,
     crate::cleanup_group::TRACE_EVENTS,
     crate::heal::TRACE_EVENTS,
     TRACE_EVENTS,

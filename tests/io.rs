@@ -1,0 +1,939 @@
+//! Thread-pool I/O: the behavioural matrix. Every completion is delivered
+//! exactly once, every operation's storage is freed exactly once, and a
+//! synchronous failure is balanced and gives the buffer back.
+#![cfg(windows)]
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_MORE_DATA, ERROR_OPERATION_ABORTED, GENERIC_READ,
+    GENERIC_WRITE, INVALID_HANDLE_VALUE,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX, WriteFile,
+};
+use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
+use windows_sys::Win32::System::Pipes::{
+    CreateNamedPipeW, PIPE_READMODE_MESSAGE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_MESSAGE, PIPE_WAIT,
+};
+use windows_sys::Win32::System::Threading::CreateEventW;
+use windows_threadpool::io::{self, IoCompletion, Operation, OperationId, ThreadpoolIo};
+use windows_threadpool::{CallbackEnviron, ThreadpoolPool};
+
+/// Bounds every wait for a completion: a lost completion fails the test
+/// instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/// A file in the temp directory, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn with_contents(tag: &str, contents: &[u8]) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!("wtp-io-{tag}-{}-{}", std::process::id(), N.fetch_add(1, SeqCst)));
+        std::fs::write(&path, contents).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The byte at `offset` of a pattern file: varies with the offset so a read
+/// from the wrong place is caught.
+fn pattern_byte(offset: usize) -> u8 {
+    (offset.wrapping_mul(31) ^ (offset >> 8)) as u8
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(pattern_byte).collect()
+}
+
+fn read_only() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    o
+}
+
+fn read_write() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true);
+    o
+}
+
+/// A payload that counts its drops, and remembers where it reads from.
+struct Counted {
+    offset: u64,
+    buf: Vec<u8>,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Counted {
+    fn new(offset: u64, len: usize, drops: &Arc<AtomicUsize>) -> Self {
+        Self { offset, buf: vec![0; len], drops: Arc::clone(drops) }
+    }
+}
+
+impl AsMut<[u8]> for Counted {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, SeqCst);
+    }
+}
+
+/// What a callback saw.
+struct Done<P: Send + 'static> {
+    id: OperationId,
+    result: u32,
+    bytes: usize,
+    op: Option<Operation<P>>,
+}
+
+/// A callback that claims `P` payloads and sends every completion to the test.
+fn sender<P: Send + 'static>() -> (impl Fn(&IoCompletion) + Send + Sync + 'static, Receiver<Done<P>>) {
+    let (tx, rx): (Sender<Done<P>>, _) = mpsc::channel();
+    let cb = move |c: &IoCompletion| {
+        let _ = tx.send(Done { id: c.id(), result: c.io_result(), bytes: c.bytes_transferred(), op: c.claim::<P>() });
+    };
+    (cb, rx)
+}
+
+/// A callback that claims nothing and only counts.
+fn counter() -> (impl Fn(&IoCompletion) + Send + Sync + 'static, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    (
+        move |_: &IoCompletion| {
+            c.fetch_add(1, SeqCst);
+        },
+        calls,
+    )
+}
+
+fn recv<P: Send + 'static>(rx: &Receiver<Done<P>>) -> Done<P> {
+    rx.recv_timeout(PATIENCE).expect("a completion was not delivered")
+}
+
+fn recv_n<P: Send + 'static>(rx: &Receiver<Done<P>>, n: usize) -> Vec<Done<P>> {
+    (0..n).map(|_| recv(rx)).collect()
+}
+
+/// A pipe whose server end is bound to an object with a `sender::<P>()`
+/// callback, and whose client end is bound to a write-only object.
+struct Pipe<P: Send + 'static> {
+    server: ThreadpoolIo,
+    rx: Receiver<Done<P>>,
+    client: ThreadpoolIo,
+    writes: Arc<AtomicUsize>,
+}
+
+fn pipe<P: Send + 'static>() -> Pipe<P> {
+    let (s, c) = io::pipe_pair().unwrap();
+    let (cb, rx) = sender::<P>();
+    let server = ThreadpoolIo::new(s, cb, None).unwrap();
+    let (wcb, writes) = counter();
+    let client = ThreadpoolIo::new(c, wcb, None).unwrap();
+    Pipe { server, rx, client, writes }
+}
+
+fn assert_os_error(e: &std::io::Error, code: u32) {
+    assert_eq!(e.raw_os_error(), Some(code as i32), "{e:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The matrix
+
+#[test]
+fn immediate_failure_is_balanced_and_returns_the_buffer() {
+    let file = TempFile::with_contents("fail", &pattern(4096));
+    let (cb, calls) = counter();
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut buf = Counted::new(0, 64, &drops);
+    buf.buf.fill(7);
+    let addr = buf.buf.as_ptr();
+
+    let err = io.write_at(0, buf).expect_err("writing through a read-only handle fails synchronously");
+    assert_os_error(err.error(), ERROR_ACCESS_DENIED);
+    assert_eq!(io.outstanding(), 0, "the start was balanced");
+    let buf = err.into_payload();
+    assert_eq!((buf.buf.as_ptr(), &buf.buf[..]), (addr, &[7u8; 64][..]), "the same buffer came back untouched");
+    assert_eq!(drops.load(SeqCst), 0, "the payload was given back, not dropped");
+
+    // The object still works, and the failed operation never reaches the callback.
+    io.read_at(0, vec![0u8; 16]).unwrap();
+    io.wait();
+    drop(io);
+    assert_eq!(calls.load(SeqCst), 1, "only the read completed");
+    drop(buf);
+    assert_eq!(drops.load(SeqCst), 1);
+}
+
+#[test]
+fn immediate_failure_on_a_broken_pipe() {
+    let (s, c) = io::pipe_pair().unwrap();
+    drop(c);
+    let (cb, calls) = counter();
+    let io = ThreadpoolIo::new(s, cb, None).unwrap();
+    let err = io.read(vec![1u8; 8]).expect_err("reading a pipe whose other end is closed fails synchronously");
+    assert_os_error(err.error(), ERROR_BROKEN_PIPE);
+    assert_eq!(err.into_payload(), vec![1u8; 8]);
+    assert_eq!(io.outstanding(), 0);
+    io.run_down();
+    drop(io);
+    assert_eq!(calls.load(SeqCst), 0);
+}
+
+#[test]
+fn oversized_buffers_are_refused_before_starting() {
+    let (cb, calls) = counter();
+    let file = TempFile::with_contents("big", b"x");
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_write()).unwrap(), cb, None).unwrap();
+    // Zeroed pages are only reserved, not touched: nothing reads or writes them.
+    let big = vec![0u8; u32::MAX as usize + 1];
+    let err = io.read_at(0, big).expect_err("a buffer over u32::MAX bytes");
+    assert_eq!(err.error().kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.into_payload().len(), u32::MAX as usize + 1);
+    assert_eq!(io.outstanding(), 0);
+    drop(io);
+    assert_eq!(calls.load(SeqCst), 0);
+}
+
+#[test]
+fn immediate_success_still_delivers_exactly_one_completion() {
+    let (s, c) = io::pipe_pair().unwrap();
+    let (cb, rx) = sender::<Vec<u8>>();
+    let client = ThreadpoolIo::new(c, cb, None).unwrap();
+    let mut returned = None;
+    // SAFETY: one WriteFile on the handle with the OVERLAPPED, from the
+    // payload's buffer; `issue_result` classifies it.
+    let id = unsafe {
+        client.submit(Operation::new(b"ping".to_vec()), |h, ov, p: &mut Vec<u8>| {
+            let r = WriteFile(h.as_raw_handle(), p.as_ptr(), p.len() as u32, core::ptr::null_mut(), ov);
+            let result = io::issue_result(r);
+            returned = Some(r);
+            result
+        })
+    }
+    .unwrap();
+    assert_eq!(returned, Some(1), "a write into an empty pipe buffer completes synchronously");
+    let d = recv(&rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 4));
+    assert_eq!(d.op.unwrap().into_payload(), b"ping");
+    // A hundred more through the safe path: one completion each, none extra.
+    let ids: BTreeSet<_> = (0..100u8).map(|i| client.write(vec![i; 3]).unwrap()).collect();
+    let got: BTreeSet<_> = recv_n(&rx, 100).into_iter().map(|d| (d.id, d.result, d.bytes)).collect();
+    assert_eq!(got, ids.iter().map(|&id| (id, 0, 3)).collect());
+    client.wait();
+    assert!(rx.try_recv().is_err(), "a synchronous success was delivered twice");
+    assert_eq!(client.outstanding(), 0);
+    drop(s);
+}
+
+#[test]
+fn a_pending_read_completes_when_data_arrives() {
+    let p = pipe::<Vec<u8>>();
+    let id = p.server.read(vec![0u8; 32]).unwrap();
+    assert_eq!(p.server.outstanding(), 1);
+    assert!(p.rx.try_recv().is_err(), "nothing was written, so nothing can have completed");
+    p.client.write(b"hello".to_vec()).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 5));
+    let buf = d.op.expect("a Vec<u8> payload").into_payload();
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(buf.len(), 32);
+    p.server.wait();
+    assert_eq!(p.server.outstanding(), 0);
+}
+
+#[test]
+fn cancelling_one_operation_leaves_the_others() {
+    let p = pipe::<Vec<u8>>();
+    let a = p.server.read(vec![0u8; 8]).unwrap();
+    let b = p.server.read(vec![0u8; 8]).unwrap();
+    p.server.cancel(a).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!((d.id, d.result, d.bytes), (a, ERROR_OPERATION_ABORTED, 0));
+    assert!(p.rx.try_recv().is_err(), "b was not cancelled and has no data");
+    let err = p.server.cancel(a).expect_err("a has completed");
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    p.client.write(b"12345678".to_vec()).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!((d.id, d.result, d.bytes), (b, 0, 8));
+    assert_eq!(d.op.unwrap().into_payload(), b"12345678");
+    p.server.wait();
+    assert!(p.rx.try_recv().is_err());
+}
+
+#[test]
+fn cancel_all_cancels_every_outstanding_operation() {
+    let p = pipe::<Vec<u8>>();
+    p.server.cancel_all().expect("nothing outstanding is success");
+    let ids: BTreeSet<_> = (0..16).map(|_| p.server.read(vec![0u8; 8]).unwrap()).collect();
+    assert_eq!(p.server.outstanding(), 16);
+    p.server.cancel_all().unwrap();
+    let got: BTreeSet<_> = recv_n(&p.rx, 16).into_iter().map(|d| (d.id, d.result)).collect();
+    assert_eq!(got, ids.iter().map(|&id| (id, ERROR_OPERATION_ABORTED)).collect());
+    p.server.wait();
+    assert_eq!(p.server.outstanding(), 0);
+}
+
+#[test]
+fn run_down_with_operations_outstanding() {
+    let (s, c) = io::pipe_pair().unwrap();
+    let (cb, calls) = counter();
+    let io = ThreadpoolIo::new(s, cb, None).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    for _ in 0..64 {
+        io.read(Counted::new(0, 8, &drops)).unwrap();
+    }
+    assert_eq!(io.outstanding(), 64);
+    io.run_down();
+    // run_down returned: every completion was delivered and its storage freed.
+    assert_eq!(calls.load(SeqCst), 64);
+    assert_eq!(drops.load(SeqCst), 64);
+    assert_eq!(io.outstanding(), 0);
+    io.run_down();
+    assert_eq!(calls.load(SeqCst), 64, "a second rundown has nothing to deliver");
+    drop(io);
+    drop(c);
+    assert_eq!(calls.load(SeqCst), 64);
+}
+
+#[test]
+fn run_down_is_idempotent_and_the_object_stays_usable() {
+    let p = pipe::<Vec<u8>>();
+    p.server.run_down();
+    p.server.run_down();
+    for _ in 0..4 {
+        p.server.read(vec![0u8; 4]).unwrap();
+    }
+    p.server.run_down();
+    p.server.run_down();
+    let aborted = recv_n(&p.rx, 4);
+    assert!(aborted.iter().all(|d| d.result == ERROR_OPERATION_ABORTED));
+    let id = p.server.read(vec![0u8; 4]).unwrap();
+    p.client.write(b"abcd".to_vec()).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 4));
+    p.server.run_down();
+    assert!(p.rx.try_recv().is_err());
+}
+
+#[test]
+fn five_hundred_twelve_file_reads_at_distinct_offsets() {
+    const BLOCK: usize = 256;
+    const N: usize = 512;
+    let contents = pattern(BLOCK * N);
+    let file = TempFile::with_contents("512", &contents);
+    let (cb, rx) = sender::<Counted>();
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Submit in a scrambled order so offsets and addresses do not line up.
+    let mut ids = HashMap::new();
+    for k in 0..N {
+        let i = (k * 389) % N;
+        let offset = (i * BLOCK) as u64;
+        let id = io.read_at(offset, Counted::new(offset, BLOCK, &drops)).unwrap();
+        assert!(ids.insert(id, offset).is_none(), "ids of outstanding operations are unique");
+    }
+    let mut seen = BTreeSet::new();
+    for d in recv_n(&rx, N) {
+        assert_eq!((d.result, d.bytes), (0, BLOCK));
+        let c = d.op.expect("a Counted payload").into_payload();
+        assert_eq!(ids.get(&d.id), Some(&c.offset), "the completion carries its own operation's payload");
+        let o = c.offset as usize;
+        assert!(c.buf == contents[o..o + BLOCK], "wrong contents at offset {o}");
+        assert!(seen.insert(o), "offset {o} completed twice");
+    }
+    io.wait();
+    assert_eq!(seen.len(), N);
+    assert!(rx.try_recv().is_err());
+    assert_eq!(drops.load(SeqCst), N, "each payload dropped once");
+}
+
+#[test]
+fn two_hundred_fifty_six_outstanding_pipe_reads_completed_by_writes() {
+    const N: usize = 256;
+    const MSG: usize = 16;
+    let p = pipe::<Vec<u8>>();
+    let ids: BTreeSet<_> = (0..N).map(|_| p.server.read(vec![0u8; MSG]).unwrap()).collect();
+    assert_eq!(ids.len(), N);
+    assert_eq!(p.server.outstanding(), N, "no data yet: every read is pending");
+    let messages: Vec<Vec<u8>> =
+        (0..N).map(|i| (0..MSG).map(|j| if j < 2 { (i >> (8 * j)) as u8 } else { pattern_byte(i * MSG + j) }).collect()).collect();
+    for m in &messages {
+        p.client.write(m.clone()).unwrap();
+    }
+    let mut got = BTreeSet::new();
+    let mut got_ids = BTreeSet::new();
+    for d in recv_n(&p.rx, N) {
+        assert_eq!((d.result, d.bytes), (0, MSG), "each write satisfies one pending read");
+        assert!(got_ids.insert(d.id));
+        got.insert(d.op.unwrap().into_payload());
+    }
+    assert_eq!(got_ids, ids);
+    assert_eq!(got, messages.into_iter().collect(), "every message arrived once, intact");
+    p.server.wait();
+    p.client.wait();
+    assert_eq!(p.writes.load(SeqCst), N);
+    assert!(p.rx.try_recv().is_err());
+}
+
+#[test]
+fn eight_threads_submitting_concurrently() {
+    const THREADS: usize = 8;
+    const PER: usize = 128;
+    const BLOCK: usize = 64;
+    let contents = pattern(BLOCK * THREADS * PER);
+    let file = TempFile::with_contents("threads", &contents);
+    let (cb, rx) = sender::<Counted>();
+    let io = Arc::new(ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap());
+    let drops = Arc::new(AtomicUsize::new(0));
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (io, barrier, drops) = (Arc::clone(&io), Arc::clone(&barrier), Arc::clone(&drops));
+            std::thread::spawn(move || {
+                barrier.wait();
+                (0..PER)
+                    .map(|k| {
+                        let offset = ((t * PER + k) * BLOCK) as u64;
+                        io.read_at(offset, Counted::new(offset, BLOCK, &drops)).unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let ids: Vec<OperationId> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let generations: BTreeSet<_> = ids.iter().map(|id| id.generation()).collect();
+    assert_eq!(generations.len(), THREADS * PER, "generations never repeat");
+    let mut seen = BTreeSet::new();
+    for d in recv_n(&rx, THREADS * PER) {
+        assert_eq!((d.result, d.bytes), (0, BLOCK));
+        let c = d.op.unwrap().into_payload();
+        let o = c.offset as usize;
+        assert!(c.buf == contents[o..o + BLOCK], "wrong contents at offset {o}");
+        assert!(seen.insert(o), "offset {o} completed twice");
+    }
+    io.wait();
+    assert_eq!(seen.len(), THREADS * PER);
+    assert_eq!(drops.load(SeqCst), THREADS * PER);
+    assert_eq!(io.outstanding(), 0);
+}
+
+#[test]
+fn reads_past_end_of_file_are_errors() {
+    let contents = pattern(100);
+    let file = TempFile::with_contents("eof", &contents);
+    let (cb, rx) = sender::<Vec<u8>>();
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let wine = support::on_wine();
+    for offset in [100u64, 1000, 1 << 40] {
+        match io.read_at(offset, vec![0u8; 64]) {
+            Ok(id) => {
+                let d = recv(&rx);
+                assert_eq!((d.id, d.result, d.bytes), (id, ERROR_HANDLE_EOF, 0), "offset {offset}");
+            }
+            Err(e) => {
+                // Windows usually refuses a read past the end synchronously.
+                assert!(!wine, "Wine reports end of file through the completion (offset {offset})");
+                assert_os_error(e.error(), ERROR_HANDLE_EOF);
+                assert_eq!(e.into_payload(), vec![0u8; 64]);
+            }
+        }
+    }
+    // A read that straddles the end transfers what there is.
+    let id = io.read_at(90, vec![0u8; 64]).unwrap();
+    let d = recv(&rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 10));
+    assert_eq!(d.op.unwrap().into_payload()[..10], contents[90..]);
+    io.wait();
+    assert_eq!(io.outstanding(), 0);
+}
+
+#[test]
+fn zero_length_reads_and_writes() {
+    let file = TempFile::with_contents("zero", &pattern(100));
+    let (cb, rx) = sender::<Vec<u8>>();
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let id = io.read_at(0, Vec::new()).unwrap();
+    let d = recv(&rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 0));
+    assert!(d.op.unwrap().into_payload().is_empty());
+    io.wait();
+
+    let (cb, wrx) = sender::<Vec<u8>>();
+    let (s, c) = io::pipe_pair().unwrap();
+    let client = ThreadpoolIo::new(c, cb, None).unwrap();
+    let id = client.write(Vec::new()).unwrap();
+    let d = recv(&wrx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 0));
+    client.wait();
+    drop(s);
+}
+
+/// A second payload type.
+struct Tagged {
+    tag: &'static str,
+    buf: [u8; 8],
+}
+
+impl AsMut<[u8]> for Tagged {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+enum Claimed {
+    Vec(Vec<u8>),
+    Tagged(Tagged),
+}
+
+#[test]
+fn two_payload_types_on_one_object() {
+    let (s, c) = io::pipe_pair().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let server = ThreadpoolIo::new(
+        s,
+        move |c: &IoCompletion| {
+            assert!(c.claim::<String>().is_none(), "a payload of another type is not claimable");
+            let claimed = if let Some(op) = c.claim::<Vec<u8>>() {
+                Claimed::Vec(op.into_payload())
+            } else if let Some(op) = c.claim::<Tagged>() {
+                Claimed::Tagged(op.into_payload())
+            } else {
+                panic!("unclaimable completion {c:?}");
+            };
+            let again = c.claim::<Vec<u8>>().is_some() || c.claim::<Tagged>().is_some();
+            tx.send((c.id(), claimed, again)).unwrap();
+        },
+        None,
+    )
+    .unwrap();
+    let (wcb, _writes) = counter();
+    let client = ThreadpoolIo::new(c, wcb, None).unwrap();
+    // Pending reads are satisfied in the order they were issued.
+    let a = server.read(vec![0u8; 8]).unwrap();
+    let b = server.read(Tagged { tag: "tagged", buf: [0; 8] }).unwrap();
+    client.write(b"first..!".to_vec()).unwrap();
+    client.write(b"second.!".to_vec()).unwrap();
+    let mut got: HashMap<_, _> = (0..2)
+        .map(|_| {
+            let (id, claimed, again) = rx.recv_timeout(PATIENCE).unwrap();
+            assert!(!again, "an operation was claimed twice");
+            (id, claimed)
+        })
+        .collect();
+    match got.remove(&a) {
+        Some(Claimed::Vec(v)) => assert_eq!(v, b"first..!"),
+        _ => panic!("a should complete with its Vec<u8>"),
+    }
+    match got.remove(&b) {
+        Some(Claimed::Tagged(t)) => assert_eq!((t.tag, &t.buf), ("tagged", b"second.!")),
+        _ => panic!("b should complete with its Tagged"),
+    }
+    server.wait();
+    client.wait();
+}
+
+#[test]
+fn unclaimed_completions_free_their_storage() {
+    let out = support::child("unclaimed_completions_free_their_storage", &[], || {
+        assert_eq!(io::live_operations(), 0);
+        let file = TempFile::with_contents("leak", &pattern(4096));
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        let io = ThreadpoolIo::new(
+            io::open_file(&file.0, &read_only()).unwrap(),
+            move |c: &IoCompletion| {
+                // Claim the operations at even offsets, leave the rest.
+                if c.id().generation().is_multiple_of(2) {
+                    tx.send(c.claim::<Counted>().unwrap()).unwrap();
+                }
+            },
+            None,
+        )
+        .unwrap();
+        let mut even = 0;
+        for i in 0..100u64 {
+            let id = io.read_at(i * 16, Counted::new(i * 16, 16, &drops)).unwrap();
+            even += usize::from(id.generation().is_multiple_of(2));
+        }
+        io.wait();
+        assert_eq!(drops.load(SeqCst), 100 - even, "unclaimed payloads were dropped when their callbacks returned");
+        let claimed: Vec<Operation<Counted>> = rx.try_iter().collect();
+        assert_eq!(claimed.len(), even);
+        assert_eq!(io::live_operations(), even, "only the claimed blocks are alive");
+        drop(claimed);
+        assert_eq!(io::live_operations(), 0);
+        assert_eq!(drops.load(SeqCst), 100);
+
+        // A synchronous failure gives the block back and frees it once.
+        let ro = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}, None).unwrap();
+        let e = ro.write_at(0, vec![1u8; 4]).unwrap_err();
+        assert_eq!(io::live_operations(), 0, "the block was freed when the buffer came back");
+        drop(e);
+        // Through the raw seam, the operation itself comes back.
+        // SAFETY: issues nothing and says so.
+        let e = unsafe { ro.submit(Operation::new(Counted::new(0, 4, &drops)), |_, _, _| Err(ErrorKind::Other.into())) }
+            .unwrap_err();
+        assert_eq!(io::live_operations(), 1);
+        drop(e);
+        assert_eq!(io::live_operations(), 0);
+        assert_eq!(drops.load(SeqCst), 101);
+        drop((io, ro));
+        assert_eq!(io::live_operations(), 0);
+    });
+    out.assert_completed();
+}
+
+#[test]
+fn a_claimed_operation_can_be_submitted_again() {
+    let file = TempFile::with_contents("reuse", &pattern(1024));
+    let (cb, rx) = sender::<Vec<u8>>();
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    io.read_at(0, vec![0u8; 16]).unwrap();
+    let mut op = recv(&rx).op.unwrap();
+    let buffer = op.payload().as_ptr();
+    let mut returned = Vec::new();
+    for i in 1..4u64 {
+        // SAFETY: one ReadFile into the payload, on the handle, with the OVERLAPPED.
+        let id = unsafe {
+            io.submit(op, |h, ov, buf: &mut Vec<u8>| {
+                (*ov).Anonymous.Anonymous.Offset = (i * 100) as u32;
+                let r = windows_sys::Win32::Storage::FileSystem::ReadFile(
+                    h.as_raw_handle(),
+                    buf.as_mut_ptr(),
+                    buf.len() as u32,
+                    core::ptr::null_mut(),
+                    ov,
+                );
+                let result = io::issue_result(r);
+                returned.push(r);
+                result
+            })
+        }
+        .unwrap();
+        let d = recv(&rx);
+        assert_eq!((d.id, d.result, d.bytes), (id, 0, 16));
+        op = d.op.unwrap();
+        assert_eq!(op.payload().as_ptr(), buffer, "the same buffer travels with the operation");
+        assert_eq!(op.payload()[..], pattern(1024)[i as usize * 100..][..16]);
+    }
+    if support::on_wine() {
+        // Windows may complete a cached read synchronously (a completion still arrives).
+        assert_eq!(returned, [0, 0, 0], "Wine answers every file read on a bound handle with ERROR_IO_PENDING");
+    }
+    io.wait();
+}
+
+/// Reads into the payload of `op` through the raw seam.
+fn resubmit_read(io: &ThreadpoolIo, op: Operation<Vec<u8>>) -> OperationId {
+    // SAFETY: one ReadFile into the payload, on the handle, with the OVERLAPPED.
+    unsafe {
+        io.submit(op, |h, ov, buf: &mut Vec<u8>| {
+            let r = windows_sys::Win32::Storage::FileSystem::ReadFile(
+                h.as_raw_handle(),
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+                core::ptr::null_mut(),
+                ov,
+            );
+            io::issue_result(r)
+        })
+    }
+    .unwrap()
+}
+
+#[test]
+fn a_stale_generation_at_a_live_address_is_rejected() {
+    let p = pipe::<Vec<u8>>();
+    let a = p.server.read(vec![0u8; 8]).unwrap();
+    p.client.write(b"aaaaaaaa".to_vec()).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!(d.id, a);
+    // Submitting the claimed block again puts a new operation at a's address.
+    let b = resubmit_read(&p.server, d.op.unwrap());
+    assert_eq!(b.overlapped_address(), a.overlapped_address());
+    assert!(b.generation() > a.generation());
+    let err = p.server.cancel(a).expect_err("a's id is stale");
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    // Had the stale cancel reached b, b would complete aborted.
+    p.client.write(b"bbbbbbbb".to_vec()).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!((d.id, d.result, d.bytes), (b, 0, 8), "the live operation was cancelled through a stale id");
+    assert_eq!(d.op.unwrap().into_payload(), b"bbbbbbbb");
+    // And the current id does cancel it.
+    let c = resubmit_read(&p.server, Operation::new(vec![0u8; 8]));
+    p.server.cancel(c).unwrap();
+    assert_eq!(recv(&p.rx).result, ERROR_OPERATION_ABORTED);
+    p.server.wait();
+}
+
+#[test]
+fn an_id_of_another_object_is_rejected() {
+    let x = pipe::<Vec<u8>>();
+    let y = pipe::<Vec<u8>>();
+    let id = x.server.read(vec![0u8; 8]).unwrap();
+    let _other = y.server.read(vec![0u8; 8]).unwrap();
+    assert_eq!(y.server.cancel(id).unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(y.rx.try_recv().is_err() && x.rx.try_recv().is_err());
+    x.server.cancel(id).unwrap();
+    let d = recv(&x.rx);
+    assert_eq!((d.id, d.result), (id, ERROR_OPERATION_ABORTED));
+}
+
+#[test]
+fn drop_cancels_outstanding_operations_and_frees_everything() {
+    let (s, c) = io::pipe_pair().unwrap();
+    let state = Arc::new(AtomicUsize::new(0));
+    let st = Arc::clone(&state);
+    let io = ThreadpoolIo::new(
+        s,
+        move |c: &IoCompletion| {
+            assert_eq!(c.io_result(), ERROR_OPERATION_ABORTED);
+            st.fetch_add(1, SeqCst);
+        },
+        None,
+    )
+    .unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    for _ in 0..32 {
+        io.read(Counted::new(0, 8, &drops)).unwrap();
+    }
+    drop(io);
+    assert_eq!(state.load(SeqCst), 32, "every completion was delivered before drop returned");
+    assert_eq!(drops.load(SeqCst), 32, "every payload was freed");
+    assert_eq!(Arc::strong_count(&state), 1, "the callback was freed");
+    drop(c);
+}
+
+#[test]
+fn a_synchronous_more_data_still_completes() {
+    // A message-mode pipe: a read shorter than the message reports
+    // ERROR_MORE_DATA synchronously, yet a completion is queued.
+    let name: Vec<u16> = format!(r"\\.\pipe\wtp-io-msg-{}", std::process::id()).encode_utf16().chain(Some(0)).collect();
+    // SAFETY: plain Win32 calls with a NUL-terminated name; handles are checked.
+    let (server, client) = unsafe {
+        let s = CreateNamedPipeW(
+            name.as_ptr(),
+            PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | FILE_FLAG_FIRST_PIPE_INSTANCE,
+            PIPE_TYPE_MESSAGE | PIPE_READMODE_MESSAGE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS,
+            1,
+            4096,
+            4096,
+            0,
+            core::ptr::null(),
+        );
+        assert_ne!(s, INVALID_HANDLE_VALUE);
+        let c = CreateFileW(
+            name.as_ptr(),
+            GENERIC_READ | GENERIC_WRITE,
+            0,
+            core::ptr::null(),
+            OPEN_EXISTING,
+            FILE_FLAG_OVERLAPPED,
+            core::ptr::null_mut(),
+        );
+        assert_ne!(c, INVALID_HANDLE_VALUE);
+        (OwnedHandle::from_raw_handle(s), OwnedHandle::from_raw_handle(c))
+    };
+    let (cb, rx) = sender::<Vec<u8>>();
+    // SAFETY: opened overlapped just above, never bound, no skip-on-success.
+    let io = unsafe { ThreadpoolIo::from_handle(server, cb, None) }.unwrap();
+    // Write one 50-byte message from the unbound client end, and wait for it.
+    let message: Vec<u8> = (0..50).collect();
+    // SAFETY: the OVERLAPPED, event and buffer outlive the write, which is waited for.
+    unsafe {
+        let event = OwnedHandle::from_raw_handle(CreateEventW(core::ptr::null(), 1, 0, core::ptr::null()));
+        let mut ov = OVERLAPPED { hEvent: event.as_raw_handle(), ..Default::default() };
+        let r = WriteFile(client.as_raw_handle(), message.as_ptr(), 50, core::ptr::null_mut(), &mut ov);
+        assert!(io::issue_result(r).is_ok());
+        let mut n = 0;
+        assert_ne!(GetOverlappedResult(client.as_raw_handle(), &ov, &mut n, 1), 0);
+        assert_eq!(n, 50);
+    }
+    let id = io.read(vec![0u8; 10]).expect("ERROR_MORE_DATA is not a synchronous failure");
+    let d = recv(&rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, ERROR_MORE_DATA, 10));
+    assert_eq!(d.op.unwrap().into_payload(), message[..10]);
+    let id = io.read(vec![0u8; 64]).unwrap();
+    let d = recv(&rx);
+    assert_eq!((d.id, d.result, d.bytes), (id, 0, 40), "the rest of the message");
+    assert_eq!(d.op.unwrap().into_payload()[..40], message[10..]);
+    io.wait();
+    assert!(rx.try_recv().is_err());
+}
+
+#[test]
+fn objects_on_a_private_pool() {
+    let pool = ThreadpoolPool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    let mut env = CallbackEnviron::new();
+    env.set_pool(&pool);
+    let file = TempFile::with_contents("pool", &pattern(256));
+    let (cb, rx) = sender::<Vec<u8>>();
+    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, Some(&mut env)).unwrap();
+    drop(env);
+    drop(pool); // the object keeps the pool open
+    let ids: BTreeSet<_> = (0..8u64).map(|i| io.read_at(i * 32, vec![0u8; 32]).unwrap()).collect();
+    let done = recv_n(&rx, 8);
+    assert_eq!(done.iter().map(|d| d.id).collect::<BTreeSet<_>>(), ids);
+    for d in done {
+        assert_eq!((d.result, d.bytes), (0, 32));
+    }
+}
+
+#[test]
+fn run_down_while_another_thread_submits() {
+    let (s, c) = io::pipe_pair().unwrap();
+    let (cb, calls) = counter();
+    let io = Arc::new(ThreadpoolIo::new(s, cb, None).unwrap());
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(2));
+    let submitter = {
+        let (io, finished, barrier) = (Arc::clone(&io), Arc::clone(&finished), Arc::clone(&barrier));
+        std::thread::spawn(move || {
+            barrier.wait();
+            let issued = (0..2000).filter(|_| io.read(vec![0u8; 4]).is_ok()).count();
+            finished.store(true, SeqCst);
+            issued
+        })
+    };
+    // Each rundown must return although reads keep being issued (a read
+    // issued after its cancel would otherwise keep it waiting forever).
+    barrier.wait();
+    let mut rundowns = 0;
+    while !finished.load(SeqCst) {
+        io.run_down();
+        rundowns += 1;
+    }
+    let issued = submitter.join().unwrap();
+    io.run_down();
+    assert_eq!(io.outstanding(), 0);
+    assert_eq!(calls.load(SeqCst), issued, "every issued read was delivered exactly once");
+    assert!(rundowns > 0);
+    drop(c);
+}
+
+/// A gate a callback can block on until the test opens it.
+#[derive(Default)]
+struct Gate {
+    open: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let g = self.open.lock().unwrap();
+        drop(self.cv.wait_while(g, |open| !*open).unwrap());
+    }
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+#[test]
+fn a_callback_may_issue_on_its_own_object_during_run_down() {
+    let (s, c) = io::pipe_pair().unwrap();
+    let me: Arc<std::sync::OnceLock<std::sync::Weak<ThreadpoolIo>>> = Arc::default();
+    let (entered, gate) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
+    let (tx, rx) = mpsc::channel();
+    let io = {
+        let (me, entered, gate) = (Arc::clone(&me), Arc::clone(&entered), Arc::clone(&gate));
+        Arc::new(
+            ThreadpoolIo::new(
+                s,
+                move |c: &IoCompletion| {
+                    tx.send(c.io_result()).unwrap();
+                    if c.io_result() == 0 {
+                        entered.open();
+                        gate.wait();
+                        let io = me.get().unwrap().upgrade().unwrap();
+                        io.read(vec![0u8; 4]).unwrap();
+                    }
+                },
+                None,
+            )
+            .unwrap(),
+        )
+    };
+    me.set(Arc::downgrade(&io)).unwrap();
+    let (cb, _writes) = counter();
+    let client = ThreadpoolIo::new(c, cb, None).unwrap();
+    io.read(vec![0u8; 4]).unwrap();
+    client.write(b"data".to_vec()).unwrap();
+    entered.wait();
+    // The rundown starts while the callback is blocked, and must let the
+    // callback's new read through, then cancel it. The delay only gives the
+    // rundown time to get ahead of the gate; the assertions do not depend on it.
+    let opener = {
+        let gate = Arc::clone(&gate);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            gate.open();
+        })
+    };
+    io.run_down();
+    opener.join().unwrap();
+    assert_eq!(rx.try_iter().collect::<Vec<_>>(), [0, ERROR_OPERATION_ABORTED]);
+    assert_eq!(io.outstanding(), 0);
+}
+
+#[test]
+fn a_panicking_issue_closure_aborts_the_process() {
+    let out = support::child("a_panicking_issue_closure_aborts_the_process", &[], || {
+        let (s, _c) = io::pipe_pair().unwrap();
+        let io = ThreadpoolIo::new(s, |_: &IoCompletion| {}, None).unwrap();
+        // SAFETY: issues nothing; it panics, which must abort the process.
+        let _ = unsafe { io.submit(Operation::new(()), |_, _, _| panic!("boom from an issue closure")) };
+        // Only reached if the panic did not abort: the child then exits CHILD_DONE.
+    });
+    support::assert_panicked_and_aborted(&out, "boom from an issue closure");
+}
+
+#[test]
+fn panicking_io_callback_aborts_the_process() {
+    let out = support::child("panicking_io_callback_aborts_the_process", &[], || {
+        let file = TempFile::with_contents("panic", b"0123456789");
+        let io = ThreadpoolIo::new(
+            io::open_file(&file.0, &read_only()).unwrap(),
+            |_: &IoCompletion| panic!("boom from an io callback"),
+            None,
+        )
+        .unwrap();
+        io.read_at(0, vec![0u8; 4]).unwrap();
+        io.wait();
+        // Only reached if the panic did not abort: the child then exits CHILD_DONE.
+    });
+    support::assert_panicked_and_aborted(&out, "boom from an io callback");
+}
