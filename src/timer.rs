@@ -70,6 +70,12 @@
 //! timer (`wait`, `stop_and_drain`, or dropping the last owner): the drain
 //! would wait for the callback itself.
 //!
+//! A timer dropped while it still owes a drain (a one-shot armed and not yet
+//! fired, or re-armed by its last firing; a periodic timer started and not
+//! stopped and drained since) is torn down just the same, and the debt is
+//! recorded as `drain-owed`; with the `fail-fast` feature, `Drop` then panics
+//! saying so. Call `stop_and_drain` first to drop a timer at rest.
+//!
 //! # Platform differences
 //! On Windows, disarming a timer (or stopping a periodic one) discards a
 //! callback that has already been queued but has not started; on Wine 8 that
@@ -429,22 +435,34 @@ impl TimerCore {
         self.end_suppress();
     }
 
+    /// Whether teardown finds an arming not yet fired or drained (a periodic
+    /// timer: started and not stopped and drained since), recorded as
+    /// `drain-owed`; the owner reports it once it has freed everything.
+    pub(crate) fn drain_owed(&self) -> bool {
+        let owed = self.header().obligation.is_owed();
+        if owed {
+            record_kind!(self.header().periodic, "drain-owed", self.raw, 0);
+        }
+        owed
+    }
+
     /// Teardown up to the close: suppresses re-arms for good, disarms and
-    /// drains. The object and context are still alive afterwards.
-    pub(crate) fn quiesce_for_teardown(&self) {
+    /// drains; returns whether a drain was owed (checked before the drain
+    /// settles it). The object and context are still alive afterwards.
+    pub(crate) fn quiesce_for_teardown(&self) -> bool {
         let periodic = self.header().periodic;
         record_kind!(periodic, "drop-begin", self.raw, 0);
-        if self.header().obligation.is_owed() {
-            record_kind!(periodic, "drain-owed", self.raw, 0);
-        }
+        let owed = self.drain_owed();
         self.suppress_and_disarm();
         self.drain(false);
         record_kind!(periodic, "drop-drained", self.raw, 0);
+        owed
     }
 
-    /// Quiesces, closes the object, then frees the context, in that order.
-    pub(crate) fn close(self) {
-        self.quiesce_for_teardown();
+    /// Quiesces, closes the object, then frees the context, in that order;
+    /// returns whether a drain was owed.
+    pub(crate) fn close(self) -> bool {
+        let owed = self.quiesce_for_teardown();
         let (raw, periodic) = (self.raw, self.header().periodic);
         // SAFETY: disarmed with re-arms suppressed and drained above; the
         // object is closed exactly once, here.
@@ -452,6 +470,7 @@ impl TimerCore {
         drop(self.ctx);
         drop(self.pool);
         record_kind!(periodic, "drop-closed", raw, 0);
+        owed
     }
 }
 
@@ -576,7 +595,8 @@ const _: () = {
 /// arming again replaces the previous due time. From inside the callback,
 /// [`TimerFiring::rearm_after`] schedules the next firing without overlap.
 /// `Drop` suppresses any pending re-arm, disarms, drains (never cancels),
-/// closes the timer, then frees the callback.
+/// closes the timer, then frees the callback; dropping an armed timer owes a
+/// drain (see [the module docs](crate::timer#teardown)).
 ///
 /// ```
 /// use std::sync::{Arc, Mutex, Condvar};
@@ -691,8 +711,10 @@ impl ThreadpoolTimer {
 
 impl Drop for ThreadpoolTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            core.close();
+        if let Some(core) = self.core.take()
+            && core.close()
+        {
+            crate::obligation::report_drain_owed("ThreadpoolTimer");
         }
     }
 }
@@ -707,7 +729,8 @@ impl Drop for ThreadpoolTimer {
 /// [`TimerFiring::rearm_after`] for repetition that never overlaps.)
 ///
 /// `Drop` stops the timer, drains (never cancels), closes it, then frees the
-/// callback.
+/// callback; dropping a running timer owes a drain (see
+/// [the module docs](crate::timer#teardown)).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -852,8 +875,10 @@ impl ThreadpoolPeriodicTimer {
 
 impl Drop for ThreadpoolPeriodicTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            core.close();
+        if let Some(core) = self.core.take()
+            && core.close()
+        {
+            crate::obligation::report_drain_owed("ThreadpoolPeriodicTimer");
         }
     }
 }

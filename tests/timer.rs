@@ -10,6 +10,9 @@
 #![cfg(windows)]
 
 mod support;
+#[cfg(feature = "trace")]
+#[path = "support/rows.rs"]
+mod rows;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -224,7 +227,7 @@ fn the_largest_representable_due_times_are_accepted_and_do_not_fire() {
     witness_after(Duration::from_millis(30));
     timer.wait();
     assert_eq!(count.get(), 0, "the latest instant fired");
-    timer.disarm();
+    timer.stop_and_drain();
 }
 
 #[test]
@@ -396,6 +399,8 @@ fn the_last_rearm_request_wins() {
     timer.wait();
     assert_eq!(count.get(), 1, "an earlier re-arm request was applied");
     assert!(timer.is_set(), "the far re-arm is pending");
+    // The far re-arm is still armed: dropping it owes a drain.
+    support::teardown_owing("ThreadpoolTimer", || drop(timer));
 }
 
 #[test]
@@ -514,7 +519,9 @@ fn drop_with_a_stale_firing_queued_suppresses_its_rearm() {
     let started = Arc::new(AtomicBool::new(false));
     let opener = open_after_start(Arc::clone(&blocked.gate), Arc::clone(&started));
     started.store(true, SeqCst);
-    drop(timer);
+    // The firing is queued, not dispatched: the drop owes a drain. (An opener
+    // early enough to let it dispatch first would re-arm it and fail the count.)
+    support::teardown_owing("ThreadpoolTimer", || drop(timer));
     opener.join().unwrap();
     let expected = if support::on_wine() { 1 } else { 0 };
     assert_eq!(count.get(), expected, "a firing ran after teardown suppressed re-arms");
@@ -587,6 +594,7 @@ fn periodic_ticks_until_stopped_and_drained() {
     assert_eq!(count.get(), after, "a tick ran after stop_and_drain");
     timer.start_after(Duration::ZERO).unwrap();
     count.wait_for(after + 3);
+    timer.stop_and_drain();
 }
 
 #[test]
@@ -708,7 +716,7 @@ fn periodic_drop_while_ticking_frees_the_callback() {
     let timer = counting_periodic(Duration::from_millis(1), &count, None);
     timer.start_after(Duration::ZERO).unwrap();
     count.wait_for(3);
-    drop(timer);
+    support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
     assert_eq!(Arc::strong_count(&count), 1, "the callback's captures are freed by drop");
 }
 
@@ -718,7 +726,7 @@ fn one_shot_callback_state_is_freed_after_drop() {
     let timer = counting_timer(&count);
     timer.set_after(Duration::from_secs(3600)).unwrap();
     assert_eq!(Arc::strong_count(&count), 2);
-    drop(timer);
+    support::teardown_owing("ThreadpoolTimer", || drop(timer));
     assert_eq!(Arc::strong_count(&count), 1);
 }
 
@@ -741,4 +749,332 @@ fn panicking_periodic_tick_aborts_the_process() {
         timer.wait();
     });
     support::assert_panicked_and_aborted(&out, "boom from a periodic tick");
+}
+
+// ---- drains owed at teardown ---------------------------------------------------------
+
+#[test]
+fn one_shot_dropped_armed_reports_the_owed_drain_after_teardown() {
+    // At rest, no report even under fail-fast: fired; stopped and drained;
+    // disarmed and waited for.
+    let count = Arc::new(Counter::default());
+    let fired = counting_timer(&count);
+    fired.set_after(Duration::ZERO).unwrap();
+    count.wait_for(1);
+    drop(fired);
+    let stopped = counting_timer(&count);
+    stopped.set_after(Duration::from_secs(3600)).unwrap();
+    stopped.stop_and_drain();
+    drop(stopped);
+    let waited = counting_timer(&count);
+    waited.set_after(Duration::from_secs(3600)).unwrap();
+    waited.disarm();
+    waited.wait();
+    drop(waited);
+    // A disarm alone is not a drain (on Wine a firing already queued survives it).
+    let disarmed = counting_timer(&count);
+    disarmed.set_after(Duration::from_secs(3600)).unwrap();
+    disarmed.disarm();
+    support::teardown_owing("ThreadpoolTimer", || drop(disarmed));
+    assert_eq!(Arc::strong_count(&count), 1);
+
+    // Armed again from outside while a firing runs: the report comes only
+    // after teardown waited for that firing and freed the callback.
+    let count = Arc::new(Counter::default());
+    let gate = Arc::new(Gate::default());
+    let finished = Arc::new(AtomicBool::new(false));
+    let (c, g, f) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&finished));
+    let timer = ThreadpoolTimer::new(
+        move |_| {
+            c.bump();
+            g.wait();
+            f.store(true, SeqCst);
+        },
+        None,
+    )
+    .unwrap();
+    timer.set_after(Duration::ZERO).unwrap();
+    count.wait_for(1);
+    timer.set_after(Duration::from_secs(3600)).unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
+    started.store(true, SeqCst);
+    support::teardown_owing("ThreadpoolTimer", || drop(timer));
+    assert!(finished.load(SeqCst), "the drop ended before the running firing did");
+    assert_eq!(count.get(), 1);
+    assert_eq!(Arc::strong_count(&count), 1, "the drop ended before freeing the callback");
+    opener.join().unwrap();
+}
+
+#[test]
+fn periodic_dropped_running_reports_the_owed_drain_after_teardown() {
+    // At rest, no report even under fail-fast: stopped and drained; stopped
+    // by its own tick and waited for.
+    let count = Arc::new(Counter::default());
+    let drained = counting_periodic(Duration::from_millis(1), &count, None);
+    drained.start_after(Duration::ZERO).unwrap();
+    count.wait_for(1);
+    drained.stop_and_drain();
+    drop(drained);
+    let c = Arc::clone(&count);
+    let self_stopped = ThreadpoolPeriodicTimer::new(
+        Duration::from_millis(1),
+        move |tick| {
+            c.bump();
+            tick.stop();
+        },
+        None,
+    )
+    .unwrap();
+    self_stopped.start_after(Duration::ZERO).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while self_stopped.is_running() {
+        assert!(Instant::now() < deadline, "the tick's stop never took effect");
+        std::thread::yield_now();
+    }
+    self_stopped.wait();
+    drop(self_stopped);
+    // Stopped but not drained: still owed.
+    let stopped = counting_periodic(Duration::from_secs(3600), &count, None);
+    stopped.start();
+    stopped.stop();
+    support::teardown_owing("ThreadpoolPeriodicTimer", || drop(stopped));
+    assert_eq!(Arc::strong_count(&count), 1);
+
+    // Running, with a tick in progress: the report comes only after teardown
+    // waited for the tick and freed the callback.
+    let count = Arc::new(Counter::default());
+    let gate = Arc::new(Gate::default());
+    let finished = Arc::new(AtomicBool::new(false));
+    let (c, g, f) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&finished));
+    let timer = ThreadpoolPeriodicTimer::new(
+        Duration::from_secs(3600),
+        move |_| {
+            c.bump();
+            g.wait();
+            f.store(true, SeqCst);
+        },
+        None,
+    )
+    .unwrap();
+    timer.start_after(Duration::ZERO).unwrap();
+    count.wait_for(1);
+    let started = Arc::new(AtomicBool::new(false));
+    let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
+    started.store(true, SeqCst);
+    support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
+    assert!(finished.load(SeqCst), "the drop ended before the running tick did");
+    assert_eq!(count.get(), 1);
+    assert_eq!(Arc::strong_count(&count), 1, "the drop ended before freeing the callback");
+    opener.join().unwrap();
+}
+
+/// A timer owing a drain dropped on a thread that is already unwinding:
+/// under `fail-fast` the report is a second panic, which aborts the process;
+/// without it the first panic unwinds normally (a test failure, exit 101).
+#[test]
+fn drain_owed_while_unwinding() {
+    let out = support::child("drain_owed_while_unwinding", &[], || {
+        let timer = ThreadpoolTimer::new(|_| {}, None).unwrap();
+        // Far in the future: certainly still armed, so owed, when the unwind drops it.
+        timer.set_after(Duration::from_secs(3600)).unwrap();
+        panic!("first panic, with a timer owing a drain");
+    });
+    assert!(out.stderr.contains("first panic"), "{out:#?}");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(&out, "drain still owed");
+        assert!(out.stderr.contains("ThreadpoolTimer was torn down"), "{out:#?}");
+    } else {
+        assert_eq!(out.code, Some(support::TEST_FAILED), "{out:#?}");
+        assert!(!out.stderr.contains("drain still owed"), "{out:#?}");
+    }
+}
+
+// ---- trace records -------------------------------------------------------------------
+
+/// The rows of the one timer in a traced scenario: every row of `target`
+/// (some timer events, such as `rearm-requested`, do not name the timer),
+/// and the syscalls that name it or its context. Returns them with the
+/// timer's address.
+#[cfg(feature = "trace")]
+fn timer_rows<'a>(all: &'a [rows::Row], target: &str) -> (Vec<&'a rows::Row>, u64) {
+    let created = all.iter().filter(|r| r.is(target, "created")).collect::<Vec<_>>();
+    assert_eq!(created.len(), 1, "one {target} in the scenario: {all:#?}");
+    let (raw, ctx) = (created[0].slot("timer").unwrap(), created[0].slot("context").unwrap());
+    let mine = all
+        .iter()
+        .filter(|r| r.target == target || (r.is_syscall() && (r.slot("timer") == Some(raw) || r.slot("context") == Some(ctx))))
+        .collect();
+    (mine, raw)
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn one_shot_records_its_life_in_order() {
+    support::traced_child("one_shot_records_its_life_in_order", "timer,syscall", || {
+        let main = rows::thread_id();
+        let count = Arc::new(Counter::default());
+        let gate = Arc::new(Gate::default());
+        let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
+        // Firing 1 re-arms itself, firing 2 does not, firing 3 requests a
+        // re-arm and blocks until teardown has suppressed it.
+        let timer = ThreadpoolTimer::new(
+            move |firing| match c.bump() {
+                1 => firing.rearm_after(Duration::ZERO).unwrap(),
+                3 => {
+                    firing.rearm_after(Duration::ZERO).unwrap();
+                    g.wait();
+                }
+                _ => {}
+            },
+            None,
+        )
+        .unwrap();
+        timer.set_after(Duration::from_millis(1)).unwrap();
+        count.wait_for(2);
+        timer.wait();
+        timer.set_after(Duration::ZERO).unwrap();
+        count.wait_for(3);
+        let started = Arc::new(AtomicBool::new(false));
+        let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
+        started.store(true, SeqCst);
+        drop(timer); // nothing owed: firing 3 was dispatched and its re-arm is never applied
+        opener.join().unwrap();
+
+        let all = rows::rows(&windows_threadpool::trace::dump());
+        let (life, raw) = timer_rows(&all, "timer");
+        let on_main: Vec<&rows::Row> = life.iter().copied().filter(|r| r.tid == main).collect();
+        assert_eq!(
+            rows::labels(&on_main),
+            [
+                "syscall-enter CreateThreadpoolTimer",
+                "syscall-leave CreateThreadpoolTimer",
+                "timer created",
+                "timer armed",
+                "syscall-enter SetThreadpoolTimer",
+                "syscall-leave SetThreadpoolTimer",
+                "syscall-enter WaitForThreadpoolTimerCallbacks",
+                "syscall-leave WaitForThreadpoolTimerCallbacks",
+                "timer drained",
+                "timer armed",
+                "syscall-enter SetThreadpoolTimer",
+                "syscall-leave SetThreadpoolTimer",
+                "timer drop-begin",
+                "syscall-enter SetThreadpoolTimer",
+                "syscall-leave SetThreadpoolTimer",
+                "timer disarmed",
+                "syscall-enter WaitForThreadpoolTimerCallbacks",
+                "syscall-leave WaitForThreadpoolTimerCallbacks",
+                "timer drained",
+                "timer drop-drained",
+                "syscall-enter CloseThreadpoolTimer",
+                "syscall-leave CloseThreadpoolTimer",
+                "timer drop-closed",
+            ],
+            "{on_main:#?}"
+        );
+        rows::assert_bracketed(&on_main);
+        let m = |i: usize| on_main[i];
+        assert_eq!((m(3).signed("due"), m(3).slot("period")), (Some(-10_000), Some(0)), "1 ms relative, no period");
+        assert_eq!(m(4).signed("due"), Some(-10_000));
+        assert_eq!((m(9).signed("due"), m(9).slot("period")), (Some(0), Some(0)), "zero: at once");
+        assert_eq!(m(13).signed("due"), Some(i64::MIN), "teardown disarms (NULL)");
+        assert_eq!(m(6).slot("cancel"), Some(0));
+        assert_eq!(m(16).slot("cancel"), Some(0), "teardown never cancels");
+        assert!(on_main.iter().filter(|r| r.slot("timer").is_some()).all(|r| r.slot("timer") == Some(raw)));
+
+        let firings = rows::callbacks(&life, main);
+        let labels: Vec<Vec<String>> = firings.iter().map(|f| rows::labels(f)).collect();
+        assert_eq!(
+            labels,
+            [
+                vec![
+                    "timer trampoline-entered",
+                    "timer rearm-requested",
+                    "timer rearm-entered",
+                    "syscall-enter SetThreadpoolTimer",
+                    "syscall-leave SetThreadpoolTimer",
+                    "timer rearm-left",
+                    "timer trampoline-left",
+                ],
+                vec!["timer trampoline-entered", "timer trampoline-left"],
+                vec!["timer trampoline-entered", "timer rearm-requested", "timer rearm-suppressed", "timer trampoline-left"],
+            ],
+            "{firings:#?}"
+        );
+        let f1 = &firings[0];
+        rows::assert_bracketed(f1);
+        assert_eq!(f1[1].signed("due"), Some(0), "rearm_after(0) requests due 0");
+        assert_eq!((f1[2].slot("timer"), f1[2].signed("due")), (Some(raw), Some(0)));
+        assert_eq!(f1[3].signed("due"), Some(0), "the re-arm is applied with the requested due time");
+        assert_eq!(firings[2][2].slot("reason"), Some(1), "suppressed by teardown");
+        assert!(firings.iter().flatten().filter(|r| r.event.starts_with("trampoline")).all(|r| r.slot("timer") == Some(raw)));
+        assert!(!life.iter().any(|r| r.event == "drain-owed"), "nothing was owed: {life:#?}");
+        // Across threads, only what happens before: a firing starts after the
+        // call that armed it began and ends before the drain that covers it.
+        let i = |r: &rows::Row| r.index;
+        assert!(i(m(4)) < i(firings[0][0]), "firing 1 before the arming");
+        assert!(i(f1[3]) < i(firings[1][0]), "firing 2 before the re-arm");
+        assert!(i(firings[0][6]).max(i(firings[1][1])) < i(m(7)), "the wait returned before firings 1 and 2 ended");
+        assert!(i(m(10)) < i(firings[2][0]) && i(firings[2][0]) < i(m(12)), "firing 3 entered before its arming or after the drop began");
+        assert!(i(m(15)) < i(firings[2][2]), "the re-arm was suppressed before teardown disarmed");
+        assert!(i(firings[2][3]) < i(m(17)), "teardown's drain returned before firing 3 ended");
+    });
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn periodic_records_its_life_in_order() {
+    support::traced_child("periodic_records_its_life_in_order", "timer-periodic,syscall", || {
+        let main = rows::thread_id();
+        let count = Arc::new(Counter::default());
+        let timer = counting_periodic(Duration::from_millis(5), &count, None);
+        timer.start();
+        count.wait_for(3);
+        // Dropped running: teardown finds the drain owed, and reports it
+        // (fail-fast) only after it finished.
+        support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
+
+        let all = rows::rows(&windows_threadpool::trace::dump());
+        let (life, raw) = timer_rows(&all, "timer-periodic");
+        let on_main: Vec<&rows::Row> = life.iter().copied().filter(|r| r.tid == main).collect();
+        assert_eq!(
+            rows::labels(&on_main),
+            [
+                "syscall-enter CreateThreadpoolTimer",
+                "syscall-leave CreateThreadpoolTimer",
+                "timer-periodic created",
+                "timer-periodic armed",
+                "syscall-enter SetThreadpoolTimer",
+                "syscall-leave SetThreadpoolTimer",
+                "timer-periodic drop-begin",
+                "timer-periodic drain-owed",
+                "syscall-enter SetThreadpoolTimer",
+                "syscall-leave SetThreadpoolTimer",
+                "timer-periodic disarmed",
+                "syscall-enter WaitForThreadpoolTimerCallbacks",
+                "syscall-leave WaitForThreadpoolTimerCallbacks",
+                "timer-periodic drained",
+                "timer-periodic drop-drained",
+                "syscall-enter CloseThreadpoolTimer",
+                "syscall-leave CloseThreadpoolTimer",
+                "timer-periodic drop-closed",
+            ],
+            "{on_main:#?}"
+        );
+        rows::assert_bracketed(&on_main);
+        let m = |i: usize| on_main[i];
+        assert_eq!((m(3).signed("due"), m(3).slot("period")), (Some(-50_000), Some(5)), "first tick one period out; period in ms");
+        assert_eq!((m(4).slot("timer"), m(4).signed("due")), (Some(raw), Some(-50_000)));
+        assert_eq!(m(8).signed("due"), Some(i64::MIN), "teardown stops the timer (NULL)");
+        assert_eq!(m(11).slot("cancel"), Some(0), "teardown never cancels");
+        let ticks = rows::callbacks(&life, main);
+        assert!(ticks.len() >= 3, "{ticks:#?}");
+        for t in &ticks {
+            assert_eq!(rows::labels(t), ["timer-periodic trampoline-entered", "timer-periodic trampoline-left"]);
+            assert!(t.iter().all(|r| r.slot("timer") == Some(raw)));
+            assert!(m(4).index < t[0].index, "a tick before the start");
+            assert!(t[1].index < m(12).index, "teardown's drain returned before a tick ended");
+        }
+    });
 }

@@ -484,7 +484,8 @@ mod scenarios {
             } else {
                 spin(rng.duration(Duration::from_micros(400)));
             }
-            drop(t);
+            // Owed unless the firing was dispatched first.
+            support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
             probe.torn_down.store(true, SeqCst);
             probe.assert_quiet("right after drop");
             assert_eq!(Arc::strong_count(&probe), 1, "drop did not free the callback");
@@ -524,7 +525,8 @@ mod scenarios {
             t.set_after(Duration::ZERO).unwrap();
             // Drop once a firing has been entered; usually one is mid-callback.
             wait_until("the first firing", || probe.started() > 0);
-            drop(t);
+            // Owed if an applied re-arm has not fired yet.
+            support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
             probe.torn_down.store(true, SeqCst);
             probe.assert_quiet("right after drop");
             assert_eq!(Arc::strong_count(&probe), 1, "drop did not free the callback");
@@ -627,8 +629,14 @@ mod scenarios {
                     }
                     wait_until("every timer to fire", || probes.iter().all(|p| p.started() > 0));
                     barrier.wait();
-                    drop(one_shots);
-                    drop(periodics);
+                    // One at a time: under fail-fast a report while a Vec
+                    // drops its other elements would be a panic during a panic.
+                    for t in one_shots {
+                        support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
+                    }
+                    for t in periodics {
+                        support::teardown_owing("ThreadpoolPeriodicTimer", || drop(t));
+                    }
                     for p in &probes {
                         p.torn_down.store(true, SeqCst);
                         p.assert_quiet("after concurrent drops");
@@ -838,7 +846,7 @@ mod scenarios {
                 wait_until("a tick in progress", || probe.running.load(SeqCst) > 0);
                 mid += 1;
             }
-            drop(t);
+            support::teardown_owing("ThreadpoolPeriodicTimer", || drop(t));
             probe.torn_down.store(true, SeqCst);
             probe.assert_quiet("right after drop");
             assert_eq!(Arc::strong_count(&probe), 1, "drop did not free the callback");
@@ -1016,7 +1024,7 @@ mod scenarios {
                     .unwrap();
                     t.set_after(Duration::ZERO).unwrap();
                     wait_until("a cycled timer to fire", || probe.started() > 0);
-                    drop(t);
+                    support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
                     probe.torn_down.store(true, SeqCst);
                     probe.assert_quiet("cycled timer after drop");
                     cycled.fetch_add(1, SeqCst);

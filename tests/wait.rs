@@ -3,6 +3,9 @@
 #![cfg(windows)]
 
 mod support;
+#[cfg(feature = "trace")]
+#[path = "support/rows.rs"]
+mod rows;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -973,4 +976,120 @@ fn signalled_state_is_left_alone_by_a_disarmed_wait() {
     assert_eq!(count.get(), 0);
     // SAFETY: a zero-timeout test of an open handle.
     assert_eq!(unsafe { WaitForSingleObject(event.as_handle().as_raw_handle(), 0) }, WAIT_TIMEOUT, "consumed above");
+}
+
+#[cfg(feature = "trace")]
+#[test]
+fn wait_records_its_life_in_order() {
+    support::traced_child("wait_records_its_life_in_order", "wait,syscall", || {
+        let main = rows::thread_id();
+        let event = Event::new(false, false).unwrap();
+        let count = Arc::new(Count::default());
+        let gate = Arc::new(Gate::default());
+        let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
+        // Activation 1 re-arms; activation 2 blocks until teardown has
+        // refused re-arms, then tries one. (A callback's failed assertion
+        // aborts the child, which fails the test.)
+        let wait = ThreadpoolWait::new(
+            event.try_clone().unwrap().into(),
+            move |act: &WaitActivation<'_>| {
+                if c.bump() == 1 {
+                    assert!(act.rearm(None).unwrap(), "nothing is stopping the wait");
+                } else {
+                    g.wait();
+                    assert!(!act.rearm(None).unwrap(), "teardown refuses re-arms");
+                }
+            },
+            None,
+        )
+        .unwrap();
+        let target = wait.handle().as_raw_handle() as u64;
+        wait.arm(None).unwrap();
+        event.set().unwrap();
+        count.wait_for(1);
+        event.set().unwrap();
+        count.wait_for(2);
+        let started = Arc::new(AtomicBool::new(false));
+        let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
+        started.store(true, SeqCst);
+        drop(wait); // nothing owed: activation 2 consumed the re-armed arming
+        opener.join().unwrap();
+
+        let all = rows::rows(&windows_threadpool::trace::dump());
+        let created: Vec<&rows::Row> = all.iter().filter(|r| r.is("wait", "created")).collect();
+        assert_eq!(created.len(), 1, "{all:#?}");
+        let (raw, ctx) = (created[0].slot("wait").unwrap(), created[0].slot("context").unwrap());
+        let life: Vec<&rows::Row> = all
+            .iter()
+            .filter(|r| {
+                (r.target == "wait" && r.slot("wait") == Some(raw))
+                    || (r.is_syscall()
+                        && (r.slot("wait") == Some(raw)
+                            || r.slot("context") == Some(ctx)
+                            || (r.event == "CloseHandle" && r.slot("handle") == Some(target))))
+            })
+            .collect();
+        let on_main: Vec<&rows::Row> = life.iter().copied().filter(|r| r.tid == main).collect();
+        assert_eq!(
+            rows::labels(&on_main),
+            [
+                "syscall-enter CreateThreadpoolWait",
+                "syscall-leave CreateThreadpoolWait",
+                "wait created",
+                "wait armed",
+                "syscall-enter SetThreadpoolWait",
+                "syscall-leave SetThreadpoolWait",
+                "wait drop-begin",
+                "syscall-enter SetThreadpoolWait",
+                "syscall-leave SetThreadpoolWait",
+                "wait suppress-and-disarm",
+                "syscall-enter WaitForThreadpoolWaitCallbacks",
+                "syscall-leave WaitForThreadpoolWaitCallbacks",
+                "wait drained",
+                "wait drop-drained",
+                "syscall-enter CloseThreadpoolWait",
+                "syscall-leave CloseThreadpoolWait",
+                "syscall-enter CloseHandle",
+                "syscall-leave CloseHandle",
+                "wait drop-closed",
+            ],
+            "{on_main:#?}"
+        );
+        rows::assert_bracketed(&on_main);
+        let m = |i: usize| on_main[i];
+        assert_eq!(m(3).slot("handle"), Some(target), "armed on the wait's own handle");
+        assert_eq!(m(4).slot("handle"), Some(target));
+        assert_eq!(m(7).slot("handle"), Some(0), "teardown disarms (NULL handle)");
+        assert_eq!(m(9).slot("flush"), Some(0), "every arming was consumed: no Wine flush needed");
+        assert_eq!(m(10).slot("cancel"), Some(0), "teardown never cancels");
+
+        let activations = rows::callbacks(&life, main);
+        let labels: Vec<Vec<String>> = activations.iter().map(|a| rows::labels(a)).collect();
+        assert_eq!(
+            labels,
+            [
+                vec![
+                    "wait trampoline-entered",
+                    "wait rearm-entered",
+                    "syscall-enter SetThreadpoolWait",
+                    "syscall-leave SetThreadpoolWait",
+                    "wait rearm-left",
+                    "wait trampoline-left",
+                ],
+                vec!["wait trampoline-entered", "wait rearm-suppressed", "wait trampoline-left"],
+            ],
+            "{activations:#?}"
+        );
+        let a1 = &activations[0];
+        rows::assert_bracketed(a1);
+        assert!(activations.iter().all(|a| a[0].slot("timed_out") == Some(0)), "both were signalled: {activations:#?}");
+        assert_eq!((a1[1].slot("handle"), a1[2].slot("handle")), (Some(target), Some(target)), "re-armed on its handle");
+        // Across threads, only what happens before.
+        let i = |r: &rows::Row| r.index;
+        assert!(i(m(4)) < i(a1[0]), "activation 1 before the arming");
+        assert!(i(a1[2]) < i(activations[1][0]), "activation 2 before the re-arm");
+        assert!(i(activations[1][0]) < i(m(6)), "activation 2 entered after the drop began");
+        assert!(i(m(8)) < i(activations[1][1]), "the re-arm was refused before teardown disarmed");
+        assert!(i(activations[1][2]) < i(m(11)), "teardown's drain returned before activation 2 ended");
+    });
 }
