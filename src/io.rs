@@ -934,11 +934,14 @@ impl IoCore {
         trace_record!("io", "rundown-ended", self.raw, self.header().outstanding.load(Ordering::SeqCst));
     }
 
-    /// Runs down, closes the object, closes the handle, then frees the context.
-    fn close(self) {
+    /// Runs down, closes the object, closes the handle, then frees the
+    /// context; returns whether a drain was owed (operations were still
+    /// outstanding).
+    fn close(self) -> bool {
         let outstanding = self.header().outstanding.load(Ordering::SeqCst);
         trace_record!("io", "drop-begin", self.raw, outstanding);
-        if self.header().obligation.is_owed() {
+        let owed = self.header().obligation.is_owed();
+        if owed {
             trace_record!("io", "drain-owed", self.raw, outstanding);
         }
         self.run_down();
@@ -953,6 +956,7 @@ impl IoCore {
         drop(ctx);
         drop(pool);
         trace_record!("io", "drop-closed", raw, h);
+        owed
     }
 }
 
@@ -1217,6 +1221,14 @@ impl ThreadpoolIo {
         self.core().run_down();
     }
 
+    /// The same as [`run_down`](Self::run_down), under the name every object
+    /// type uses for "bring it to rest": call it before dropping an object
+    /// with operations outstanding (the `fail-fast` feature reports a drop
+    /// that still owed this).
+    pub fn stop_and_drain(&self) {
+        self.core().run_down();
+    }
+
     /// Returns once every outstanding operation has completed and every
     /// callback has returned, without cancelling anything: a pipe read no
     /// one satisfies makes it wait forever. Must not be called from this
@@ -1228,8 +1240,10 @@ impl ThreadpoolIo {
 
 impl Drop for ThreadpoolIo {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            core.close();
+        if let Some(core) = self.core.take()
+            && core.close()
+        {
+            crate::obligation::report_drain_owed("ThreadpoolIo");
         }
     }
 }
