@@ -9,8 +9,6 @@ use crate::pool::{PoolRef, ThreadpoolPool};
 use crate::timer::ThreadpoolPeriodicTimer;
 use crate::work::ThreadpoolWork;
 
-
-
 /// How long a submitted repair may stay unstarted before it is overdue.
 pub(crate) const OVERDUE_AFTER: Duration = Duration::from_secs(5);
 /// The healer's period and coalescing window.
@@ -40,6 +38,18 @@ pub(crate) struct Stamps {
 }
 
 impl Stamps {
+    // Every stamp is published through one of these: `fetch_max`, so a
+    // stamp taken earlier but published later never lowers one.
+    fn stamp_cancel(&self, t: u64) {
+        self.last_cancel.fetch_max(t, SeqCst);
+    }
+    fn stamp_started(&self, t: u64) {
+        self.last_repair_started.fetch_max(t, SeqCst);
+    }
+    fn stamp_submitted(&self, t: u64) {
+        self.last_repair_submitted.fetch_max(t, SeqCst);
+    }
+
     fn owes_repair(&self) -> bool {
         let cancel = self.last_cancel.load(SeqCst);
         cancel != 0 && cancel >= self.last_repair_started.load(SeqCst)
@@ -78,7 +88,7 @@ impl PoolEntry {
             *slot = ThreadpoolWork::new(
                 move || {
                     let t = now();
-                    stamps.last_repair_started.fetch_max(t, SeqCst);
+                    stamps.stamp_started(t);
                     let _ = stamps.unstarted.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
                     trace_record!("heal", "repair-started", key, t);
                     testing::hold_if_requested(key);
@@ -94,7 +104,7 @@ impl PoolEntry {
     fn submit_repair(&self) -> bool {
         let slot = self.repair();
         let Some(work) = slot.as_ref() else { return false };
-        self.stamps.last_repair_submitted.fetch_max(now(), SeqCst);
+        self.stamps.stamp_submitted(now());
         let unstarted = self.stamps.unstarted.fetch_add(1, SeqCst) + 1;
         work.submit();
         trace_record!("heal", "repair-submitted", self.key, unstarted);
@@ -158,7 +168,7 @@ impl Registration {
     pub(crate) fn after_cancel(&self) {
         let e = &self.entry;
         let t = now();
-        e.stamps.last_cancel.fetch_max(t, SeqCst);
+        e.stamps.stamp_cancel(t);
         trace_record!("heal", "cancel-stamped", e.key, t);
         if !e.ensure_repair() {
             trace_record!("heal", "cancel-untracked", e.key, 0);
@@ -242,8 +252,9 @@ fn tick_entry(e: &PoolEntry, now: u64) {
         return;
     }
     if e.stamps.unstarted.load(SeqCst) > 0 {
+        let overdue_after = testing::overdue_after_for(e.key);
         let waited = now.saturating_sub(e.stamps.last_repair_submitted.load(SeqCst));
-        if waited < units(OVERDUE_AFTER) {
+        if waited < units(overdue_after) {
             return;
         }
         let episode = e.stamps.overdue_episodes.fetch_add(1, SeqCst) + 1;
@@ -251,7 +262,7 @@ fn tick_entry(e: &PoolEntry, now: u64) {
         #[cfg(feature = "fail-fast")]
         if episode >= 2 {
             panic!(
-                "windows-threadpool self-heal: a repair of pool {:#x} stayed unstarted for {OVERDUE_AFTER:?} twice; \
+                "windows-threadpool self-heal: a repair of pool {:#x} stayed unstarted for {overdue_after:?} twice; \
                  the pool is not dispatching",
                 e.key
             );
@@ -268,9 +279,17 @@ pub mod testing {
     use super::*;
 
     static FAIL_REPAIR: AtomicUsize = AtomicUsize::new(usize::MAX);
-    static FAIL_HEALER: AtomicUsize = AtomicUsize::new(usize::MAX);
+    /// Pools whose cancellations may not start the healer.
+    static FAIL_HEALER: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     static HOLD: Mutex<Option<(usize, bool)>> = Mutex::new(None);
     static HOLD_CV: std::sync::Condvar = std::sync::Condvar::new();
+    /// A pool whose repairs are overdue sooner, and after how long (in 100 ns units).
+    static OVERDUE_POOL: AtomicUsize = AtomicUsize::new(usize::MAX);
+    static OVERDUE_UNITS: AtomicU64 = AtomicU64::new(0);
+
+    /// How long a submitted repair may stay unstarted before the healer
+    /// submits another.
+    pub const OVERDUE_AFTER: Duration = super::OVERDUE_AFTER;
 
     /// Creating `pool`'s repair object fails.
     pub fn fail_repair_creation(pool: usize) {
@@ -280,9 +299,20 @@ pub mod testing {
     pub fn allow_repair_creation() {
         FAIL_REPAIR.store(usize::MAX, SeqCst);
     }
-    /// The healer does not start for a cancellation on `pool`.
+    /// The healer does not start for a cancellation on `pool` (in addition to
+    /// the pools already named).
     pub fn fail_healer_start(pool: usize) {
-        FAIL_HEALER.store(pool, SeqCst);
+        FAIL_HEALER.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
+    }
+    /// Cancellations on every pool may start the healer again.
+    pub fn allow_healer_start() {
+        FAIL_HEALER.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+    /// Repairs of `pool` become overdue after `after` instead of
+    /// [`OVERDUE_AFTER`], for the healer's own ticks too.
+    pub fn overdue_after(pool: usize, after: Duration) {
+        OVERDUE_UNITS.store(units(after), SeqCst);
+        OVERDUE_POOL.store(pool, SeqCst);
     }
     /// Repairs of `pool` block inside their dispatch, after stamping their
     /// start, until [`release_repairs`].
@@ -301,7 +331,14 @@ pub mod testing {
         FAIL_REPAIR.load(SeqCst) == pool
     }
     pub(super) fn healer_start_fails(pool: usize) -> bool {
-        FAIL_HEALER.load(SeqCst) == pool
+        FAIL_HEALER.lock().unwrap_or_else(|e| e.into_inner()).contains(&pool)
+    }
+    pub(super) fn overdue_after_for(pool: usize) -> Duration {
+        if OVERDUE_POOL.load(SeqCst) == pool {
+            Duration::from_nanos(OVERDUE_UNITS.load(SeqCst) * 100)
+        } else {
+            super::OVERDUE_AFTER
+        }
     }
     pub(super) fn hold_if_requested(pool: usize) {
         let g = HOLD.lock().unwrap();
@@ -366,9 +403,14 @@ pub mod testing {
         pub fn after_cancel(&self) {
             self.0.after_cancel();
         }
-        /// Stamps a cancellation at `stamp` (for ordering tests).
+        /// Publishes a cancellation stamp `stamp` the way a cancellation
+        /// does (for ordering tests).
         pub fn stamp_cancel_at(&self, stamp: u64) {
-            self.0.entry.stamps.last_cancel.fetch_max(stamp, SeqCst);
+            self.0.entry.stamps.stamp_cancel(stamp);
+        }
+        /// Publishes a repair start stamp `stamp` the way a repair does.
+        pub fn stamp_repair_started_at(&self, stamp: u64) {
+            self.0.entry.stamps.stamp_started(stamp);
         }
     }
 }
