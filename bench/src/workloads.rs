@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
 use windows_sys::Win32::System::Threading::*;
-use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
+use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_threadpool::ThreadpoolWork;
 use windows_threadpool::cleanup_group::CleanupGroup;
+use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
 use windows_threadpool::wait::{Event, ThreadpoolWait, WaitActivation};
 
 use crate::report::{Cell, RAW, RAYON, STD, Table, WINDOWS_THREADING, CRATE};
@@ -29,9 +30,15 @@ impl Config {
 pub fn run_all(cfg: &Config, table: &mut Table) {
     work_throughput(cfg, table);
     work_latency(cfg, table);
+    timer_latency(cfg, table);
+    periodic_jitter(cfg, table);
     wait_latency(cfg, table);
     create_drop(cfg, table);
+    timer_create_drop(cfg, table);
     group_create_release(cfg, table);
+    // Last before the trace rows: the first safe cancellation starts the
+    // self-heal healer (a 250 ms timer), which then runs for the process's life.
+    cancellation(cfg, table);
     trace_cost(cfg, table);
 }
 
@@ -437,4 +444,261 @@ pub fn trace_cost(cfg: &Config, table: &mut Table) {
             [Some(Cell::trials(v)), None, None, None, None],
         );
     }
+}
+
+/// Spins until `stamp` is non-zero and returns it.
+fn spin_stamp(stamp: &AtomicU64) -> u64 {
+    loop {
+        let v = stamp.load(Acquire);
+        if v != 0 {
+            return v;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A `FILETIME` holding the raw signed 100 ns count the timer API reads
+/// (negative: relative, 0: immediately).
+fn filetime(v: i64) -> FILETIME {
+    FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 }
+}
+
+unsafe extern "system" fn raw_timer_stamp(_: PTP_CALLBACK_INSTANCE, ctx: *mut core::ffi::c_void, _: PTP_TIMER) {
+    // SAFETY: ctx is the AtomicU64 kept alive until the timer is drained and closed.
+    unsafe { &*(ctx as *const AtomicU64) }.store(now_ns(), Release);
+}
+
+/// Workload 3, one-shot timer: arm to callback entry, one arming at a time, for a
+/// zero delay ("immediately"), a 1 ms delay, and a 0.1 ms delay (which shows
+/// the timer's granularity: it fires when the pool's timer next looks, not
+/// after 100 µs).
+fn timer_latency(cfg: &Config, table: &mut Table) {
+    for (delay_us, full) in [(0u64, 5_000), (100, 1_000), (1_000, 1_000)] {
+        let n = cfg.n(full);
+        let delay = std::time::Duration::from_micros(delay_us);
+        let mut cols: [Option<Cell>; 5] = Default::default();
+
+        let stamp = Arc::new(AtomicU64::new(0));
+        let s = Arc::clone(&stamp);
+        let timer = ThreadpoolTimer::new(move |_| s.store(now_ns(), Release), None).unwrap();
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            stamp.store(0, Release);
+            let t0 = now_ns();
+            timer.set_after(delay).unwrap();
+            samples.push((spin_stamp(&stamp) - t0) as f64 / 1000.0);
+        }
+        timer.stop_and_drain();
+        drop(timer);
+        cols[CRATE] = Some(Cell::latency(samples));
+
+        let stamp = AtomicU64::new(0);
+        // The same rounding as the crate: whole 100 ns units, negative = relative.
+        let due = filetime(-((delay_us * 10) as i64));
+        let mut samples = Vec::with_capacity(n);
+        // SAFETY: the stamp outlives the timer, which is disarmed, drained and closed below.
+        unsafe {
+            let t = CreateThreadpoolTimer(Some(raw_timer_stamp), &stamp as *const _ as *mut _, core::ptr::null());
+            assert_ne!(t, 0);
+            for _ in 0..n {
+                stamp.store(0, Release);
+                let t0 = now_ns();
+                SetThreadpoolTimer(t, &due, 0, 0);
+                samples.push((spin_stamp(&stamp) - t0) as f64 / 1000.0);
+            }
+            SetThreadpoolTimer(t, core::ptr::null(), 0, 0);
+            WaitForThreadpoolTimerCallbacks(t, 0);
+            CloseThreadpoolTimer(t);
+        }
+        cols[RAW] = Some(Cell::latency(samples));
+        let what = match delay_us {
+            0 => "0 ms (immediately)".to_string(),
+            d if d < 1000 => format!("{} ms", d as f64 / 1000.0),
+            d => format!("{} ms", d / 1000),
+        };
+        table.add(format!("3. one-shot timer armed for {what} ({n} armings)"), "µs arm→entry", cols);
+    }
+}
+
+/// Tick timestamps of a periodic timer, written by its callback.
+struct Ticks {
+    stamps: Vec<AtomicU64>,
+    next: AtomicUsize,
+}
+
+impl Ticks {
+    fn new(cap: usize) -> Self {
+        Self { stamps: (0..cap).map(|_| AtomicU64::new(0)).collect(), next: AtomicUsize::new(0) }
+    }
+    fn tick(&self) {
+        let i = self.next.fetch_add(1, Relaxed);
+        if let Some(s) = self.stamps.get(i) {
+            s.store(now_ns(), Release);
+        }
+    }
+    /// The tick timestamps in ns, sorted (ticks may overlap and finish out of order).
+    fn take(&self) -> Vec<u64> {
+        let n = self.next.load(Acquire).min(self.stamps.len());
+        let mut v: Vec<u64> = self.stamps[..n].iter().map(|s| s.load(Acquire)).filter(|&t| t != 0).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// Workload 4, periodic timer: 1 ms period for 1 s; the jitter is `|interval − period|`
+/// for consecutive ticks (all trials' intervals pooled), and the tick
+/// count per run shows whether the cadence holds.
+fn periodic_jitter(cfg: &Config, table: &mut Table) {
+    const PERIOD_NS: u64 = 1_000_000;
+    let run_for = std::time::Duration::from_secs_f64(cfg.scale.max(0.05));
+    let trials = cfg.trials.min(3);
+    let cap = (run_for.as_secs_f64() * 4_000.0) as usize + 100;
+    let mut jitter: [Vec<f64>; 2] = Default::default();
+    let mut counts: [Vec<f64>; 2] = Default::default();
+    let mut record = |col: usize, stamps: Vec<u64>| {
+        counts[col].push(stamps.len() as f64);
+        jitter[col].extend(stamps.windows(2).map(|w| (w[1] - w[0]).abs_diff(PERIOD_NS) as f64 / 1000.0));
+    };
+    unsafe extern "system" fn raw_tick(_: PTP_CALLBACK_INSTANCE, ctx: *mut core::ffi::c_void, _: PTP_TIMER) {
+        // SAFETY: ctx is the Ticks kept alive until the timer is stopped, drained and closed.
+        unsafe { &*(ctx as *const Ticks) }.tick();
+    }
+    for _ in 0..trials {
+        let ticks = Arc::new(Ticks::new(cap));
+        let t = Arc::clone(&ticks);
+        let timer = ThreadpoolPeriodicTimer::new(std::time::Duration::from_millis(1), move |_| t.tick(), None).unwrap();
+        timer.start();
+        std::thread::sleep(run_for);
+        timer.stop_and_drain();
+        drop(timer);
+        record(CRATE, ticks.take());
+
+        let ticks = Ticks::new(cap);
+        // SAFETY: the ticks outlive the timer, which is stopped, drained and closed below.
+        unsafe {
+            let t = CreateThreadpoolTimer(Some(raw_tick), &ticks as *const _ as *mut _, core::ptr::null());
+            assert_ne!(t, 0);
+            // As `start()`: first tick one period from now, 1 ms period, no window.
+            let due = filetime(-((PERIOD_NS / 100) as i64));
+            SetThreadpoolTimer(t, &due, 1, 0);
+            std::thread::sleep(run_for);
+            SetThreadpoolTimer(t, core::ptr::null(), 0, 0);
+            WaitForThreadpoolTimerCallbacks(t, 0);
+            CloseThreadpoolTimer(t);
+        }
+        record(RAW, ticks.take());
+    }
+    let [jc, jr] = jitter;
+    table.add(
+        format!("4. periodic timer, 1 ms period for {} ms: jitter, each interval's distance from the period", run_for.as_millis()),
+        "µs",
+        [Some(Cell::latency(jc)), Some(Cell::latency(jr)), None, None, None],
+    );
+    let [cc, cr] = counts;
+    table.add(
+        format!("4. periodic timer, 1 ms period for {} ms: ticks per run ({trials} runs)", run_for.as_millis()),
+        "ticks",
+        [Some(Cell::trials(cc)), Some(Cell::trials(cr)), None, None, None],
+    );
+}
+
+/// Workload 7, create + drop of a one-shot and of a periodic timer (never armed). The
+/// raw column does what the crate's teardown does: disarm, drain, close.
+fn timer_create_drop(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(20_000);
+    unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_TIMER) {}
+    let raw = || {
+        let t = Instant::now();
+        for _ in 0..n {
+            // SAFETY: created, disarmed, drained and closed with no callback pending.
+            unsafe {
+                let t = CreateThreadpoolTimer(Some(raw_nop), core::ptr::null_mut(), core::ptr::null());
+                SetThreadpoolTimer(t, core::ptr::null(), 0, 0);
+                WaitForThreadpoolTimerCallbacks(t, 0);
+                CloseThreadpoolTimer(t);
+            }
+        }
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let mut one_shot: [Vec<f64>; 2] = Default::default();
+    let mut periodic: [Vec<f64>; 2] = Default::default();
+    for _ in 0..cfg.trials {
+        let t = Instant::now();
+        for _ in 0..n {
+            drop(ThreadpoolTimer::new(|_| {}, None).unwrap());
+        }
+        one_shot[0].push(t.elapsed().as_nanos() as f64 / n as f64);
+        one_shot[1].push(raw());
+        let t = Instant::now();
+        for _ in 0..n {
+            drop(ThreadpoolPeriodicTimer::new(std::time::Duration::from_millis(1), |_| {}, None).unwrap());
+        }
+        periodic[0].push(t.elapsed().as_nanos() as f64 / n as f64);
+        periodic[1].push(raw());
+    }
+    let [c, r] = one_shot;
+    table.add("7. create + drop: one-shot timer", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+    let [c, r] = periodic;
+    table.add("7. create + drop: periodic timer", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+}
+
+/// Workload 9, cancellation of an armed wait with nothing queued (its event is never
+/// signalled): the cost of the call itself. The crate's safe
+/// `try_cancel_pending` also stamps the pool for the self-heal repair; the
+/// unsafe `try_cancel_pending_no_heal_tracking` does not; the raw column is
+/// `WaitForThreadpoolWaitCallbacks(.., TRUE)`.
+fn cancellation(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(20_000);
+    let mut heal = Vec::new();
+    let mut no_heal = Vec::new();
+    let mut raw = Vec::new();
+    unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
+    let wait = ThreadpoolWait::new(Event::new(false, false).unwrap().into(), |_| {}, None).unwrap();
+    wait.arm(None).unwrap();
+    // The first safe cancellation starts the healer: keep that out of the trials.
+    wait.try_cancel_pending();
+    for _ in 0..cfg.trials {
+        let t = Instant::now();
+        for _ in 0..n {
+            wait.try_cancel_pending();
+        }
+        heal.push(t.elapsed().as_nanos() as f64 / n as f64);
+
+        let t = Instant::now();
+        for _ in 0..n {
+            // SAFETY: the pool dispatches again: the self-heal stamps above
+            // (and every cancellation here queued nothing to lose).
+            unsafe { wait.try_cancel_pending_no_heal_tracking() };
+        }
+        no_heal.push(t.elapsed().as_nanos() as f64 / n as f64);
+
+        // SAFETY: the event outlives the wait, which is disarmed, drained and closed below.
+        unsafe {
+            let e = CreateEventW(core::ptr::null(), 0, 0, core::ptr::null());
+            let w = CreateThreadpoolWait(Some(raw_nop), core::ptr::null_mut(), core::ptr::null());
+            SetThreadpoolWait(w, e, core::ptr::null());
+            let t = Instant::now();
+            for _ in 0..n {
+                WaitForThreadpoolWaitCallbacks(w, 1);
+            }
+            raw.push(t.elapsed().as_nanos() as f64 / n as f64);
+            SetThreadpoolWait(w, core::ptr::null_mut(), core::ptr::null());
+            WaitForThreadpoolWaitCallbacks(w, 0);
+            CloseThreadpoolWait(w);
+            CloseHandle(e);
+        }
+    }
+    wait.stop_and_drain();
+    drop(wait);
+    let raw = Cell::trials(raw);
+    table.add(
+        "9. cancel an armed wait, nothing queued: try_cancel_pending (self-heal)",
+        "ns/call",
+        [Some(Cell::trials(heal)), Some(raw.clone()), None, None, None],
+    );
+    table.add(
+        "9. cancel an armed wait, nothing queued: unsafe try_cancel_pending_no_heal_tracking",
+        "ns/call",
+        [Some(Cell::trials(no_heal)), Some(raw), None, None, None],
+    );
 }

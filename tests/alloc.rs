@@ -1,0 +1,425 @@
+//! The hot paths allocate nothing: work submission, timer arming and re-arming
+//! from a firing, periodic start and stop, wait arming and re-arming from an
+//! activation. Runs in every feature configuration; with `trace` it runs
+//! again in a child process with every target armed.
+//!
+//! A counting global allocator counts the allocations of one watched thread
+//! at a time (a thread id, not a thread-local: on this target thread-locals
+//! are allocated lazily, which would recurse into the allocator). A window is
+//! opened on the thread that makes the call, so allocations by other threads
+//! (pool threads, the test harness) are not counted. A re-arm from inside a
+//! callback is measured on the callback's thread; a timer's re-arm is applied
+//! by the trampoline after the callback returns, so that window stays open
+//! until the test has drained the timer. Each scenario first does the
+//! operation once outside a window (one-time lazy state such as the trace
+//! ring), then measures many calls, and then checks the calls took effect.
+#![cfg(windows)]
+
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use windows_sys::Win32::System::Threading::GetCurrentThreadId;
+use windows_threadpool::ThreadpoolWork;
+use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
+use windows_threadpool::wait::{Event, ThreadpoolWait};
+
+struct Counting;
+
+/// The thread whose allocations are counted (0: none; no thread has id 0).
+static WATCHED: AtomicU32 = AtomicU32::new(0);
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The size of the last allocation counted, for failure messages.
+static LAST_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+fn tid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { GetCurrentThreadId() }
+}
+
+fn note(size: usize) {
+    let w = WATCHED.load(SeqCst);
+    if w != 0 && w == tid() {
+        COUNT.fetch_add(1, SeqCst);
+        LAST_SIZE.store(size, SeqCst);
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// bookkeeping only touches atomics and never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Opens the (one, process-wide) counting window on the calling thread.
+fn open_here() {
+    COUNT.store(0, SeqCst);
+    let prev = WATCHED.swap(tid(), SeqCst);
+    assert_eq!(prev, 0, "a counting window was already open");
+}
+
+/// Closes the window, wherever it was opened; the allocations it counted.
+fn close() -> Counted {
+    let prev = WATCHED.swap(0, SeqCst);
+    assert_ne!(prev, 0, "no counting window was open");
+    Counted { n: COUNT.load(SeqCst), last_size: LAST_SIZE.load(SeqCst) }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Counted {
+    n: usize,
+    last_size: usize,
+}
+
+#[track_caller]
+fn assert_none(what: &str, c: Counted) {
+    assert_eq!(c.n, 0, "{what} allocated {} time(s) (last: {} bytes)", c.n, c.last_size);
+}
+
+/// Allocations the current thread makes in `f`.
+fn count_here(f: impl FnOnce()) -> Counted {
+    open_here();
+    f();
+    close()
+}
+
+/// Tests share one window, so they run one at a time (libtest may run them
+/// on parallel threads of one process).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A count callbacks bump and the test waits on (allocation-free on both sides).
+#[derive(Default)]
+struct Progress {
+    n: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Progress {
+    fn bump(&self) -> usize {
+        let mut n = self.n.lock().unwrap();
+        *n += 1;
+        self.cv.notify_all();
+        *n
+    }
+    #[track_caller]
+    fn wait_for(&self, at_least: usize) {
+        let g = self.n.lock().unwrap();
+        let (g, to) = self.cv.wait_timeout_while(g, Duration::from_secs(20), |n| *n < at_least).unwrap();
+        assert!(!to.timed_out(), "waited 20 s for {at_least} callbacks, saw {}", *g);
+    }
+    fn get(&self) -> usize {
+        *self.n.lock().unwrap()
+    }
+}
+
+const CALLS: usize = 200;
+const ROUNDS: usize = 20;
+
+fn counter_counts() {
+    let c = count_here(|| drop(std::hint::black_box(Box::new(7u64))));
+    assert_eq!(c, Counted { n: 1, last_size: 8 }, "an allocation in the window must be counted");
+
+    // Another thread's allocation, made while the window is open here, is not.
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let b = Arc::clone(&barrier);
+    let other = std::thread::spawn(move || {
+        b.wait();
+        drop(std::hint::black_box(Box::new([0u8; 32])));
+        b.wait();
+    });
+    let c = count_here(|| {
+        barrier.wait();
+        barrier.wait();
+    });
+    other.join().unwrap();
+    assert_none("waiting while another thread allocates", c);
+
+    // A window opened inside a pool callback counts that thread's allocations.
+    let seen = Arc::new(Mutex::new(None));
+    let s = Arc::clone(&seen);
+    let work = ThreadpoolWork::new(
+        move || {
+            let c = count_here(|| drop(std::hint::black_box(vec![1u8; 100])));
+            *s.lock().unwrap() = Some(c);
+        },
+        None,
+    )
+    .unwrap();
+    work.submit();
+    work.wait();
+    assert_eq!(*seen.lock().unwrap(), Some(Counted { n: 1, last_size: 100 }));
+}
+
+fn work_submit() {
+    let p = Arc::new(Progress::default());
+    let q = Arc::clone(&p);
+    let work = ThreadpoolWork::new(
+        move || {
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    work.submit();
+    work.wait();
+    let c = count_here(|| {
+        for _ in 0..CALLS {
+            work.submit();
+        }
+    });
+    work.wait();
+    assert_none("ThreadpoolWork::submit", c);
+    assert_eq!(p.get(), CALLS + 1, "every submission ran");
+}
+
+fn one_shot_arming() {
+    let p = Arc::new(Progress::default());
+    let q = Arc::clone(&p);
+    let timer = ThreadpoolTimer::new(
+        move |_| {
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    timer.set_after(Duration::ZERO).unwrap();
+    p.wait_for(1);
+    let far = Duration::from_secs(3600);
+    let c = count_here(|| {
+        for _ in 0..CALLS {
+            timer.set_after(far).unwrap();
+            timer.set_at(SystemTime::now() + far).unwrap();
+        }
+        timer.set_after(Duration::from_millis(1)).unwrap();
+    });
+    assert_none("ThreadpoolTimer::set_after / set_at", c);
+    p.wait_for(2);
+    timer.stop_and_drain();
+}
+
+fn one_shot_rearm_from_firing() {
+    // Odd firings open a window and re-arm; the even firing the re-arm
+    // produces reports progress. The window closes after the test has
+    // drained the timer, so it covers the trampoline applying the re-arm.
+    let p = Arc::new(Progress::default());
+    let fired = Arc::new(AtomicUsize::new(0));
+    let (q, f) = (Arc::clone(&p), Arc::clone(&fired));
+    let timer = ThreadpoolTimer::new(
+        move |firing| {
+            if f.fetch_add(1, SeqCst) % 2 == 0 {
+                open_here();
+                firing.rearm_after(Duration::from_millis(1)).unwrap();
+            } else {
+                q.bump();
+            }
+        },
+        None,
+    )
+    .unwrap();
+    for round in 1..=ROUNDS {
+        timer.set_after(Duration::ZERO).unwrap();
+        p.wait_for(round);
+        timer.wait();
+        assert_none(&format!("TimerFiring::rearm_after and its application (round {round})"), close());
+    }
+    timer.stop_and_drain();
+    assert_eq!(fired.load(SeqCst), 2 * ROUNDS, "each re-arm fired once");
+}
+
+fn periodic_start_stop() {
+    let p = Arc::new(Progress::default());
+    let q = Arc::clone(&p);
+    let timer = ThreadpoolPeriodicTimer::new(
+        Duration::from_millis(1),
+        move |_| {
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    timer.start();
+    timer.stop();
+    let mut seen = 0;
+    for round in 0..ROUNDS {
+        assert_none(&format!("ThreadpoolPeriodicTimer::start (round {round})"), count_here(|| timer.start()));
+        assert!(timer.is_running());
+        p.wait_for(seen + 2);
+        assert_none(&format!("ThreadpoolPeriodicTimer::stop (round {round})"), count_here(|| timer.stop()));
+        assert!(!timer.is_running());
+        timer.wait();
+        seen = p.get();
+    }
+    timer.stop_and_drain();
+
+    // A tick stopping its own timer.
+    let stopped = Arc::new(Mutex::new(None));
+    let s = Arc::clone(&stopped);
+    let timer = ThreadpoolPeriodicTimer::new(
+        Duration::from_millis(1),
+        move |tick| {
+            let mut slot = s.lock().unwrap();
+            if slot.is_none() {
+                *slot = Some(count_here(|| tick.stop()));
+            }
+        },
+        None,
+    )
+    .unwrap();
+    timer.start();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while timer.is_running() {
+        assert!(Instant::now() < deadline, "the tick never stopped its timer");
+        std::thread::yield_now();
+    }
+    timer.stop_and_drain();
+    assert_none("PeriodicTick::stop", stopped.lock().unwrap().expect("a tick ran"));
+}
+
+fn wait_arming() {
+    let p = Arc::new(Progress::default());
+    let q = Arc::clone(&p);
+    let event = Event::new(false, false).unwrap();
+    let wait = ThreadpoolWait::new(
+        event.try_clone().unwrap().into(),
+        move |_| {
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    wait.arm(None).unwrap();
+    event.set().unwrap();
+    p.wait_for(1);
+    let c = count_here(|| {
+        for _ in 0..CALLS {
+            wait.arm(Some(Duration::from_secs(3600))).unwrap();
+            wait.arm(None).unwrap();
+        }
+    });
+    assert_none("ThreadpoolWait::arm", c);
+    event.set().unwrap();
+    p.wait_for(2);
+    wait.stop_and_drain();
+}
+
+fn wait_rearm_from_activation() {
+    let p = Arc::new(Progress::default());
+    let counts = Arc::new(Mutex::new(Vec::with_capacity(ROUNDS + 1)));
+    let (q, k) = (Arc::clone(&p), Arc::clone(&counts));
+    let event = Event::new(false, false).unwrap();
+    let wait = ThreadpoolWait::new(
+        event.try_clone().unwrap().into(),
+        move |act| {
+            let mut rearmed = Ok(false);
+            let c = count_here(|| rearmed = act.rearm(None));
+            assert!(matches!(rearmed, Ok(true)), "the re-arm was refused: {rearmed:?}");
+            k.lock().unwrap().push(c);
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    wait.arm(None).unwrap();
+    for round in 1..=ROUNDS {
+        event.set().unwrap();
+        p.wait_for(round);
+    }
+    wait.stop_and_drain();
+    let counts = counts.lock().unwrap();
+    assert_eq!(counts.len(), ROUNDS, "each signal found the wait re-armed");
+    for (i, c) in counts.iter().enumerate() {
+        assert_none(&format!("WaitActivation::rearm (activation {i})"), *c);
+    }
+}
+
+#[test]
+fn the_counter_counts_only_the_watched_thread() {
+    let _s = serial();
+    counter_counts();
+}
+
+#[test]
+fn work_submit_allocates_nothing() {
+    let _s = serial();
+    work_submit();
+}
+
+#[test]
+fn one_shot_arming_allocates_nothing() {
+    let _s = serial();
+    one_shot_arming();
+}
+
+#[test]
+fn one_shot_rearm_from_a_firing_allocates_nothing() {
+    let _s = serial();
+    one_shot_rearm_from_firing();
+}
+
+#[test]
+fn periodic_start_and_stop_allocate_nothing() {
+    let _s = serial();
+    periodic_start_stop();
+}
+
+#[test]
+fn wait_arming_allocates_nothing() {
+    let _s = serial();
+    wait_arming();
+}
+
+#[test]
+fn wait_rearm_from_an_activation_allocates_nothing() {
+    let _s = serial();
+    wait_rearm_from_activation();
+}
+
+/// Every scenario again with every trace target armed: records go to the
+/// ring, which is allocated once when the filter is first read (here, before
+/// any window opens).
+#[cfg(feature = "trace")]
+#[test]
+fn nothing_allocates_with_the_trace_armed() {
+    let _s = serial();
+    support::traced_child("nothing_allocates_with_the_trace_armed", "*", || {
+        assert!(windows_threadpool::trace::enabled());
+        counter_counts();
+        work_submit();
+        one_shot_arming();
+        one_shot_rearm_from_firing();
+        periodic_start_stop();
+        wait_arming();
+        wait_rearm_from_activation();
+        let dump = windows_threadpool::trace::dump();
+        for needle in ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered"] {
+            assert!(dump.contains(needle), "the trace did not record {needle:?}");
+        }
+    });
+}
