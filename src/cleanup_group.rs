@@ -63,7 +63,9 @@ use std::os::windows::io::BorrowedHandle;
 use crate::callback_env::CallbackEnviron;
 use crate::heal::Registration;
 use crate::trace::EventInfo;
+use crate::timer::{Period, PeriodicTick, TimerCore, TimerFiring};
 use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
+use std::time::SystemTime;
 use crate::work::WorkCore;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -90,6 +92,16 @@ trait Member: Send + Sync {
 impl Member for WorkCore {
     fn before_release(&self, _cancel: bool) -> Option<&'static str> {
         self.drain_owed().then_some("WorkMember")
+    }
+}
+
+impl Member for TimerCore {
+    fn before_release(&self, cancel: bool) -> Option<&'static str> {
+        let name = if self.is_periodic() { "PeriodicTimerMember" } else { "TimerMember" };
+        self.quiesce_for_teardown(cancel).then_some(name)
+    }
+    fn after_release(self: Box<Self>) {
+        (*self).released();
     }
 }
 
@@ -170,10 +182,48 @@ pub struct WaitMember<'g> {
     _group: PhantomData<&'g CleanupGroup>,
 }
 
+/// A one-shot timer owned by a [`CleanupGroup`]; mirrors
+/// [`crate::timer::ThreadpoolTimer`] (its callback gets the same
+/// [`TimerFiring`] token).
+///
+/// Using it after [`CleanupGroup::close_members`] does not compile:
+///
+/// ```compile_fail,E0502
+/// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
+/// let timer = group.create_timer(|_| {}, None)?;
+/// group.close_members();
+/// timer.set_after(std::time::Duration::from_millis(1))?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct TimerMember<'g> {
+    core: &'g TimerCore,
+    _group: PhantomData<&'g CleanupGroup>,
+}
+
+/// A periodic timer owned by a [`CleanupGroup`]; mirrors
+/// [`crate::timer::ThreadpoolPeriodicTimer`] (ticks may overlap).
+///
+/// Using it after [`CleanupGroup::close_members`] does not compile:
+///
+/// ```compile_fail,E0502
+/// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
+/// let timer = group.create_periodic_timer(std::time::Duration::from_millis(5), |_| {}, None)?;
+/// group.close_members();
+/// timer.start();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct PeriodicTimerMember<'g> {
+    core: &'g TimerCore,
+    period: Period,
+    _group: PhantomData<&'g CleanupGroup>,
+}
+
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<CleanupGroup>();
     send_sync::<WorkMember<'static>>();
+    send_sync::<TimerMember<'static>>();
+    send_sync::<PeriodicTimerMember<'static>>();
     send_sync::<WaitMember<'static>>();
 };
 
@@ -242,6 +292,33 @@ impl CleanupGroup {
         let mut env = self.member_env(env);
         let core = self.adopt(WorkCore::new(callback, Some(&mut env))?, &env);
         Ok(WorkMember { core, _group: PhantomData })
+    }
+
+    /// Creates a disarmed one-shot timer in the group.
+    pub fn create_timer<F>(&self, callback: F, env: Option<&CallbackEnviron<'_>>) -> io::Result<TimerMember<'_>>
+    where
+        F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+    {
+        let mut env = self.member_env(env);
+        let core = self.adopt(TimerCore::new_one_shot(callback, Some(&mut env))?, &env);
+        Ok(TimerMember { core, _group: PhantomData })
+    }
+
+    /// Creates a stopped periodic timer in the group. The period is checked
+    /// as [`crate::timer::ThreadpoolPeriodicTimer::new`] checks it.
+    pub fn create_periodic_timer<F>(
+        &self,
+        period: Duration,
+        callback: F,
+        env: Option<&CallbackEnviron<'_>>,
+    ) -> io::Result<PeriodicTimerMember<'_>>
+    where
+        F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+    {
+        let period = Period::new(period)?;
+        let mut env = self.member_env(env);
+        let core = self.adopt(TimerCore::new_periodic(callback, Some(&mut env))?, &env);
+        Ok(PeriodicTimerMember { core, period, _group: PhantomData })
     }
 
     /// Creates a disarmed thread-pool wait on `handle` in the group. If
@@ -327,7 +404,11 @@ impl CleanupGroup {
         }
         drop(claims);
         trace_record!("group", "release-ended", self.raw, n);
-        if let Some(type_name) = owed {
+        // A cancelling release discards pending callbacks on purpose (and
+        // self-heal repairs the pools): what was owed is recorded, not reported.
+        if let Some(type_name) = owed
+            && !cancel
+        {
             crate::obligation::report_drain_owed(type_name);
         }
     }
@@ -405,5 +486,82 @@ impl WaitMember<'_> {
     #[cfg(feature = "self-heal")]
     pub fn try_cancel_pending(&self) {
         self.core.cancel_pending_and_heal();
+    }
+}
+
+impl TimerMember<'_> {
+    /// Arms the timer to fire once, `delay` from now; see
+    /// [`crate::timer::ThreadpoolTimer::set_after`].
+    pub fn set_after(&self, delay: Duration) -> io::Result<()> {
+        self.core.set_after(delay)
+    }
+
+    /// Arms the timer to fire once at `when`; see
+    /// [`crate::timer::ThreadpoolTimer::set_at`].
+    pub fn set_at(&self, when: SystemTime) -> io::Result<()> {
+        self.core.set_at(when)
+    }
+
+    /// Disarms the timer; see [`crate::timer::ThreadpoolTimer::disarm`].
+    pub fn disarm(&self) {
+        self.core.disarm();
+    }
+
+    /// `IsThreadpoolTimerSet`; see [`crate::timer::ThreadpoolTimer::is_set`].
+    pub fn is_set(&self) -> bool {
+        self.core.is_set()
+    }
+
+    /// Returns after every firing already queued or running has finished.
+    pub fn wait(&self) {
+        self.core.drain(false);
+    }
+
+    /// Suppresses re-arms, disarms and drains; the member can be armed again.
+    pub fn stop_and_drain(&self) {
+        self.core.stop_and_drain();
+    }
+
+    /// Discards a queued firing and waits for a running one.
+    pub fn cancel_pending(&self) {
+        self.core.drain(true);
+    }
+}
+
+impl PeriodicTimerMember<'_> {
+    /// The period between ticks.
+    pub fn period(&self) -> Duration {
+        self.period.get()
+    }
+
+    /// Starts (or restarts) the timer: the first tick is one period from now.
+    pub fn start(&self) {
+        self.period.start(self.core);
+    }
+
+    /// Starts (or restarts) the timer with the first tick `first_delay` from
+    /// now; see [`crate::timer::ThreadpoolPeriodicTimer::start_after`].
+    pub fn start_after(&self, first_delay: Duration) -> io::Result<()> {
+        self.period.start_after(self.core, first_delay)
+    }
+
+    /// Stops the timer; ticks already running keep running.
+    pub fn stop(&self) {
+        self.core.disarm();
+    }
+
+    /// Whether the timer has been started and not stopped since.
+    pub fn is_running(&self) -> bool {
+        self.core.is_armed()
+    }
+
+    /// Returns after every tick already queued or running has finished.
+    pub fn wait(&self) {
+        self.core.drain(false);
+    }
+
+    /// Stops the timer and drains; it can be started again.
+    pub fn stop_and_drain(&self) {
+        self.core.stop_and_drain();
     }
 }

@@ -447,29 +447,60 @@ impl TimerCore {
     }
 
     /// Teardown up to the close: suppresses re-arms for good, disarms and
-    /// drains; returns whether a drain was owed (checked before the drain
+    /// drains (`cancel`: discards a queued firing first, for a cleanup
+    /// group's cancelling release); returns whether a drain was owed (checked before the drain
     /// settles it). The object and context are still alive afterwards.
-    pub(crate) fn quiesce_for_teardown(&self) -> bool {
+    pub(crate) fn quiesce_for_teardown(&self, cancel: bool) -> bool {
         let periodic = self.header().periodic;
         record_kind!(periodic, "drop-begin", self.raw, 0);
         let owed = self.drain_owed();
         self.suppress_and_disarm();
-        self.drain(false);
+        self.drain(cancel);
         record_kind!(periodic, "drop-drained", self.raw, 0);
         owed
+    }
+
+    /// Frees what the object owned once a cleanup group's release has
+    /// closed it (the standalone types close it themselves, in `close`).
+    pub(crate) fn released(self) {
+        let (raw, periodic) = (self.raw, self.header().periodic);
+        drop(self.ctx);
+        drop(self.pool);
+        record_kind!(periodic, "drop-closed", raw, 0);
+    }
+
+    pub(crate) fn is_periodic(&self) -> bool {
+        self.header().periodic
+    }
+
+    /// `ThreadpoolTimer::set_after` and its cleanup-group twin.
+    pub(crate) fn set_after(&self, delay: Duration) -> io::Result<()> {
+        self.arm(relative_due(delay)?, 0, 0);
+        Ok(())
+    }
+
+    /// `ThreadpoolTimer::set_at` and its cleanup-group twin.
+    pub(crate) fn set_at(&self, when: SystemTime) -> io::Result<()> {
+        self.arm(absolute_due(when)?, 0, 0);
+        Ok(())
+    }
+
+    /// `ThreadpoolTimer::set_after_with_window` and its cleanup-group twin.
+    pub(crate) fn set_after_with_window(&self, delay: Duration, window: Duration) -> io::Result<()> {
+        let (due, window) = (relative_due(delay)?, window_millis(window)?);
+        self.arm(due, 0, window);
+        Ok(())
     }
 
     /// Quiesces, closes the object, then frees the context, in that order;
     /// returns whether a drain was owed.
     pub(crate) fn close(self) -> bool {
-        let owed = self.quiesce_for_teardown();
-        let (raw, periodic) = (self.raw, self.header().periodic);
+        let owed = self.quiesce_for_teardown(false);
+        let raw = self.raw;
         // SAFETY: disarmed with re-arms suppressed and drained above; the
         // object is closed exactly once, here.
         trace_call!("CloseThreadpoolTimer", raw, 0, { unsafe { CloseThreadpoolTimer(raw) } });
-        drop(self.ctx);
-        drop(self.pool);
-        record_kind!(periodic, "drop-closed", raw, 0);
+        self.released();
         owed
     }
 }
@@ -645,15 +676,13 @@ impl ThreadpoolTimer {
     /// Arms the timer to fire once, `delay` from now (zero: at once).
     /// `InvalidInput` if `delay` cannot be represented (see the module docs).
     pub fn set_after(&self, delay: Duration) -> io::Result<()> {
-        self.core().arm(relative_due(delay)?, 0, 0);
-        Ok(())
+        self.core().set_after(delay)
     }
 
     /// Arms the timer to fire once at `when`; an instant in the past fires
     /// at once. `InvalidInput` if `when` cannot be represented.
     pub fn set_at(&self, when: SystemTime) -> io::Result<()> {
-        self.core().arm(absolute_due(when)?, 0, 0);
-        Ok(())
+        self.core().set_at(when)
     }
 
     /// Arms the timer to fire once, `delay` from now, allowing the pool to
@@ -661,9 +690,7 @@ impl ThreadpoolTimer {
     /// `InvalidInput` if `delay` cannot be represented or `window` is not a
     /// whole number of milliseconds up to `u32::MAX` ms.
     pub fn set_after_with_window(&self, delay: Duration, window: Duration) -> io::Result<()> {
-        let (due, window) = (relative_due(delay)?, window_millis(window)?);
-        self.core().arm(due, 0, window);
-        Ok(())
+        self.core().set_after_with_window(delay, window)
     }
 
     /// Disarms the timer. A firing already running continues, and its re-arm
@@ -758,8 +785,46 @@ impl Drop for ThreadpoolTimer {
 /// ```
 pub struct ThreadpoolPeriodicTimer {
     core: Option<TimerCore>,
+    period: Period,
+}
+
+/// A validated period and the starting calls that use it, shared by
+/// [`ThreadpoolPeriodicTimer`] and the cleanup group's periodic member.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Period {
     period: Duration,
-    period_ms: u32,
+    millis: u32,
+}
+
+impl Period {
+    pub(crate) fn new(period: Duration) -> io::Result<Self> {
+        Ok(Self { period, millis: period_millis(period)? })
+    }
+
+    pub(crate) fn get(self) -> Duration {
+        self.period
+    }
+
+    pub(crate) fn start(self, core: &TimerCore) {
+        // A valid period is at most u32::MAX ms, always representable.
+        core.arm(-(i64::from(self.millis) * 10_000), self.millis, 0);
+    }
+
+    pub(crate) fn start_after(self, core: &TimerCore, first_delay: Duration) -> io::Result<()> {
+        core.arm(relative_due(first_delay)?, self.millis, 0);
+        Ok(())
+    }
+
+    pub(crate) fn start_at(self, core: &TimerCore, first: SystemTime) -> io::Result<()> {
+        core.arm(absolute_due(first)?, self.millis, 0);
+        Ok(())
+    }
+
+    pub(crate) fn start_with_window(self, core: &TimerCore, first_delay: Duration, window: Duration) -> io::Result<()> {
+        let (due, window) = (relative_due(first_delay)?, window_millis(window)?);
+        core.arm(due, self.millis, window);
+        Ok(())
+    }
 }
 
 impl core::fmt::Debug for ThreadpoolPeriodicTimer {
@@ -789,8 +854,8 @@ impl ThreadpoolPeriodicTimer {
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        let period_ms = period_millis(period)?;
-        Ok(Self { core: Some(TimerCore::new_periodic(callback, env)?), period, period_ms })
+        let period = Period::new(period)?;
+        Ok(Self { core: Some(TimerCore::new_periodic(callback, env)?), period })
     }
 
     fn core(&self) -> &TimerCore {
@@ -799,32 +864,25 @@ impl ThreadpoolPeriodicTimer {
 
     /// The period between ticks.
     pub fn period(&self) -> Duration {
-        self.period
-    }
-
-    fn arm(&self, due: i64, window: u32) {
-        self.core().arm(due, self.period_ms, window);
+        self.period.get()
     }
 
     /// Starts (or restarts) the timer: the first tick is one period from now.
     pub fn start(&self) {
-        // A valid period is at most u32::MAX ms, always representable.
-        self.arm(-(i64::from(self.period_ms) * 10_000), 0);
+        self.period.start(self.core());
     }
 
     /// Starts (or restarts) the timer with the first tick `first_delay` from
     /// now (zero: at once). `InvalidInput` if the delay cannot be represented.
     pub fn start_after(&self, first_delay: Duration) -> io::Result<()> {
-        self.arm(relative_due(first_delay)?, 0);
-        Ok(())
+        self.period.start_after(self.core(), first_delay)
     }
 
     /// Starts (or restarts) the timer with the first tick at `first`; an
     /// instant in the past ticks at once. `InvalidInput` if it cannot be
     /// represented.
     pub fn start_at(&self, first: SystemTime) -> io::Result<()> {
-        self.arm(absolute_due(first)?, 0);
-        Ok(())
+        self.period.start_at(self.core(), first)
     }
 
     /// Like [`start_after`](Self::start_after), allowing the pool to delay
@@ -832,9 +890,7 @@ impl ThreadpoolPeriodicTimer {
     /// `InvalidInput` also if `window` is not a whole number of milliseconds
     /// up to `u32::MAX` ms.
     pub fn start_with_window(&self, first_delay: Duration, window: Duration) -> io::Result<()> {
-        let (due, window) = (relative_due(first_delay)?, window_millis(window)?);
-        self.arm(due, window);
-        Ok(())
+        self.period.start_with_window(self.core(), first_delay, window)
     }
 
     /// Stops the timer: no further tick is scheduled. Ticks already running

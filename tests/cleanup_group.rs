@@ -376,3 +376,163 @@ mod waits {
         assert_eq!(ran.load(SeqCst), 1000);
     }
 }
+
+mod timers {
+    use super::*;
+    use windows_threadpool::timer::{PeriodicTick, TimerFiring};
+
+    /// A one-shot member fires, re-arms itself through its `TimerFiring`
+    /// twice, and stops; a periodic member ticks until its tick stops it.
+    #[test]
+    fn timer_members_fire_and_rearm() {
+        let mut group = CleanupGroup::new().unwrap();
+        let fired = Arc::new(AtomicUsize::new(0));
+        let f = Arc::clone(&fired);
+        let one_shot = group
+            .create_timer(
+                move |firing: &TimerFiring<'_>| {
+                    if f.fetch_add(1, SeqCst) + 1 < 3 {
+                        firing.rearm_after(Duration::from_millis(1)).unwrap();
+                    }
+                },
+                None,
+            )
+            .unwrap();
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let t = Arc::clone(&ticks);
+        let periodic = group
+            .create_periodic_timer(
+                Duration::from_millis(2),
+                move |tick: &PeriodicTick<'_>| {
+                    if t.fetch_add(1, SeqCst) + 1 == 4 {
+                        tick.stop();
+                    }
+                },
+                None,
+            )
+            .unwrap();
+        assert_eq!(periodic.period(), Duration::from_millis(2));
+        one_shot.set_after(Duration::from_millis(1)).unwrap();
+        periodic.start();
+        assert!(periodic.is_running());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while (fired.load(SeqCst) < 3 || ticks.load(SeqCst) < 4) && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        one_shot.stop_and_drain();
+        periodic.stop_and_drain();
+        assert_eq!(fired.load(SeqCst), 3, "the first firing and its two re-arms");
+        assert!(ticks.load(SeqCst) >= 4, "ticked until the fourth tick stopped it");
+        assert!(!periodic.is_running());
+        group.close_members();
+    }
+
+    /// A self-re-arming one-shot member and a running periodic member are
+    /// stopped by the release: nothing runs after it, and the owed drains
+    /// are reported (under fail-fast) only after the contexts were freed.
+    #[test]
+    fn release_stops_rearming_and_ticking_members() {
+        let mut group = CleanupGroup::new().unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let live = Arc::new(());
+        let (r1, l1) = (Arc::clone(&runs), Arc::clone(&live));
+        let one_shot = group
+            .create_timer(
+                move |firing: &TimerFiring<'_>| {
+                    let _keep = &l1;
+                    r1.fetch_add(1, SeqCst);
+                    firing.rearm_after(Duration::from_millis(1)).unwrap();
+                },
+                None,
+            )
+            .unwrap();
+        let (r2, l2) = (Arc::clone(&runs), Arc::clone(&live));
+        let periodic = group
+            .create_periodic_timer(
+                Duration::from_millis(1),
+                move |_: &PeriodicTick<'_>| {
+                    let _keep = &l2;
+                    r2.fetch_add(1, SeqCst);
+                },
+                None,
+            )
+            .unwrap();
+        one_shot.set_after(Duration::ZERO).unwrap();
+        periodic.start();
+        while runs.load(SeqCst) < 10 {
+            std::thread::yield_now();
+        }
+        // The periodic member is still running: a drain is owed for certain
+        // (the report names the first owing member, a TimerMember or a
+        // PeriodicTimerMember).
+        support::teardown_owing("TimerMember", || group.close_members());
+        assert_eq!(Arc::strong_count(&live), 1, "both member contexts were freed by the release");
+        let at_release = runs.load(SeqCst);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(runs.load(SeqCst), at_release, "a timer member ran after its release");
+    }
+
+    #[test]
+    fn invalid_periods_are_rejected_by_the_group_too() {
+        let group = CleanupGroup::new().unwrap();
+        for p in [Duration::ZERO, Duration::from_micros(1500)] {
+            let e = group.create_periodic_timer(p, |_| {}, None).err().expect("rejected");
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        }
+        assert_eq!(group.owned_resources(), 0);
+    }
+}
+
+#[cfg(feature = "trace")]
+#[path = "support/rows.rs"]
+mod rows;
+
+/// The bulk release is bracketed by `syscall` records and framed by the
+/// group's own `release-begin`/`release-ended`, in that order, with the
+/// member count in slot b.
+#[cfg(feature = "trace")]
+#[test]
+fn group_release_records_its_syscall_brackets() {
+    support::traced_child("group_release_records_its_syscall_brackets", "group,syscall", || {
+        let mut group = CleanupGroup::new().unwrap();
+        for _ in 0..3 {
+            group.create_work(|| {}, None).unwrap();
+        }
+        group.close_members();
+        drop(group);
+        let all = rows::rows(&windows_threadpool::trace::dump());
+        let group_rows: Vec<&rows::Row> = all
+            .iter()
+            .filter(|r| {
+                r.target == "group"
+                    || (r.is_syscall() && (r.event.contains("CleanupGroup")))
+            })
+            .collect();
+        assert_eq!(
+            rows::labels(&group_rows),
+            [
+                "syscall-enter CreateThreadpoolCleanupGroup",
+                "syscall-leave CreateThreadpoolCleanupGroup",
+                "group created",
+                "group member-created",
+                "group member-created",
+                "group member-created",
+                "group release-begin",
+                "syscall-enter CloseThreadpoolCleanupGroupMembers",
+                "syscall-leave CloseThreadpoolCleanupGroupMembers",
+                "group release-ended",
+                "group release-begin",
+                "syscall-enter CloseThreadpoolCleanupGroupMembers",
+                "syscall-leave CloseThreadpoolCleanupGroupMembers",
+                "group release-ended",
+                "syscall-enter CloseThreadpoolCleanupGroup",
+                "syscall-leave CloseThreadpoolCleanupGroup",
+                "group closed",
+            ]
+        );
+        let begin = group_rows.iter().find(|r| r.is("group", "release-begin")).unwrap();
+        assert_eq!(begin.slot("members"), Some(3));
+        let leave = group_rows.iter().find(|r| r.is("syscall-leave", "CloseThreadpoolCleanupGroupMembers")).unwrap();
+        assert_eq!(leave.slot("cancel"), Some(0), "a draining release passes FALSE");
+    });
+}
