@@ -487,6 +487,7 @@ pub(crate) mod imp {
     #[cold]
     #[inline(never)]
     fn init() -> u32 {
+        let _last_error = KeepLastError::new();
         let mask = state().filter.mask;
         MASK.store(mask, Release);
         if mask != 0 {
@@ -495,8 +496,28 @@ pub(crate) mod imp {
         mask
     }
 
+    /// Restores the thread's last-error value when dropped: a record made
+    /// between a failing Win32 call and the caller's `GetLastError` (the
+    /// `syscall-leave` of `trace_call!`) must not change what it reads.
+    struct KeepLastError(u32);
+
+    impl KeepLastError {
+        fn new() -> Self {
+            // SAFETY: no preconditions.
+            Self(unsafe { windows_sys::Win32::Foundation::GetLastError() })
+        }
+    }
+
+    impl Drop for KeepLastError {
+        fn drop(&mut self) {
+            // SAFETY: no preconditions.
+            unsafe { windows_sys::Win32::Foundation::SetLastError(self.0) }
+        }
+    }
+
     /// Records one event; the caller has checked the filter.
     pub(crate) fn push(target: &'static str, event: &'static str, a: u64, b: u64) {
+        let _last_error = KeepLastError::new();
         let ticks = now();
         start_clock(ticks);
         // SAFETY: no preconditions.

@@ -495,3 +495,22 @@ fn a_swallowed_first_chance_exception_is_observed() {
         },
     );
 }
+
+/// Recording (including the first record, which reads the filter and
+/// allocates the ring) leaves the thread's last-error value alone, so a
+/// `syscall-leave` record between a failing call and `GetLastError` cannot
+/// change the error the crate reports.
+#[cfg(feature = "trace")]
+#[test]
+fn recording_keeps_the_last_error() {
+    use windows_sys::Win32::Foundation::{GetLastError, SetLastError};
+    support::traced_child("recording_keeps_the_last_error", "work", || {
+        for code in [1234u32, 0, 87] {
+            // SAFETY: no preconditions.
+            unsafe { SetLastError(code) };
+            trace::record("work", "submitted", 1, 2);
+            // SAFETY: no preconditions.
+            assert_eq!(unsafe { GetLastError() }, code);
+        }
+    });
+}
