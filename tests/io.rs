@@ -4,6 +4,7 @@
 #![cfg(windows)]
 
 mod support;
+use support::Gate;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::OpenOptions;
@@ -854,24 +855,6 @@ fn run_down_while_another_thread_submits() {
     assert_eq!(calls.load(SeqCst), issued, "every issued read was delivered exactly once");
     assert!(rundowns > 0);
     drop(c);
-}
-
-/// A gate a callback can block on until the test opens it.
-#[derive(Default)]
-struct Gate {
-    open: std::sync::Mutex<bool>,
-    cv: std::sync::Condvar,
-}
-
-impl Gate {
-    fn wait(&self) {
-        let g = self.open.lock().unwrap();
-        drop(self.cv.wait_while(g, |open| !*open).unwrap());
-    }
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
 }
 
 #[test]

@@ -13,9 +13,10 @@
 #![cfg(all(windows, feature = "self-heal"))]
 
 mod support;
+use support::Gate;
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -59,23 +60,6 @@ fn clock_past(stamp: u64) {
 #[track_caller]
 fn own_process() {
     assert!(!testing::healer_running(), "the healer already runs: this test needs a process of its own (cargo nextest)");
-}
-
-/// A gate threads can block on until it is opened.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn wait(&self) {
-        drop(self.cv.wait_while(self.open.lock().unwrap(), |open| !*open).unwrap());
-    }
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
 }
 
 fn env_for(pool: &ThreadpoolPool) -> CallbackEnviron<'_> {

@@ -10,13 +10,14 @@
 #![cfg(windows)]
 
 mod support;
+use support::{Counter, Gate, open_after_start};
 #[cfg(feature = "trace")]
 #[path = "support/rows.rs"]
 mod rows;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use windows_threadpool::timer::{PeriodicTick, TimerFiring};
@@ -32,63 +33,6 @@ const _: () = {
 
 /// Bound on every wait for something that must happen.
 const PATIENCE: Duration = Duration::from_secs(20);
-
-/// A count that tests can wait on.
-#[derive(Default)]
-struct Counter {
-    n: Mutex<usize>,
-    cv: Condvar,
-}
-
-impl Counter {
-    fn bump(&self) -> usize {
-        let mut n = self.n.lock().unwrap();
-        *n += 1;
-        self.cv.notify_all();
-        *n
-    }
-    fn get(&self) -> usize {
-        *self.n.lock().unwrap()
-    }
-    /// Waits until the count reaches `n` (at most [`PATIENCE`]); panics otherwise.
-    #[track_caller]
-    fn wait_for(&self, n: usize) {
-        let g = self.n.lock().unwrap();
-        let (g, _) = self.cv.wait_timeout_while(g, PATIENCE, |c| *c < n).unwrap();
-        assert!(*g >= n, "count stuck at {} (waited for {n})", *g);
-    }
-}
-
-/// A gate callbacks can block on until the test opens it.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn wait(&self) {
-        let g = self.open.lock().unwrap();
-        drop(self.cv.wait_while(g, |open| !*open).unwrap());
-    }
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
-}
-
-/// Opens `gate` from another thread once `started` is set, after a short
-/// delay: the call under test must already be blocked in the pool, which
-/// nothing lets us observe directly. A late opener only makes the test fail.
-fn open_after_start(gate: Arc<Gate>, started: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !started.load(SeqCst) {
-            std::thread::yield_now();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        gate.open();
-    })
-}
 
 /// Returns once a one-shot on the default pool, due at `at`, has fired.
 fn witness_at(at: SystemTime) {
@@ -452,7 +396,7 @@ fn drop_mid_firing_suppresses_the_pending_rearm() {
     let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
     started.store(true, SeqCst);
     drop(timer); // blocks until the firing returns
-    assert!(*gate.open.lock().unwrap(), "drop returned while the firing was blocked");
+    assert!(gate.is_open(), "drop returned while the firing was blocked");
     assert_eq!(count.get(), 1, "the re-arm requested by the running firing was applied");
     opener.join().unwrap();
     assert_eq!(Arc::strong_count(&count), 1, "the callback's captures are freed by drop");
@@ -469,7 +413,7 @@ fn stop_and_drain_mid_firing_suppresses_the_rearm_and_allows_arming_again() {
     let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
     started.store(true, SeqCst);
     timer.stop_and_drain();
-    assert!(*gate.open.lock().unwrap(), "stop_and_drain returned while the firing was blocked");
+    assert!(gate.is_open(), "stop_and_drain returned while the firing was blocked");
     opener.join().unwrap();
     witness_after(Duration::from_millis(20));
     timer.wait();

@@ -3,6 +3,7 @@
 #![cfg(windows)]
 
 mod support;
+use support::{Counter, Gate, open_after_start};
 #[cfg(feature = "trace")]
 #[path = "support/rows.rs"]
 mod rows;
@@ -12,7 +13,7 @@ use std::io::Read;
 use std::os::windows::io::{AsRawHandle, IntoRawHandle};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, WAIT_OBJECT_0, WAIT_TIMEOUT};
@@ -35,49 +36,6 @@ const _: () = {
 /// How long any single expected event may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A counter tests can wait on.
-#[derive(Default)]
-struct Count {
-    n: Mutex<usize>,
-    cv: Condvar,
-}
-
-impl Count {
-    fn bump(&self) -> usize {
-        let mut n = self.n.lock().unwrap();
-        *n += 1;
-        self.cv.notify_all();
-        *n
-    }
-    fn get(&self) -> usize {
-        *self.n.lock().unwrap()
-    }
-    #[track_caller]
-    fn wait_for(&self, at_least: usize) {
-        let g = self.n.lock().unwrap();
-        let (g, t) = self.cv.wait_timeout_while(g, PATIENCE, |n| *n < at_least).unwrap();
-        assert!(!t.timed_out(), "waited {PATIENCE:?} for {at_least}, saw {}", *g);
-    }
-}
-
-/// A gate callbacks can block on until the test opens it.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn wait(&self) {
-        let g = self.open.lock().unwrap();
-        drop(self.cv.wait_while(g, |open| !*open).unwrap());
-    }
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
-}
-
 fn is_signalled(h: HANDLE) -> bool {
     // SAFETY: `h` is an open handle; a zero timeout only tests the state
     // (and consumes an auto-reset event's signal, which callers account for).
@@ -92,8 +50,8 @@ fn reporting_wait(target: WaitableHandle) -> (ThreadpoolWait, mpsc::Receiver<Wai
 }
 
 /// A wait on `event` whose callback only counts.
-fn counting_wait(event: &Event, env: Option<&mut CallbackEnviron<'_>>) -> (ThreadpoolWait, Arc<Count>) {
-    let count = Arc::new(Count::default());
+fn counting_wait(event: &Event, env: Option<&mut CallbackEnviron<'_>>) -> (ThreadpoolWait, Arc<Counter>) {
+    let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let wait = ThreadpoolWait::new(event.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| { c.bump(); }, env).unwrap();
     (wait, count)
@@ -179,7 +137,7 @@ fn oversized_timeouts_are_rejected_not_clamped() {
 fn rearming_gives_one_callback_per_signal() {
     const N: usize = 50;
     let event = Event::new(false, false).unwrap();
-    let count = Arc::new(Count::default());
+    let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let wait = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
@@ -228,7 +186,7 @@ fn rearming_with_a_timeout_gives_timed_out_activations() {
 fn an_activation_consumes_its_arming() {
     const N: usize = 25;
     let event = Event::new(true, true).unwrap();
-    let count = Arc::new(Count::default());
+    let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let rearming = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
@@ -290,7 +248,7 @@ fn drop_races_a_rearming_callback() {
         suppressed: AtomicUsize,
         after_drop: AtomicUsize,
         dropped: AtomicBool,
-        started: Count,
+        started: Counter,
     }
     // Signalled for good: every arming fires at once, so the callback loops.
     let event = Event::new(true, true).unwrap();
@@ -438,7 +396,7 @@ fn drop_leaves_nothing_to_run() {
 #[test]
 fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
     let event = Event::new(true, true).unwrap();
-    let count = Arc::new(Count::default());
+    let count = Arc::new(Counter::default());
     let refused = Arc::new(AtomicUsize::new(0));
     let (c, r) = (Arc::clone(&count), Arc::clone(&refused));
     let wait = ThreadpoolWait::new(
@@ -474,7 +432,7 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
 /// queued, not run, when the event is signalled.
 struct Queued {
     wait: ThreadpoolWait,
-    count: Arc<Count>,
+    count: Arc<Counter>,
     gate: Arc<Gate>,
     _blocker: ThreadpoolWork,
     _pool: ThreadpoolPool,
@@ -486,7 +444,7 @@ fn queued_wait(event: &Event) -> Queued {
     let mut env = CallbackEnviron::new();
     env.set_pool(&pool);
     let gate = Arc::new(Gate::default());
-    let (g, busy) = (Arc::clone(&gate), Arc::new(Count::default()));
+    let (g, busy) = (Arc::clone(&gate), Arc::new(Counter::default()));
     let b = Arc::clone(&busy);
     let blocker = ThreadpoolWork::new(move || { b.bump(); g.wait(); }, Some(&mut env)).unwrap();
     blocker.submit();
@@ -513,19 +471,6 @@ fn disarm_keeps_an_already_queued_callback() {
     q.gate.open();
     q.wait.wait();
     assert_eq!(q.count.get(), 1, "the queued callback was discarded by the disarm");
-}
-
-/// Opens `gate` from another thread once `started` is set, after a short
-/// delay: the drop under test must already be blocked in its drain, which
-/// nothing lets us observe directly.
-fn open_after_start(gate: Arc<Gate>, started: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !started.load(SeqCst) {
-            std::thread::yield_now();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        gate.open();
-    })
 }
 
 #[test]
@@ -620,8 +565,8 @@ const LIVE: usize = 256;
 #[test]
 fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
     const S: usize = 0;
-    let entered = Arc::new(Count::default());
-    let saw_teardown = Arc::new(Count::default());
+    let entered = Arc::new(Counter::default());
+    let saw_teardown = Arc::new(Counter::default());
     let launched = Arc::new(Gate::default());
     let release = Arc::new(Gate::default());
     let mut waits = Vec::new();
@@ -689,7 +634,7 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
 fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
     const S: usize = 1;
     for scenario in ["never armed", "armed, never signalled", "signalled, callback done"] {
-        let fired = Arc::new(Count::default());
+        let fired = Arc::new(Counter::default());
         let mut waits = Vec::new();
         for _ in 0..LIVE {
             let (target, record, signal) = custom_target::<S>();
@@ -984,7 +929,7 @@ fn wait_records_its_life_in_order() {
     support::traced_child("wait_records_its_life_in_order", "wait,syscall", || {
         let main = rows::thread_id();
         let event = Event::new(false, false).unwrap();
-        let count = Arc::new(Count::default());
+        let count = Arc::new(Counter::default());
         let gate = Arc::new(Gate::default());
         let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
         // Activation 1 re-arms; activation 2 blocks until teardown has

@@ -2,10 +2,10 @@
 #![cfg(windows)]
 
 mod support;
+use support::{Gate, open_after_start};
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
-use std::time::Duration;
 
 use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
 
@@ -14,24 +14,6 @@ const _: () = {
     send_sync::<ThreadpoolWork>();
     send_sync::<ThreadpoolPool>();
 };
-
-/// A gate callbacks can block on until the test opens it.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn wait(&self) {
-        let g = self.open.lock().unwrap();
-        drop(self.cv.wait_while(g, |open| !*open).unwrap());
-    }
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
-}
 
 /// A work object on a private one-thread pool whose first callback blocks on
 /// the gate; `entered` flips when that first callback is running.
@@ -71,19 +53,6 @@ impl Blocked {
         let g = self.entered.0.lock().unwrap();
         drop(self.entered.1.wait_while(g, |e| !*e).unwrap());
     }
-}
-
-/// Opens `gate` from another thread once `started` is set, after a short
-/// delay: the call under test must already be blocked in the pool, which
-/// nothing lets us observe directly. A late opener only makes the test fail.
-fn open_after_start(gate: Arc<Gate>, started: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !started.load(SeqCst) {
-            std::thread::yield_now();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        gate.open();
-    })
 }
 
 #[test]

@@ -181,3 +181,70 @@ pub fn traced_child_setup(
     out.assert_completed();
     out
 }
+
+/// How long a test waits for something that must happen before failing.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A gate callbacks can block on until the test opens it.
+#[derive(Default)]
+pub struct Gate {
+    open: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    pub fn wait(&self) {
+        let g = self.open.lock().unwrap();
+        drop(self.cv.wait_while(g, |open| !*open).unwrap());
+    }
+    pub fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+    pub fn is_open(&self) -> bool {
+        *self.open.lock().unwrap()
+    }
+}
+
+/// A count tests can wait on.
+#[derive(Default)]
+pub struct Counter {
+    n: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+}
+
+impl Counter {
+    pub fn bump(&self) -> usize {
+        let mut n = self.n.lock().unwrap();
+        *n += 1;
+        self.cv.notify_all();
+        *n
+    }
+    pub fn get(&self) -> usize {
+        *self.n.lock().unwrap()
+    }
+    /// Waits until the count reaches `n` (at most [`PATIENCE`]); panics otherwise.
+    #[track_caller]
+    pub fn wait_for(&self, n: usize) {
+        let g = self.n.lock().unwrap();
+        let (g, _) = self.cv.wait_timeout_while(g, PATIENCE, |c| *c < n).unwrap();
+        assert!(*g >= n, "count stuck at {} (waited {PATIENCE:?} for {n})", *g);
+    }
+}
+
+/// Opens `gate` from another thread once `started` is set, after a short
+/// delay: the call under test (a drain, a drop) must already be blocked in
+/// the pool, which nothing lets us observe directly. A late opener only makes
+/// the test fail, never pass.
+pub fn open_after_start(
+    gate: std::sync::Arc<Gate>,
+    started: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !started.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        gate.open();
+    })
+}

@@ -15,6 +15,8 @@ struct Tally {
     passed: u64,
     failed: u64,
     failures: Vec<String>,
+    /// Tests that passed only on nextest's retry, listed in the summary.
+    flaky: Vec<String>,
 }
 
 impl Tally {
@@ -117,6 +119,8 @@ fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) {
         args.extend(lib);
         args.extend(flags);
         let (ok, text) = run_tee(&mut cargo(p, &args));
+        let flaky = text.lines().filter(|l| l.trim_start().starts_with("FLAKY")).map(|l| format!("{config}: {}", l.trim()));
+        tally.flaky.extend(flaky);
         (ok, parse_nextest(&text))
     } else {
         let mut args = vec!["test", "--no-fail-fast", "--lib", "--tests", "--examples"];
@@ -179,6 +183,9 @@ pub fn test(rest: &[String]) -> Result<()> {
     tally.check("clippy (tooling)".into(), ok);
 
     println!("xtask test: finished in {:.0}s", t0.elapsed().as_secs_f64());
+    for f in &tally.flaky {
+        println!("xtask test: passed on retry (FLAKY) {f}");
+    }
     for f in &tally.failures {
         println!("xtask test: FAILED {f}");
     }
