@@ -1,7 +1,9 @@
 //! The hot paths allocate nothing: work submission, timer arming and re-arming
 //! from a firing, periodic start and stop, wait arming and re-arming from an
-//! activation. Runs in every feature configuration; with `trace` it runs
-//! again in a child process with every target armed.
+//! activation. Issuing an I/O operation allocates exactly one block, the
+//! operation's own storage (its `OVERLAPPED` and payload), and resubmitting a
+//! claimed operation allocates nothing. Runs in every feature configuration;
+//! with `trace` it runs again in a child process with every target armed.
 //!
 //! A counting global allocator counts the allocations of one watched thread
 //! at a time (a thread id, not a thread-local: on this target thread-locals
@@ -19,11 +21,14 @@ mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::os::windows::io::AsRawHandle;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use windows_sys::Win32::Storage::FileSystem::ReadFile;
 use windows_sys::Win32::System::Threading::GetCurrentThreadId;
 use windows_threadpool::ThreadpoolWork;
+use windows_threadpool::io::{self, IoCompletion, Operation, OperationId, ThreadpoolIo};
 use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
 use windows_threadpool::wait::{Event, ThreadpoolWait};
 
@@ -34,17 +39,21 @@ static WATCHED: AtomicU32 = AtomicU32::new(0);
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 /// The size of the last allocation counted, for failure messages.
 static LAST_SIZE: AtomicUsize = AtomicUsize::new(0);
+/// The address of the last allocation counted (an I/O operation's block is
+/// the address its `OperationId` names).
+static LAST_PTR: AtomicUsize = AtomicUsize::new(0);
 
 fn tid() -> u32 {
     // SAFETY: no preconditions.
     unsafe { GetCurrentThreadId() }
 }
 
-fn note(size: usize) {
+fn note(size: usize, ptr: *mut u8) {
     let w = WATCHED.load(SeqCst);
     if w != 0 && w == tid() {
         COUNT.fetch_add(1, SeqCst);
         LAST_SIZE.store(size, SeqCst);
+        LAST_PTR.store(ptr as usize, SeqCst);
     }
 }
 
@@ -52,19 +61,22 @@ fn note(size: usize) {
 // bookkeeping only touches atomics and never allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.alloc(layout) }
+        let p = unsafe { System.alloc(layout) };
+        note(layout.size(), p);
+        p
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.alloc_zeroed(layout) }
+        let p = unsafe { System.alloc_zeroed(layout) };
+        note(layout.size(), p);
+        p
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        note(new_size, p);
+        p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded with the caller's guarantees.
@@ -86,13 +98,14 @@ fn open_here() {
 fn close() -> Counted {
     let prev = WATCHED.swap(0, SeqCst);
     assert_ne!(prev, 0, "no counting window was open");
-    Counted { n: COUNT.load(SeqCst), last_size: LAST_SIZE.load(SeqCst) }
+    Counted { n: COUNT.load(SeqCst), last_size: LAST_SIZE.load(SeqCst), last_ptr: LAST_PTR.load(SeqCst) }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Counted {
     n: usize,
     last_size: usize,
+    last_ptr: usize,
 }
 
 #[track_caller]
@@ -143,8 +156,12 @@ const CALLS: usize = 200;
 const ROUNDS: usize = 20;
 
 fn counter_counts() {
-    let c = count_here(|| drop(std::hint::black_box(Box::new(7u64))));
-    assert_eq!(c, Counted { n: 1, last_size: 8 }, "an allocation in the window must be counted");
+    let mut at = 0;
+    let c = count_here(|| {
+        let b = std::hint::black_box(Box::new(7u64));
+        at = &*b as *const u64 as usize;
+    });
+    assert_eq!(c, Counted { n: 1, last_size: 8, last_ptr: at }, "an allocation in the window must be counted, at its address");
 
     // Another thread's allocation, made while the window is open here, is not.
     let barrier = Arc::new(std::sync::Barrier::new(2));
@@ -174,7 +191,8 @@ fn counter_counts() {
     .unwrap();
     work.submit();
     work.wait();
-    assert_eq!(*seen.lock().unwrap(), Some(Counted { n: 1, last_size: 100 }));
+    let seen = seen.lock().unwrap().expect("the callback ran");
+    assert_eq!((seen.n, seen.last_size), (1, 100));
 }
 
 fn work_submit() {
@@ -359,6 +377,130 @@ fn wait_rearm_from_activation() {
     }
 }
 
+/// A file of `len` bytes in the temp directory, deleted on drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(tag: &str, len: usize) -> Self {
+        let path = std::env::temp_dir().join(format!("wtp-alloc-{tag}-{}", std::process::id()));
+        std::fs::write(&path, vec![0x5a; len]).unwrap();
+        Self(path)
+    }
+    fn open(&self) -> io::OverlappedHandle {
+        io::open_file(&self.0, std::fs::OpenOptions::new().read(true)).unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+const IO_BLOCK: usize = 512;
+
+/// `read_at` in a window: exactly one allocation, and it is the operation's
+/// block (the address its id names as the `OVERLAPPED`'s).
+#[track_caller]
+fn assert_one_block(what: &str, issue: impl FnOnce() -> OperationId) {
+    let mut id = None;
+    let c = count_here(|| id = Some(issue()));
+    let id = id.unwrap();
+    assert_eq!(c.n, 1, "{what} allocated {} time(s), not just its operation block (last: {} bytes)", c.n, c.last_size);
+    assert_eq!(c.last_ptr, id.overlapped_address(), "{what}: the one allocation ({} bytes) is not the operation block", c.last_size);
+}
+
+/// File reads one at a time, each from a buffer made before the window.
+fn io_read_at() {
+    let file = TempFile::new("read-at", IO_BLOCK * (CALLS + 1));
+    let p = Arc::new(Progress::default());
+    let q = Arc::clone(&p);
+    let io = ThreadpoolIo::new(
+        file.open(),
+        move |c: &IoCompletion| {
+            assert!(c.error().is_none() && c.bytes_transferred() == IO_BLOCK, "read failed: {c:?}");
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    // Outside a window: the registry's first slot. One read outstanding at a
+    // time reuses it, so the registry never grows below.
+    io.read_at(0, vec![0u8; IO_BLOCK]).unwrap();
+    p.wait_for(1);
+    let buffers: Vec<Vec<u8>> = (0..CALLS).map(|_| vec![0u8; IO_BLOCK]).collect();
+    for (i, buf) in buffers.into_iter().enumerate() {
+        let offset = ((i + 1) * IO_BLOCK) as u64;
+        assert_one_block(&format!("ThreadpoolIo::read_at #{i}"), || io.read_at(offset, buf).unwrap());
+        p.wait_for(i + 2);
+    }
+    io.wait();
+    assert_eq!(io.outstanding(), 0);
+    drop(io);
+}
+
+/// Many reads outstanding at once on a pipe nobody writes to: once the
+/// registry has grown to that many slots (the first round, outside a
+/// window), each `read` of the next round allocates only its block.
+fn io_outstanding_pipe_reads() {
+    const DEPTH: usize = 64;
+    let (server, _client) = io::pipe_pair().unwrap();
+    let io = ThreadpoolIo::new(server, |_: &IoCompletion| {}, None).unwrap();
+    for round in 0..3 {
+        let buffers: Vec<Vec<u8>> = (0..DEPTH).map(|_| vec![0u8; 8]).collect();
+        for (i, buf) in buffers.into_iter().enumerate() {
+            if round == 0 {
+                io.read(buf).unwrap();
+            } else {
+                assert_one_block(&format!("ThreadpoolIo::read, round {round}, {i} outstanding"), || io.read(buf).unwrap());
+            }
+        }
+        assert_eq!(io.outstanding(), DEPTH, "the reads stay pending");
+        io.run_down();
+        assert_eq!(io.outstanding(), 0);
+    }
+}
+
+/// A claimed operation resubmitted through `submit` allocates nothing.
+fn io_resubmit_claimed() {
+    let file = TempFile::new("resubmit", IO_BLOCK * 4);
+    let p = Arc::new(Progress::default());
+    let claimed: Arc<Mutex<Vec<Operation<Vec<u8>>>>> = Arc::new(Mutex::new(Vec::with_capacity(1)));
+    let (q, k) = (Arc::clone(&p), Arc::clone(&claimed));
+    let io = ThreadpoolIo::new(
+        file.open(),
+        move |c: &IoCompletion| {
+            assert!(c.error().is_none() && c.bytes_transferred() == IO_BLOCK, "read failed: {c:?}");
+            k.lock().unwrap().push(c.claim::<Vec<u8>>().expect("a Vec<u8> read"));
+            q.bump();
+        },
+        None,
+    )
+    .unwrap();
+    io.read_at(0, vec![0u8; IO_BLOCK]).unwrap();
+    p.wait_for(1);
+    for i in 0..CALLS {
+        let op = claimed.lock().unwrap().pop().expect("the completion claimed its operation");
+        let offset = (i % 4 * IO_BLOCK) as u64;
+        let c = count_here(|| {
+            // SAFETY: one ReadFile on the bound file handle with the given
+            // OVERLAPPED, into the payload's buffer; `issue_result` returns
+            // Ok exactly when a completion is queued.
+            unsafe {
+                io.submit(op, |h, ov, buf: &mut Vec<u8>| {
+                    (*ov).Anonymous.Anonymous.Offset = offset as u32;
+                    io::issue_result(ReadFile(h.as_raw_handle(), buf.as_mut_ptr(), buf.len() as u32, core::ptr::null_mut(), ov))
+                })
+            }
+            .unwrap();
+        });
+        assert_none(&format!("ThreadpoolIo::submit of a claimed operation #{i}"), c);
+        p.wait_for(i + 2);
+    }
+    io.wait();
+    drop(io);
+}
+
 #[test]
 fn the_counter_counts_only_the_watched_thread() {
     let _s = serial();
@@ -401,6 +543,24 @@ fn wait_rearm_from_an_activation_allocates_nothing() {
     wait_rearm_from_activation();
 }
 
+#[test]
+fn io_read_at_allocates_only_its_operation_block() {
+    let _s = serial();
+    io_read_at();
+}
+
+#[test]
+fn io_reads_outstanding_at_once_allocate_only_their_blocks() {
+    let _s = serial();
+    io_outstanding_pipe_reads();
+}
+
+#[test]
+fn io_resubmitting_a_claimed_operation_allocates_nothing() {
+    let _s = serial();
+    io_resubmit_claimed();
+}
+
 /// Every scenario again with every trace target armed: records go to the
 /// ring, which is allocated once when the filter is first read (here, before
 /// any window opens).
@@ -417,8 +577,11 @@ fn nothing_allocates_with_the_trace_armed() {
         periodic_start_stop();
         wait_arming();
         wait_rearm_from_activation();
+        io_read_at();
+        io_outstanding_pipe_reads();
+        io_resubmit_claimed();
         let dump = windows_threadpool::trace::dump();
-        for needle in ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered"] {
+        for needle in ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered", "io started"] {
             assert!(dump.contains(needle), "the trace did not record {needle:?}");
         }
     });

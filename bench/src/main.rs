@@ -3,11 +3,14 @@
 //! alternatives a Rust user would otherwise pick. Prints one Markdown table;
 //! `cargo xtask bench` writes it into `docs/benchmarks.md`.
 //!
-//! `wtp-bench [--quick] [--only-trace]`: `--quick` runs fewer trials and
-//! samples (a smoke run); `--only-trace` runs just the trace-cost workload
+//! `wtp-bench [--quick] [--only-trace | --only-io]`: `--quick` runs fewer trials and
+//! samples (a smoke run); `--only-io` runs just the I/O workload (6);
+//! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,
 //! disarmed and armed).
 
+#[cfg(windows)]
+mod io_workload;
 #[cfg(windows)]
 mod workloads;
 
@@ -18,6 +21,8 @@ fn main() {
     let mut table = report::Table::default();
     if std::env::args().any(|a| a == "--only-trace") {
         workloads::trace_cost(&cfg, &mut table);
+    } else if std::env::args().any(|a| a == "--only-io") {
+        io_workload::run(&cfg, &mut table);
     } else {
         workloads::run_all(&cfg, &mut table);
     }

@@ -22,7 +22,7 @@ pub struct Config {
 }
 
 impl Config {
-    fn n(&self, full: usize) -> usize {
+    pub fn n(&self, full: usize) -> usize {
         ((full as f64 * self.scale) as usize).max(10)
     }
 }
@@ -33,6 +33,7 @@ pub fn run_all(cfg: &Config, table: &mut Table) {
     timer_latency(cfg, table);
     periodic_jitter(cfg, table);
     wait_latency(cfg, table);
+    crate::io_workload::run(cfg, table);
     create_drop(cfg, table);
     timer_create_drop(cfg, table);
     group_create_release(cfg, table);
