@@ -48,58 +48,10 @@ fn without_the_feature_nothing_is_recorded() {
 
 /// One row of `trace::dump()`.
 #[cfg(feature = "trace")]
-#[derive(Debug, Clone)]
-struct Row {
-    ns: u64,
-    tid: u32,
-    target: String,
-    event: String,
-    slots: Vec<(String, u64)>,
-}
-
+#[path = "support/rows.rs"]
+mod rows_support;
 #[cfg(feature = "trace")]
-impl Row {
-    fn is(&self, target: &str, event: &str) -> bool {
-        self.target == target && self.event == event
-    }
-    fn slot(&self, name: &str) -> Option<u64> {
-        self.slots.iter().find(|(n, _)| n == name).map(|s| s.1)
-    }
-}
-
-/// Parses the rows of a text dump, checking the format of each.
-#[cfg(feature = "trace")]
-fn rows(dump: &str) -> Vec<Row> {
-    dump.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|line| {
-            let mut f = line.split_whitespace();
-            let mut next = || f.next().unwrap_or_else(|| panic!("short row {line:?}"));
-            let (secs, frac) = next().split_once('.').unwrap_or_else(|| panic!("elapsed in {line:?}"));
-            assert_eq!(frac.len(), 9, "{line:?}");
-            let ns = secs.parse::<u64>().unwrap() * 1_000_000_000 + frac.parse::<u64>().unwrap();
-            let tid = next().parse().unwrap_or_else(|_| panic!("thread in {line:?}"));
-            let (target, event) = (next().to_string(), next().to_string());
-            let slots = f
-                .map(|s| {
-                    let (name, v) = s.split_once('=').unwrap_or_else(|| panic!("slot {s:?} in {line:?}"));
-                    let v = match v.strip_prefix("0x") {
-                        Some(hex) => u64::from_str_radix(hex, 16),
-                        None => v.parse(),
-                    };
-                    (name.to_string(), v.unwrap_or_else(|_| panic!("value of {s:?} in {line:?}")))
-                })
-                .collect();
-            Row { ns, tid, target, event, slots }
-        })
-        .collect()
-}
-
-#[cfg(feature = "trace")]
-fn thread_id() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { windows_sys::Win32::System::Threading::GetCurrentThreadId() }
-}
+use rows_support::{Row, rows, thread_id};
 
 /// A private pool of at most two threads and a work object on it whose
 /// callback submits `inner`, so that a Win32 call runs inside a callback.

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone)]
 pub struct Row {
     pub index: usize,
+    /// Elapsed time, in nanoseconds since the trace's clock started.
+    pub ns: u64,
     pub tid: u32,
     pub target: String,
     pub event: String,
@@ -46,7 +48,9 @@ impl Row {
     }
 }
 
-/// Parses the rows of a text dump (header lines start with `#`).
+/// Parses the rows of a text dump (header lines start with `#`), checking
+/// the format of each (elapsed seconds with nine decimals, thread, target,
+/// event, `name=value` slots in decimal or `0x` hex).
 pub fn rows(dump: &str) -> Vec<Row> {
     dump.lines()
         .filter(|l| !l.starts_with('#'))
@@ -54,7 +58,9 @@ pub fn rows(dump: &str) -> Vec<Row> {
         .map(|(index, line)| {
             let mut f = line.split_whitespace();
             let mut next = || f.next().unwrap_or_else(|| panic!("short row {line:?}"));
-            next(); // elapsed
+            let (secs, frac) = next().split_once('.').unwrap_or_else(|| panic!("elapsed in {line:?}"));
+            assert_eq!(frac.len(), 9, "{line:?}");
+            let ns = secs.parse::<u64>().unwrap() * 1_000_000_000 + frac.parse::<u64>().unwrap();
             let tid = next().parse().unwrap_or_else(|_| panic!("thread in {line:?}"));
             let (target, event) = (next().to_string(), next().to_string());
             let slots = f
@@ -67,7 +73,7 @@ pub fn rows(dump: &str) -> Vec<Row> {
                     (name.to_string(), v.unwrap_or_else(|_| panic!("value of {s:?} in {line:?}")))
                 })
                 .collect();
-            Row { index, tid, target, event, slots }
+            Row { index, ns, tid, target, event, slots }
         })
         .collect()
 }
