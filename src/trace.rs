@@ -148,6 +148,16 @@ pub const HEX_SLOTS: &[&str] = &[
     "code", "event",
 ];
 
+/// Slot names whose values are signed (a raw due time: negative is relative):
+/// rows print them as `i64`.
+pub const SIGNED_SLOTS: &[&str] = &["due"];
+
+/// Whether a slot called `name` is printed as a signed number.
+#[cfg_attr(not(any(test, feature = "trace")), allow(dead_code))]
+pub(crate) fn slot_is_signed(name: &str) -> bool {
+    SIGNED_SLOTS.contains(&name)
+}
+
 /// Whether a slot called `name` is printed in hexadecimal.
 #[cfg_attr(not(any(test, feature = "trace")), allow(dead_code))]
 pub(crate) fn slot_is_hex(name: &str) -> bool {
@@ -230,6 +240,7 @@ pub(crate) fn reference_markdown() -> String {
     let slot = |s: &str| match s {
         "" => String::new(),
         s if slot_is_hex(s) => format!("`{s}` (hex)"),
+        s if slot_is_signed(s) => format!("`{s}` (signed)"),
         s => format!("`{s}`"),
     };
     for e in events() {
@@ -397,7 +408,7 @@ pub(crate) mod imp {
     use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
     use windows_sys::Win32::System::Threading::{GetCurrentProcessId, GetCurrentThreadId};
 
-    use super::{EventInfo, OTHER_BIT, TARGETS, lookup, slot_is_hex, table_target, target_mask};
+    use super::{EventInfo, OTHER_BIT, TARGETS, lookup, slot_is_hex, slot_is_signed, table_target, target_mask};
 
     /// The variable holding the filter.
     pub(crate) const FILTER_VAR: &str = "WINDOWS_THREADPOOL_TRACE";
@@ -844,6 +855,8 @@ pub(crate) mod imp {
     fn write_slot(out: &mut String, name: &str, v: u64) {
         if slot_is_hex(name) {
             let _ = write!(out, "{name}=0x{v:x}");
+        } else if slot_is_signed(name) {
+            let _ = write!(out, "{name}={}", v as i64);
         } else {
             let _ = write!(out, "{name}={v}");
         }
@@ -955,6 +968,8 @@ pub(crate) mod imp {
             // Hex slots and values past f64's exact range go as strings.
             if slot_is_hex(name) {
                 let _ = write!(out, "\"0x{v:x}\"");
+            } else if slot_is_signed(name) && (v as i64).unsigned_abs() <= 1 << 53 {
+                let _ = write!(out, "{}", v as i64);
             } else if v <= 1 << 53 {
                 let _ = write!(out, "{v}");
             } else {

@@ -68,7 +68,8 @@ pub fn rows(dump: &str) -> Vec<Row> {
                     let (name, v) = s.split_once('=').unwrap_or_else(|| panic!("slot {s:?} in {line:?}"));
                     let v = match v.strip_prefix("0x") {
                         Some(hex) => u64::from_str_radix(hex, 16),
-                        None => v.parse(),
+                        // Signed slots (a raw due time) print as i64.
+                        None => v.parse().or_else(|_| v.parse::<i64>().map(|x| x as u64)),
                     };
                     (name.to_string(), v.unwrap_or_else(|_| panic!("value of {s:?} in {line:?}")))
                 })

@@ -1,0 +1,52 @@
+//! Writes a sample trace: a private pool of two threads runs a work object,
+//! a periodic timer and a wait, then the trace is dumped as text
+//! (`trace.txt`) and as a Perfetto timeline (`trace.json`).
+//!
+//! ```sh
+//! WINDOWS_THREADPOOL_TRACE='*' cargo run --features trace --example trace_timeline
+//! ```
+//! (On Linux add `--target x86_64-pc-windows-gnu` after `cargo xtask setup`.)
+//! Open `trace.json` at ui.perfetto.dev ("Open trace file").
+
+#[cfg(windows)]
+fn main() -> std::io::Result<()> {
+    use std::time::Duration;
+    use windows_threadpool::{CallbackEnviron, Event, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork, trace};
+
+    if !trace::enabled() {
+        eprintln!("build with --features trace and set WINDOWS_THREADPOOL_TRACE='*' to record");
+    }
+    let pool = ThreadpoolPool::new()?;
+    pool.set_max_threads(2)?;
+    let mut env = CallbackEnviron::new();
+    env.set_pool(&pool);
+
+    let work = ThreadpoolWork::new(|| std::thread::sleep(Duration::from_millis(2)), Some(&mut env))?;
+    for _ in 0..4 {
+        work.submit();
+    }
+    work.wait();
+
+    let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(3), |_| {}, Some(&mut env))?;
+    timer.start();
+    std::thread::sleep(Duration::from_millis(20));
+    timer.stop_and_drain();
+
+    let event = Event::new(false, false)?;
+    let wait = ThreadpoolWait::new(event.try_clone()?.into(), |_| {}, Some(&mut env))?;
+    wait.arm(None)?;
+    event.set()?;
+    std::thread::sleep(Duration::from_millis(5));
+    wait.stop_and_drain();
+    drop((work, timer, wait, pool));
+
+    std::fs::write("trace.txt", trace::dump())?;
+    std::fs::write("trace.json", trace::dump_chrome_trace())?;
+    println!("wrote trace.txt and trace.json");
+    Ok(())
+}
+
+#[cfg(not(windows))]
+fn main() {
+    eprintln!("this example runs on Windows (under Wine on Linux)");
+}
