@@ -58,6 +58,7 @@ pub use io::ThreadpoolIo;
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]
 pub use wait::{Event, ThreadpoolWait, WaitResult, WaitableHandle};
+#[cfg(windows)]
 pub use timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
 #[cfg(windows)]
 pub use work::ThreadpoolWork;
