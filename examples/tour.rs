@@ -115,7 +115,8 @@ fn io_copy() -> std::io::Result<()> {
 
     const CHUNK: usize = 64 * 1024;
     let dir = std::env::temp_dir();
-    let (from, to) = (dir.join(format!("tour-src-{}", std::process::id())), dir.join(format!("tour-dst-{}", std::process::id())));
+    let (from, to) =
+        (dir.join(format!("tour-src-{}", std::process::id())), dir.join(format!("tour-dst-{}", std::process::id())));
     let contents: Vec<u8> = (0..1_000_003u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(&from, &contents)?;
 
@@ -148,7 +149,10 @@ fn io_copy() -> std::io::Result<()> {
     src.wait(); // every read completed, so every write was issued
     dst.wait();
     let same = std::fs::read(&to)? == contents;
-    println!("io: copied {} bytes in {chunks} chunks through the pool; copy identical: {same}", written.load(Ordering::Relaxed));
+    println!(
+        "io: copied {} bytes in {chunks} chunks through the pool; copy identical: {same}",
+        written.load(Ordering::Relaxed)
+    );
     drop((src, dst));
     std::fs::remove_file(&from)?;
     std::fs::remove_file(&to)?;

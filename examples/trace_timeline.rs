@@ -11,7 +11,9 @@
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
     use std::time::Duration;
-    use windows_threadpool::{CallbackEnviron, Event, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork, trace};
+    use windows_threadpool::{
+        CallbackEnviron, Event, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork, trace,
+    };
 
     if !trace::enabled() {
         eprintln!("build with --features trace and set WINDOWS_THREADPOOL_TRACE='*' to record");

@@ -104,7 +104,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::fs::OpenOptions;
 use std::io;
 use std::os::windows::fs::OpenOptionsExt;
-use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, IntoRawHandle, OwnedHandle, RawHandle};
+use std::os::windows::io::{
+    AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, IntoRawHandle, OwnedHandle, RawHandle,
+};
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
@@ -133,18 +135,73 @@ use crate::pool::PoolRef;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
-    EventInfo { target: "io", event: "created", slots: ["handle", "io"], meaning: "an I/O object was bound to a handle" },
-    EventInfo { target: "io", event: "started", slots: ["overlapped", "generation"], meaning: "StartThreadpoolIo was called for an operation about to be issued" },
-    EventInfo { target: "io", event: "start-cancelled", slots: ["overlapped", "error"], meaning: "the issuing call failed synchronously: the start was balanced with CancelThreadpoolIo and the payload returned" },
-    EventInfo { target: "io", event: "trampoline-entered", slots: ["overlapped", "result"], meaning: "a pool thread entered the completion callback" },
-    EventInfo { target: "io", event: "trampoline-left", slots: ["overlapped", "result"], meaning: "the callback returned and unclaimed storage was freed" },
-    EventInfo { target: "io", event: "trampoline-foreign", slots: ["io", "result"], meaning: "a completion with no OVERLAPPED (I/O not issued by this object) was ignored" },
-    EventInfo { target: "io", event: "rundown-begin", slots: ["io", "outstanding"], meaning: "run_down started cancelling and waiting" },
-    EventInfo { target: "io", event: "rundown-ended", slots: ["io", "outstanding"], meaning: "every completion was delivered and every callback returned" },
+    EventInfo {
+        target: "io",
+        event: "created",
+        slots: ["handle", "io"],
+        meaning: "an I/O object was bound to a handle",
+    },
+    EventInfo {
+        target: "io",
+        event: "started",
+        slots: ["overlapped", "generation"],
+        meaning: "StartThreadpoolIo was called for an operation about to be issued",
+    },
+    EventInfo {
+        target: "io",
+        event: "start-cancelled",
+        slots: ["overlapped", "error"],
+        meaning: "the issuing call failed synchronously: the start was balanced with CancelThreadpoolIo and the payload returned",
+    },
+    EventInfo {
+        target: "io",
+        event: "trampoline-entered",
+        slots: ["overlapped", "result"],
+        meaning: "a pool thread entered the completion callback",
+    },
+    EventInfo {
+        target: "io",
+        event: "trampoline-left",
+        slots: ["overlapped", "result"],
+        meaning: "the callback returned and unclaimed storage was freed",
+    },
+    EventInfo {
+        target: "io",
+        event: "trampoline-foreign",
+        slots: ["io", "result"],
+        meaning: "a completion with no OVERLAPPED (I/O not issued by this object) was ignored",
+    },
+    EventInfo {
+        target: "io",
+        event: "rundown-begin",
+        slots: ["io", "outstanding"],
+        meaning: "run_down started cancelling and waiting",
+    },
+    EventInfo {
+        target: "io",
+        event: "rundown-ended",
+        slots: ["io", "outstanding"],
+        meaning: "every completion was delivered and every callback returned",
+    },
     EventInfo { target: "io", event: "drop-begin", slots: ["io", "outstanding"], meaning: "teardown started" },
-    EventInfo { target: "io", event: "drain-owed", slots: ["io", "outstanding"], meaning: "teardown found operations whose completions were not yet delivered (they are cancelled)" },
-    EventInfo { target: "io", event: "drop-drained", slots: ["io", ""], meaning: "teardown ran down and drained every callback" },
-    EventInfo { target: "io", event: "drop-closed", slots: ["io", "handle"], meaning: "the I/O object and its handle were closed and the context freed" },
+    EventInfo {
+        target: "io",
+        event: "drain-owed",
+        slots: ["io", "outstanding"],
+        meaning: "teardown found operations whose completions were not yet delivered (they are cancelled)",
+    },
+    EventInfo {
+        target: "io",
+        event: "drop-drained",
+        slots: ["io", ""],
+        meaning: "teardown ran down and drained every callback",
+    },
+    EventInfo {
+        target: "io",
+        event: "drop-closed",
+        slots: ["io", "handle"],
+        meaning: "the I/O object and its handle were closed and the context freed",
+    },
     EventInfo { target: "syscall", event: "CreateThreadpoolIo", slots: ["handle", "environment"], meaning: "" },
     EventInfo { target: "syscall", event: "StartThreadpoolIo", slots: ["io", ""], meaning: "" },
     EventInfo { target: "syscall", event: "CancelThreadpoolIo", slots: ["io", ""], meaning: "" },
@@ -223,8 +280,7 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
     let mut attempts = 0;
     let (server, name) = loop {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name: Vec<u16> =
-            format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect();
+        let name: Vec<u16> = format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect();
         // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
         let h = unsafe {
             CreateNamedPipeW(
@@ -1078,7 +1134,11 @@ impl ThreadpoolIo {
     /// be issued on it with an `OVERLAPPED` other than through this object:
     /// the callback trusts every `OVERLAPPED` a completion carries to be one
     /// of this object's operation blocks.
-    pub unsafe fn from_handle<F>(handle: OwnedHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub unsafe fn from_handle<F>(
+        handle: OwnedHandle,
+        callback: F,
+        env: Option<&mut CallbackEnviron<'_>>,
+    ) -> io::Result<Self>
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
@@ -1171,7 +1231,11 @@ impl ThreadpoolIo {
     ///   otherwise guaranteed to outlive the completion), and not keep or use
     ///   the `OVERLAPPED` or payload pointers after returning;
     /// - not call anything on this object.
-    pub unsafe fn submit<P, I>(&self, operation: Operation<P>, issue: I) -> Result<OperationId, SubmitError<Operation<P>>>
+    pub unsafe fn submit<P, I>(
+        &self,
+        operation: Operation<P>,
+        issue: I,
+    ) -> Result<OperationId, SubmitError<Operation<P>>>
     where
         P: Send + 'static,
         I: FnOnce(BorrowedHandle<'_>, *mut OVERLAPPED, &mut P) -> io::Result<()>,

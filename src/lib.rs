@@ -57,9 +57,9 @@ pub use io::ThreadpoolIo;
 #[cfg(windows)]
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]
-pub use wait::{Event, ThreadpoolWait, WaitResult, WaitableHandle};
-#[cfg(windows)]
 pub use timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
+#[cfg(windows)]
+pub use wait::{Event, ThreadpoolWait, WaitResult, WaitableHandle};
 #[cfg(windows)]
 pub use work::ThreadpoolWork;
 

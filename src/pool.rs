@@ -24,7 +24,12 @@ use crate::work::ThreadpoolWork;
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "pool", event: "created", slots: ["pool", ""], meaning: "a private pool was created" },
     EventInfo { target: "pool", event: "closed", slots: ["pool", ""], meaning: "a private pool was closed" },
-    EventInfo { target: "pool", event: "prewarm-timeout", slots: ["", ""], meaning: "prewarm_default_pool gave up waiting and cancelled its work item" },
+    EventInfo {
+        target: "pool",
+        event: "prewarm-timeout",
+        slots: ["", ""],
+        meaning: "prewarm_default_pool gave up waiting and cancelled its work item",
+    },
     EventInfo { target: "syscall", event: "CreateThreadpool", slots: ["", ""], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpool", slots: ["pool", ""], meaning: "" },
     EventInfo { target: "syscall", event: "SetThreadpoolThreadMaximum", slots: ["pool", "threads"], meaning: "" },
@@ -97,7 +102,9 @@ impl ThreadpoolPool {
             ));
         }
         // SAFETY: `self.as_raw()` is a live pool: `self` holds a reference.
-        trace_call!("SetThreadpoolThreadMaximum", self.as_raw(), threads, { unsafe { SetThreadpoolThreadMaximum(self.as_raw(), threads) } });
+        trace_call!("SetThreadpoolThreadMaximum", self.as_raw(), threads, {
+            unsafe { SetThreadpoolThreadMaximum(self.as_raw(), threads) }
+        });
         Ok(())
     }
 

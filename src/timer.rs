@@ -103,33 +103,138 @@ use crate::pool::PoolRef;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
-    EventInfo { target: "timer", event: "created", slots: ["timer", "context"], meaning: "a one-shot timer was created" },
-    EventInfo { target: "timer", event: "armed", slots: ["due", "period"], meaning: "the timer was armed from outside a firing (due: raw 100 ns FILETIME value, negative = relative)" },
+    EventInfo {
+        target: "timer",
+        event: "created",
+        slots: ["timer", "context"],
+        meaning: "a one-shot timer was created",
+    },
+    EventInfo {
+        target: "timer",
+        event: "armed",
+        slots: ["due", "period"],
+        meaning: "the timer was armed from outside a firing (due: raw 100 ns FILETIME value, negative = relative)",
+    },
     EventInfo { target: "timer", event: "disarmed", slots: ["timer", ""], meaning: "the timer was disarmed" },
-    EventInfo { target: "timer", event: "trampoline-entered", slots: ["timer", ""], meaning: "a pool thread entered the callback" },
-    EventInfo { target: "timer", event: "trampoline-left", slots: ["timer", ""], meaning: "the firing finished, re-arm applied or dropped" },
-    EventInfo { target: "timer", event: "rearm-requested", slots: ["due", ""], meaning: "the callback asked to be re-armed (applied after it returns)" },
-    EventInfo { target: "timer", event: "rearm-entered", slots: ["timer", "due"], meaning: "the trampoline is applying a re-arm request" },
+    EventInfo {
+        target: "timer",
+        event: "trampoline-entered",
+        slots: ["timer", ""],
+        meaning: "a pool thread entered the callback",
+    },
+    EventInfo {
+        target: "timer",
+        event: "trampoline-left",
+        slots: ["timer", ""],
+        meaning: "the firing finished, re-arm applied or dropped",
+    },
+    EventInfo {
+        target: "timer",
+        event: "rearm-requested",
+        slots: ["due", ""],
+        meaning: "the callback asked to be re-armed (applied after it returns)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "rearm-entered",
+        slots: ["timer", "due"],
+        meaning: "the trampoline is applying a re-arm request",
+    },
     EventInfo { target: "timer", event: "rearm-left", slots: ["timer", ""], meaning: "the re-arm was applied" },
-    EventInfo { target: "timer", event: "rearm-suppressed", slots: ["timer", "reason"], meaning: "a re-arm request was dropped (reason 1: teardown or stop_and_drain in progress, 2: armed or disarmed from outside during the firing)" },
-    EventInfo { target: "timer", event: "drained", slots: ["timer", "cancelled"], meaning: "every queued and running callback finished (cancelled=1: queued ones were discarded)" },
+    EventInfo {
+        target: "timer",
+        event: "rearm-suppressed",
+        slots: ["timer", "reason"],
+        meaning: "a re-arm request was dropped (reason 1: teardown or stop_and_drain in progress, 2: armed or disarmed from outside during the firing)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "drained",
+        slots: ["timer", "cancelled"],
+        meaning: "every queued and running callback finished (cancelled=1: queued ones were discarded)",
+    },
     EventInfo { target: "timer", event: "drop-begin", slots: ["timer", ""], meaning: "teardown started" },
-    EventInfo { target: "timer", event: "drain-owed", slots: ["timer", ""], meaning: "teardown found an arming not yet fired or drained (call stop_and_drain first)" },
-    EventInfo { target: "timer", event: "drop-drained", slots: ["timer", ""], meaning: "teardown disarmed and drained every callback" },
-    EventInfo { target: "timer", event: "drop-closed", slots: ["timer", ""], meaning: "the timer was closed and its context freed" },
-    EventInfo { target: "timer-periodic", event: "created", slots: ["timer", "context"], meaning: "a periodic timer was created" },
-    EventInfo { target: "timer-periodic", event: "armed", slots: ["due", "period"], meaning: "the timer was started (due: raw 100 ns FILETIME value of the first tick; period in ms)" },
+    EventInfo {
+        target: "timer",
+        event: "drain-owed",
+        slots: ["timer", ""],
+        meaning: "teardown found an arming not yet fired or drained (call stop_and_drain first)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "drop-drained",
+        slots: ["timer", ""],
+        meaning: "teardown disarmed and drained every callback",
+    },
+    EventInfo {
+        target: "timer",
+        event: "drop-closed",
+        slots: ["timer", ""],
+        meaning: "the timer was closed and its context freed",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "created",
+        slots: ["timer", "context"],
+        meaning: "a periodic timer was created",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "armed",
+        slots: ["due", "period"],
+        meaning: "the timer was started (due: raw 100 ns FILETIME value of the first tick; period in ms)",
+    },
     EventInfo { target: "timer-periodic", event: "disarmed", slots: ["timer", ""], meaning: "the timer was stopped" },
-    EventInfo { target: "timer-periodic", event: "trampoline-entered", slots: ["timer", ""], meaning: "a pool thread entered a tick" },
-    EventInfo { target: "timer-periodic", event: "trampoline-left", slots: ["timer", ""], meaning: "the tick returned" },
-    EventInfo { target: "timer-periodic", event: "stop-requested", slots: ["timer", "applied"], meaning: "a tick called stop (applied=0: the timer had been restarted or stopped from outside since the tick began)" },
-    EventInfo { target: "timer-periodic", event: "drained", slots: ["timer", "cancelled"], meaning: "every queued and running tick finished (cancelled=1: queued ones were discarded)" },
+    EventInfo {
+        target: "timer-periodic",
+        event: "trampoline-entered",
+        slots: ["timer", ""],
+        meaning: "a pool thread entered a tick",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "trampoline-left",
+        slots: ["timer", ""],
+        meaning: "the tick returned",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "stop-requested",
+        slots: ["timer", "applied"],
+        meaning: "a tick called stop (applied=0: the timer had been restarted or stopped from outside since the tick began)",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drained",
+        slots: ["timer", "cancelled"],
+        meaning: "every queued and running tick finished (cancelled=1: queued ones were discarded)",
+    },
     EventInfo { target: "timer-periodic", event: "drop-begin", slots: ["timer", ""], meaning: "teardown started" },
-    EventInfo { target: "timer-periodic", event: "drain-owed", slots: ["timer", ""], meaning: "teardown found the timer running or stopped but not drained (call stop_and_drain first)" },
-    EventInfo { target: "timer-periodic", event: "drop-drained", slots: ["timer", ""], meaning: "teardown stopped the timer and drained every tick" },
-    EventInfo { target: "timer-periodic", event: "drop-closed", slots: ["timer", ""], meaning: "the timer was closed and its context freed" },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drain-owed",
+        slots: ["timer", ""],
+        meaning: "teardown found the timer running or stopped but not drained (call stop_and_drain first)",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drop-drained",
+        slots: ["timer", ""],
+        meaning: "teardown stopped the timer and drained every tick",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drop-closed",
+        slots: ["timer", ""],
+        meaning: "the timer was closed and its context freed",
+    },
     EventInfo { target: "syscall", event: "CreateThreadpoolTimer", slots: ["context", "environment"], meaning: "" },
-    EventInfo { target: "syscall", event: "SetThreadpoolTimer", slots: ["timer", "due"], meaning: "due is the raw FILETIME value; i64::MIN stands for NULL (disarm)" },
+    EventInfo {
+        target: "syscall",
+        event: "SetThreadpoolTimer",
+        slots: ["timer", "due"],
+        meaning: "due is the raw FILETIME value; i64::MIN stands for NULL (disarm)",
+    },
     EventInfo { target: "syscall", event: "WaitForThreadpoolTimerCallbacks", slots: ["timer", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolTimer", slots: ["timer", ""], meaning: "" },
 ];
@@ -137,11 +242,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 /// Records under `timer` or `timer-periodic` depending on the timer's kind.
 macro_rules! record_kind {
     ($periodic:expr, $event:literal, $a:expr, $b:expr) => {
-        if $periodic {
-            trace_record!("timer-periodic", $event, $a, $b)
-        } else {
-            trace_record!("timer", $event, $a, $b)
-        }
+        if $periodic { trace_record!("timer-periodic", $event, $a, $b) } else { trace_record!("timer", $event, $a, $b) }
     };
 }
 
@@ -178,9 +279,8 @@ pub(crate) fn relative_due(delay: Duration) -> io::Result<i64> {
 /// epoch (`Ok`: after it, `Err`: before it). Instants at or before 1601 map
 /// to 0, "immediately" (see the module docs).
 pub(crate) fn absolute_due_from_unix(offset: Result<Duration, Duration>) -> io::Result<i64> {
-    let too_late = || {
-        invalid("timer instant is too late: its FILETIME (100 ns units since 1601) does not fit in 63 bits".into())
-    };
+    let too_late =
+        || invalid("timer instant is too late: its FILETIME (100 ns units since 1601) does not fit in 63 bits".into());
     match offset {
         Ok(after) => ticks_ceil(after).and_then(|t| t.checked_add(UNIX_EPOCH_FILETIME)).ok_or_else(too_late),
         Err(before) => {
@@ -349,7 +449,9 @@ impl TimerCore {
         // SAFETY: `trampoline` is instantiated for the context's callback
         // type, and the context outlives the timer (freed only after the
         // timer is disarmed, drained and closed).
-        let raw = trace_call!("CreateThreadpoolTimer", pv, env, { unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) } });
+        let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
+            unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) }
+        });
         if raw == 0 {
             // Read the error before freeing the context: the free may overwrite it.
             let err = io::Error::last_os_error();
@@ -505,8 +607,11 @@ impl TimerCore {
     }
 }
 
-unsafe extern "system" fn one_shot_trampoline<F>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void, timer: PTP_TIMER)
-where
+unsafe extern "system" fn one_shot_trampoline<F>(
+    _instance: PTP_CALLBACK_INSTANCE,
+    context: *mut c_void,
+    timer: PTP_TIMER,
+) where
     F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
 {
     trace_record!("timer", "trampoline-entered", timer, 0);
@@ -525,8 +630,11 @@ where
     trace_record!("timer", "trampoline-left", timer, 0);
 }
 
-unsafe extern "system" fn periodic_trampoline<F>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void, timer: PTP_TIMER)
-where
+unsafe extern "system" fn periodic_trampoline<F>(
+    _instance: PTP_CALLBACK_INSTANCE,
+    context: *mut c_void,
+    timer: PTP_TIMER,
+) where
     F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
 {
     trace_record!("timer-periodic", "trampoline-entered", timer, 0);
@@ -534,7 +642,8 @@ where
     let shared = unsafe { ctx::get::<TimerHeader, F>(context) };
     // A tick does not settle the drain obligation: the timer stays owed
     // until it is stopped and drained.
-    let tick = PeriodicTick { header: &shared.header, raw: timer, began_at: shared.header.generation.load(Ordering::SeqCst) };
+    let tick =
+        PeriodicTick { header: &shared.header, raw: timer, began_at: shared.header.generation.load(Ordering::SeqCst) };
     (shared.callback)(&tick);
     trace_record!("timer-periodic", "trampoline-left", timer, 0);
 }
@@ -968,11 +1077,18 @@ mod tests {
     fn instants_become_filetimes() {
         assert_eq!(absolute_due_from_unix(Ok(Duration::ZERO)).unwrap(), UNIX_EPOCH_FILETIME);
         assert_eq!(absolute_due_from_unix(Ok(Duration::from_nanos(150))).unwrap(), UNIX_EPOCH_FILETIME + 2);
-        assert_eq!(absolute_due_from_unix(Err(Duration::from_secs(1))).unwrap(), UNIX_EPOCH_FILETIME - TICKS_PER_SEC as i64);
+        assert_eq!(
+            absolute_due_from_unix(Err(Duration::from_secs(1))).unwrap(),
+            UNIX_EPOCH_FILETIME - TICKS_PER_SEC as i64
+        );
         let ticks = |t: i64| Duration::new(t as u64 / TICKS_PER_SEC, (t as u64 % TICKS_PER_SEC) as u32 * 100);
         let to_1601 = ticks(UNIX_EPOCH_FILETIME);
         assert_eq!(absolute_due_from_unix(Err(to_1601)).unwrap(), 0);
-        assert_eq!(absolute_due_from_unix(Err(to_1601 * 2)).unwrap(), 0, "before 1601 is 'immediately', never relative");
+        assert_eq!(
+            absolute_due_from_unix(Err(to_1601 * 2)).unwrap(),
+            0,
+            "before 1601 is 'immediately', never relative"
+        );
         assert_eq!(absolute_due_from_unix(Err(Duration::MAX)).unwrap(), 0);
         let latest = ticks(i64::MAX - UNIX_EPOCH_FILETIME);
         assert_eq!(absolute_due_from_unix(Ok(latest)).unwrap(), i64::MAX);

@@ -144,8 +144,19 @@ pub const TARGETS: [&str; 11] = [
 /// Slot names whose values are addresses, handles of pool objects or codes:
 /// rows print them in hexadecimal, every other slot in decimal.
 pub const HEX_SLOTS: &[&str] = &[
-    "work", "pool", "timer", "wait", "io", "group", "context", "environment", "instance", "overlapped", "address",
-    "code", "event",
+    "work",
+    "pool",
+    "timer",
+    "wait",
+    "io",
+    "group",
+    "context",
+    "environment",
+    "instance",
+    "overlapped",
+    "address",
+    "code",
+    "event",
 ];
 
 /// Slot names whose values are signed (a raw due time: negative is relative):
@@ -679,12 +690,7 @@ pub(crate) mod imp {
             // SAFETY: every field of `Slot` is an atomic integer or pointer,
             // for which all-zero bytes are a valid value.
             let slots = unsafe { Box::<[Slot]>::new_zeroed_slice(capacity).assume_init() };
-            Self {
-                head: Padded(AtomicU64::new(0)),
-                tail: AtomicU64::new(0),
-                mask: capacity as u64 - 1,
-                slots,
-            }
+            Self { head: Padded(AtomicU64::new(0)), tail: AtomicU64::new(0), mask: capacity as u64 - 1, slots }
         }
 
         pub(crate) fn capacity(&self) -> u64 {
@@ -902,7 +908,15 @@ pub(crate) mod imp {
         let mut names = Names::new();
         for r in &snap.records {
             let ns = clock.ns(r.ticks);
-            let _ = write!(out, "{:>4}.{:09} {:>6} {} {}", ns / 1_000_000_000, ns % 1_000_000_000, r.tid, r.target, r.event);
+            let _ = write!(
+                out,
+                "{:>4}.{:09} {:>6} {} {}",
+                ns / 1_000_000_000,
+                ns % 1_000_000_000,
+                r.tid,
+                r.target,
+                r.event
+            );
             for (name, v) in names.slots(r).into_iter().flatten() {
                 out.push(' ');
                 write_slot(&mut out, name, v);
@@ -914,11 +928,8 @@ pub(crate) mod imp {
 
     pub(crate) fn dump() -> String {
         let st = state();
-        let header = Header {
-            filter: &st.filter_text,
-            unknown: &st.filter.unknown,
-            bad_capacity: st.bad_capacity.as_deref(),
-        };
+        let header =
+            Header { filter: &st.filter_text, unknown: &st.filter.unknown, bad_capacity: st.bad_capacity.as_deref() };
         match &st.ring {
             Some(ring) => render_text(&ring.snapshot(), Clock::current(), &header),
             None => format!("# windows-threadpool trace: disarmed (set {FILTER_VAR} to a list of targets, or *)\n"),
@@ -1046,7 +1057,8 @@ pub(crate) mod imp {
 
     /// Renders the Chrome/Perfetto JSON trace-event format.
     pub(crate) fn render_chrome(snap: &Snapshot, clock: Clock, pid: u32) -> String {
-        let mut c = Chrome { out: String::with_capacity(256 + snap.records.len() * 160), clock, pid, names: Names::new() };
+        let mut c =
+            Chrome { out: String::with_capacity(256 + snap.records.len() * 160), clock, pid, names: Names::new() };
         let _ = write!(
             c.out,
             "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"dropped\":{},\"capacity\":{}}},\"traceEvents\":[\n\

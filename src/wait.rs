@@ -81,30 +81,110 @@ use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "wait", event: "created", slots: ["wait", "context"], meaning: "a wait object was created" },
-    EventInfo { target: "wait", event: "armed", slots: ["wait", "handle"], meaning: "arm() set the wait on its handle" },
-    EventInfo { target: "wait", event: "arm-suppressed", slots: ["wait", ""], meaning: "arm() raced stop_and_drain() and was absorbed by it" },
-    EventInfo { target: "wait", event: "disarmed", slots: ["wait", ""], meaning: "disarm() took the wait off its handle" },
-    EventInfo { target: "wait", event: "trampoline-entered", slots: ["wait", "timed_out"], meaning: "a pool thread entered the callback" },
+    EventInfo {
+        target: "wait",
+        event: "armed",
+        slots: ["wait", "handle"],
+        meaning: "arm() set the wait on its handle",
+    },
+    EventInfo {
+        target: "wait",
+        event: "arm-suppressed",
+        slots: ["wait", ""],
+        meaning: "arm() raced stop_and_drain() and was absorbed by it",
+    },
+    EventInfo {
+        target: "wait",
+        event: "disarmed",
+        slots: ["wait", ""],
+        meaning: "disarm() took the wait off its handle",
+    },
+    EventInfo {
+        target: "wait",
+        event: "trampoline-entered",
+        slots: ["wait", "timed_out"],
+        meaning: "a pool thread entered the callback",
+    },
     EventInfo { target: "wait", event: "trampoline-left", slots: ["wait", ""], meaning: "the callback returned" },
-    EventInfo { target: "wait", event: "trampoline-flush", slots: ["wait", "timed_out"], meaning: "Wine only: an activation during a teardown flush, not passed to the callback" },
-    EventInfo { target: "wait", event: "rearm-entered", slots: ["wait", "handle"], meaning: "a callback started re-arming its wait" },
+    EventInfo {
+        target: "wait",
+        event: "trampoline-flush",
+        slots: ["wait", "timed_out"],
+        meaning: "Wine only: an activation during a teardown flush, not passed to the callback",
+    },
+    EventInfo {
+        target: "wait",
+        event: "rearm-entered",
+        slots: ["wait", "handle"],
+        meaning: "a callback started re-arming its wait",
+    },
     EventInfo { target: "wait", event: "rearm-left", slots: ["wait", ""], meaning: "the re-arm was published" },
-    EventInfo { target: "wait", event: "rearm-suppressed", slots: ["wait", ""], meaning: "the re-arm was refused: the wait is being stopped or torn down" },
-    EventInfo { target: "wait", event: "suppress-and-disarm", slots: ["wait", "flush"], meaning: "re-arms refused and the wait disarmed under one lock (flush=1: Wine flush needed)" },
-    EventInfo { target: "wait", event: "drained", slots: ["wait", "cancelled"], meaning: "every callback has run (cancelled=1: queued ones were discarded)" },
-    EventInfo { target: "wait", event: "flush-begin", slots: ["wait", ""], meaning: "Wine only: re-arming with a zero timeout to outlast stale handle arrays" },
-    EventInfo { target: "wait", event: "flush-done", slots: ["wait", ""], meaning: "Wine only: the flush activation ran; nothing can queue a callback any more" },
-    EventInfo { target: "wait", event: "stopped", slots: ["wait", ""], meaning: "stop_and_drain() brought the wait to rest" },
+    EventInfo {
+        target: "wait",
+        event: "rearm-suppressed",
+        slots: ["wait", ""],
+        meaning: "the re-arm was refused: the wait is being stopped or torn down",
+    },
+    EventInfo {
+        target: "wait",
+        event: "suppress-and-disarm",
+        slots: ["wait", "flush"],
+        meaning: "re-arms refused and the wait disarmed under one lock (flush=1: Wine flush needed)",
+    },
+    EventInfo {
+        target: "wait",
+        event: "drained",
+        slots: ["wait", "cancelled"],
+        meaning: "every callback has run (cancelled=1: queued ones were discarded)",
+    },
+    EventInfo {
+        target: "wait",
+        event: "flush-begin",
+        slots: ["wait", ""],
+        meaning: "Wine only: re-arming with a zero timeout to outlast stale handle arrays",
+    },
+    EventInfo {
+        target: "wait",
+        event: "flush-done",
+        slots: ["wait", ""],
+        meaning: "Wine only: the flush activation ran; nothing can queue a callback any more",
+    },
+    EventInfo {
+        target: "wait",
+        event: "stopped",
+        slots: ["wait", ""],
+        meaning: "stop_and_drain() brought the wait to rest",
+    },
     EventInfo { target: "wait", event: "drop-begin", slots: ["wait", ""], meaning: "teardown started" },
-    EventInfo { target: "wait", event: "drain-owed", slots: ["wait", ""], meaning: "teardown found an arming not yet dispatched or drained (call stop_and_drain first)" },
-    EventInfo { target: "wait", event: "drop-drained", slots: ["wait", ""], meaning: "teardown drained every callback" },
-    EventInfo { target: "wait", event: "drop-closed", slots: ["wait", ""], meaning: "the wait object and its handle were closed and the context freed" },
+    EventInfo {
+        target: "wait",
+        event: "drain-owed",
+        slots: ["wait", ""],
+        meaning: "teardown found an arming not yet dispatched or drained (call stop_and_drain first)",
+    },
+    EventInfo {
+        target: "wait",
+        event: "drop-drained",
+        slots: ["wait", ""],
+        meaning: "teardown drained every callback",
+    },
+    EventInfo {
+        target: "wait",
+        event: "drop-closed",
+        slots: ["wait", ""],
+        meaning: "the wait object and its handle were closed and the context freed",
+    },
     EventInfo { target: "syscall", event: "CreateThreadpoolWait", slots: ["context", "environment"], meaning: "" },
     EventInfo { target: "syscall", event: "SetThreadpoolWait", slots: ["wait", "handle"], meaning: "" },
     EventInfo { target: "syscall", event: "WaitForThreadpoolWaitCallbacks", slots: ["wait", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolWait", slots: ["wait", ""], meaning: "" },
     EventInfo { target: "syscall", event: "CloseHandle", slots: ["handle", ""], meaning: "" },
-    EventInfo { target: "syscall", event: "WaitCloseFn", slots: ["handle", ""], meaning: "a wait target's own close routine" },
+    EventInfo {
+        target: "syscall",
+        event: "WaitCloseFn",
+        slots: ["handle", ""],
+        meaning: "a wait target's own close routine",
+    },
 ];
 
 /// The close routine of a wait target that is not closed by `CloseHandle`
@@ -284,7 +364,9 @@ impl Event {
     /// releases.
     pub fn new(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
         // SAFETY: null attributes and name are allowed; the result is checked.
-        let h = unsafe { CreateEventW(core::ptr::null(), manual_reset.into(), initially_signalled.into(), core::ptr::null()) };
+        let h = unsafe {
+            CreateEventW(core::ptr::null(), manual_reset.into(), initially_signalled.into(), core::ptr::null())
+        };
         if h.is_null() {
             return Err(io::Error::last_os_error());
         }
@@ -509,8 +591,12 @@ impl WaitActivation<'_> {
     }
 }
 
-unsafe extern "system" fn trampoline<F>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void, wait: PTP_WAIT, result: u32)
-where
+unsafe extern "system" fn trampoline<F>(
+    _instance: PTP_CALLBACK_INSTANCE,
+    context: *mut c_void,
+    wait: PTP_WAIT,
+    result: u32,
+) where
     F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
 {
     let result = if result == WAIT_TIMEOUT { WaitResult::TimedOut } else { WaitResult::Signalled };
@@ -565,7 +651,9 @@ impl WaitCore {
         let pv = ctx.as_ptr();
         // SAFETY: the trampoline is instantiated for the context's type, and
         // the context outlives the object (freed only after drain and close).
-        let raw = trace_call!("CreateThreadpoolWait", pv, env, { unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) } });
+        let raw = trace_call!("CreateThreadpoolWait", pv, env, {
+            unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) }
+        });
         if raw == 0 {
             // Read the error before freeing anything: the frees may overwrite it.
             let err = io::Error::last_os_error();

@@ -25,21 +25,46 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::pool::PoolRef;
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
+use crate::pool::PoolRef;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "work", event: "created", slots: ["work", "context"], meaning: "a work object was created" },
     EventInfo { target: "work", event: "submitted", slots: ["work", ""], meaning: "submit() queued one invocation" },
-    EventInfo { target: "work", event: "trampoline-entered", slots: ["work", ""], meaning: "a pool thread entered the callback" },
+    EventInfo {
+        target: "work",
+        event: "trampoline-entered",
+        slots: ["work", ""],
+        meaning: "a pool thread entered the callback",
+    },
     EventInfo { target: "work", event: "trampoline-left", slots: ["work", ""], meaning: "the callback returned" },
-    EventInfo { target: "work", event: "drained", slots: ["work", "cancelled"], meaning: "every callback has run (cancelled=1: queued ones were discarded)" },
+    EventInfo {
+        target: "work",
+        event: "drained",
+        slots: ["work", "cancelled"],
+        meaning: "every callback has run (cancelled=1: queued ones were discarded)",
+    },
     EventInfo { target: "work", event: "drop-begin", slots: ["work", ""], meaning: "teardown started" },
-    EventInfo { target: "work", event: "drain-owed", slots: ["work", ""], meaning: "teardown found submissions not yet dispatched or drained (call wait or stop_and_drain first)" },
-    EventInfo { target: "work", event: "drop-drained", slots: ["work", ""], meaning: "teardown drained every callback" },
-    EventInfo { target: "work", event: "drop-closed", slots: ["work", ""], meaning: "the work object was closed and its context freed" },
+    EventInfo {
+        target: "work",
+        event: "drain-owed",
+        slots: ["work", ""],
+        meaning: "teardown found submissions not yet dispatched or drained (call wait or stop_and_drain first)",
+    },
+    EventInfo {
+        target: "work",
+        event: "drop-drained",
+        slots: ["work", ""],
+        meaning: "teardown drained every callback",
+    },
+    EventInfo {
+        target: "work",
+        event: "drop-closed",
+        slots: ["work", ""],
+        meaning: "the work object was closed and its context freed",
+    },
     EventInfo { target: "syscall", event: "CreateThreadpoolWork", slots: ["context", "environment"], meaning: "" },
     EventInfo { target: "syscall", event: "SubmitThreadpoolWork", slots: ["work", ""], meaning: "" },
     EventInfo { target: "syscall", event: "WaitForThreadpoolWorkCallbacks", slots: ["work", "cancel"], meaning: "" },
@@ -71,7 +96,9 @@ impl WorkCore {
         let pv = ctx.as_ptr();
         // SAFETY: the trampoline is instantiated for the context's type, and
         // the context outlives the object (freed only after drain and close).
-        let raw = trace_call!("CreateThreadpoolWork", pv, env, { unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) } });
+        let raw = trace_call!("CreateThreadpoolWork", pv, env, {
+            unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) }
+        });
         if raw == 0 {
             // Read the error before freeing the context: the free may overwrite it.
             let err = io::Error::last_os_error();

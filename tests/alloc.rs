@@ -20,8 +20,8 @@
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::os::windows::io::AsRawHandle;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -161,7 +161,11 @@ fn counter_counts() {
         let b = std::hint::black_box(Box::new(7u64));
         at = &*b as *const u64 as usize;
     });
-    assert_eq!(c, Counted { n: 1, last_size: 8, last_ptr: at }, "an allocation in the window must be counted, at its address");
+    assert_eq!(
+        c,
+        Counted { n: 1, last_size: 8, last_ptr: at },
+        "an allocation in the window must be counted, at its address"
+    );
 
     // Another thread's allocation, made while the window is open here, is not.
     let barrier = Arc::new(std::sync::Barrier::new(2));
@@ -407,7 +411,12 @@ fn assert_one_block(what: &str, issue: impl FnOnce() -> OperationId) {
     let c = count_here(|| id = Some(issue()));
     let id = id.unwrap();
     assert_eq!(c.n, 1, "{what} allocated {} time(s), not just its operation block (last: {} bytes)", c.n, c.last_size);
-    assert_eq!(c.last_ptr, id.overlapped_address(), "{what}: the one allocation ({} bytes) is not the operation block", c.last_size);
+    assert_eq!(
+        c.last_ptr,
+        id.overlapped_address(),
+        "{what}: the one allocation ({} bytes) is not the operation block",
+        c.last_size
+    );
 }
 
 /// File reads one at a time, each from a buffer made before the window.
@@ -452,7 +461,9 @@ fn io_outstanding_pipe_reads() {
             if round == 0 {
                 io.read(buf).unwrap();
             } else {
-                assert_one_block(&format!("ThreadpoolIo::read, round {round}, {i} outstanding"), || io.read(buf).unwrap());
+                assert_one_block(&format!("ThreadpoolIo::read, round {round}, {i} outstanding"), || {
+                    io.read(buf).unwrap()
+                });
             }
         }
         assert_eq!(io.outstanding(), DEPTH, "the reads stay pending");
@@ -489,7 +500,13 @@ fn io_resubmit_claimed() {
             unsafe {
                 io.submit(op, |h, ov, buf: &mut Vec<u8>| {
                     (*ov).Anonymous.Anonymous.Offset = offset as u32;
-                    io::issue_result(ReadFile(h.as_raw_handle(), buf.as_mut_ptr(), buf.len() as u32, core::ptr::null_mut(), ov))
+                    io::issue_result(ReadFile(
+                        h.as_raw_handle(),
+                        buf.as_mut_ptr(),
+                        buf.len() as u32,
+                        core::ptr::null_mut(),
+                        ov,
+                    ))
                 })
             }
             .unwrap();
@@ -581,7 +598,9 @@ fn nothing_allocates_with_the_trace_armed() {
         io_outstanding_pipe_reads();
         io_resubmit_claimed();
         let dump = windows_threadpool::trace::dump();
-        for needle in ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered", "io started"] {
+        for needle in
+            ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered", "io started"]
+        {
             assert!(dump.contains(needle), "the trace did not record {needle:?}");
         }
     });

@@ -36,7 +36,14 @@ fn thousand_members_released_drain_and_free_once() {
     let mut group = CleanupGroup::new().unwrap();
     for _ in 0..1000 {
         let tok = Token::new(&tally);
-        let m = group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap();
+        let m = group
+            .create_work(
+                move || {
+                    tok.0.ran.fetch_add(1, SeqCst);
+                },
+                None,
+            )
+            .unwrap();
         m.submit();
         m.submit();
         // Settle the drain so the release owes nothing (see the owed test below).
@@ -57,7 +64,14 @@ fn group_dropped_without_explicit_release_drains_and_frees() {
         let group = CleanupGroup::new().unwrap();
         for _ in 0..50 {
             let tok = Token::new(&tally);
-            let m = group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap();
+            let m = group
+                .create_work(
+                    move || {
+                        tok.0.ran.fetch_add(1, SeqCst);
+                    },
+                    None,
+                )
+                .unwrap();
             m.submit();
             m.wait();
         }
@@ -73,7 +87,14 @@ fn group_is_reusable_after_a_release() {
     for round in 1..=3 {
         for _ in 0..20 {
             let tok = Token::new(&tally);
-            let m = group.create_work(move || { tok.0.ran.fetch_add(1, SeqCst); }, None).unwrap();
+            let m = group
+                .create_work(
+                    move || {
+                        tok.0.ran.fetch_add(1, SeqCst);
+                    },
+                    None,
+                )
+                .unwrap();
             m.submit();
             m.wait();
         }
@@ -94,7 +115,14 @@ fn members_on_private_and_default_pools_and_caller_env_untouched() {
     for i in 0..40 {
         let c = Arc::clone(&count);
         let e = if i % 2 == 0 { Some(&env) } else { None };
-        let m = group.create_work(move || { c.fetch_add(1, SeqCst); }, e).unwrap();
+        let m = group
+            .create_work(
+                move || {
+                    c.fetch_add(1, SeqCst);
+                },
+                e,
+            )
+            .unwrap();
         m.submit();
         m.wait();
     }
@@ -354,13 +382,28 @@ mod waits {
         for i in 0..1000 {
             let r = Arc::clone(&ran);
             if i % 2 == 0 {
-                let m = group.create_work(move || { r.fetch_add(1, SeqCst); }, None).unwrap();
+                let m = group
+                    .create_work(
+                        move || {
+                            r.fetch_add(1, SeqCst);
+                        },
+                        None,
+                    )
+                    .unwrap();
                 m.submit();
                 m.wait();
             } else {
                 let event = Event::new(false, false).unwrap();
                 signals.push(event.try_clone().unwrap());
-                let m = group.create_wait(event.into(), move |_: &WaitActivation<'_>| { r.fetch_add(1, SeqCst); }, None).unwrap();
+                let m = group
+                    .create_wait(
+                        event.into(),
+                        move |_: &WaitActivation<'_>| {
+                            r.fetch_add(1, SeqCst);
+                        },
+                        None,
+                    )
+                    .unwrap();
                 m.arm(None).unwrap();
             }
         }
@@ -503,10 +546,7 @@ fn group_release_records_its_syscall_brackets() {
         let all = rows::rows(&windows_threadpool::trace::dump());
         let group_rows: Vec<&rows::Row> = all
             .iter()
-            .filter(|r| {
-                r.target == "group"
-                    || (r.is_syscall() && (r.event.contains("CleanupGroup")))
-            })
+            .filter(|r| r.target == "group" || (r.is_syscall() && (r.event.contains("CleanupGroup"))))
             .collect();
         assert_eq!(
             rows::labels(&group_rows),

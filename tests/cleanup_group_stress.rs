@@ -24,8 +24,8 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(windows)]
 mod scenarios {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
     use std::time::{Duration, Instant};
 
     use windows_threadpool::cleanup_group::CleanupGroup;
@@ -86,7 +86,9 @@ mod scenarios {
                 }
             } else {
                 let e = Event::new(false, false).unwrap();
-                let m = group.create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran(), None).unwrap();
+                let m = group
+                    .create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran(), None)
+                    .unwrap();
                 m.arm(None).unwrap();
                 if signal {
                     e.set().unwrap();

@@ -399,8 +399,9 @@ fn two_hundred_fifty_six_outstanding_pipe_reads_completed_by_writes() {
     let ids: BTreeSet<_> = (0..N).map(|_| p.server.read(vec![0u8; MSG]).unwrap()).collect();
     assert_eq!(ids.len(), N);
     assert_eq!(p.server.outstanding(), N, "no data yet: every read is pending");
-    let messages: Vec<Vec<u8>> =
-        (0..N).map(|i| (0..MSG).map(|j| if j < 2 { (i >> (8 * j)) as u8 } else { pattern_byte(i * MSG + j) }).collect()).collect();
+    let messages: Vec<Vec<u8>> = (0..N)
+        .map(|i| (0..MSG).map(|j| if j < 2 { (i >> (8 * j)) as u8 } else { pattern_byte(i * MSG + j) }).collect())
+        .collect();
     for m in &messages {
         p.client.write(m.clone()).unwrap();
     }
@@ -615,8 +616,9 @@ fn unclaimed_completions_free_their_storage() {
         drop(e);
         // Through the raw seam, the operation itself comes back.
         // SAFETY: issues nothing and says so.
-        let e = unsafe { ro.submit(Operation::new(Counted::new(0, 4, &drops)), |_, _, _| Err(ErrorKind::Other.into())) }
-            .unwrap_err();
+        let e =
+            unsafe { ro.submit(Operation::new(Counted::new(0, 4, &drops)), |_, _, _| Err(ErrorKind::Other.into())) }
+                .unwrap_err();
         assert_eq!(io::live_operations(), 1);
         drop(e);
         assert_eq!(io::live_operations(), 0);

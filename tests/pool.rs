@@ -91,7 +91,13 @@ fn pool_may_be_dropped_before_its_objects() {
         let pool = ThreadpoolPool::new().unwrap();
         let mut env = CallbackEnviron::new();
         env.set_pool(&pool);
-        ThreadpoolWork::new(move || { c.fetch_add(1, SeqCst); }, Some(&mut env)).unwrap()
+        ThreadpoolWork::new(
+            move || {
+                c.fetch_add(1, SeqCst);
+            },
+            Some(&mut env),
+        )
+        .unwrap()
     };
     work.submit();
     work.wait();

@@ -15,8 +15,8 @@
 mod support;
 use support::Gate;
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -59,7 +59,10 @@ fn clock_past(stamp: u64) {
 /// Fails unless the healer has not started in this process.
 #[track_caller]
 fn own_process() {
-    assert!(!testing::healer_running(), "the healer already runs: this test needs a process of its own (cargo nextest)");
+    assert!(
+        !testing::healer_running(),
+        "the healer already runs: this test needs a process of its own (cargo nextest)"
+    );
 }
 
 fn env_for(pool: &ThreadpoolPool) -> CallbackEnviron<'_> {
@@ -454,7 +457,10 @@ fn untracked_cancellation_names_its_pool() {
                 .filter_map(|l| {
                     let f: Vec<&str> = l.split_whitespace().collect();
                     (f.get(2) == Some(&"heal") && f.get(3) == Some(&event)).then(|| {
-                        let slot = f.iter().find_map(|s| s.strip_prefix("pool=0x")).unwrap_or_else(|| panic!("no pool in {l:?}"));
+                        let slot = f
+                            .iter()
+                            .find_map(|s| s.strip_prefix("pool=0x"))
+                            .unwrap_or_else(|| panic!("no pool in {l:?}"));
                         usize::from_str_radix(slot, 16).unwrap()
                     })
                 })
@@ -481,7 +487,8 @@ fn try_cancel_pending_stamps_the_pool_and_submits_a_repair() {
     for k in [key(&p), key(&q), DEFAULT_POOL] {
         testing::fail_healer_start(k);
     }
-    let on_p = ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&mut env_for(&p))).unwrap();
+    let on_p =
+        ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&mut env_for(&p))).unwrap();
     let on_default = ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, None).unwrap();
     let mut group = CleanupGroup::new().unwrap();
     let member = group.create_wait(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&env_for(&q))).unwrap();
@@ -610,7 +617,8 @@ fn healer_repairs_a_stamped_pool() {
     own_process();
     let pool = ThreadpoolPool::new().unwrap();
     let k = key(&pool);
-    let wait = ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&mut env_for(&pool))).unwrap();
+    let wait =
+        ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&mut env_for(&pool))).unwrap();
     wait.try_cancel_pending();
     assert!(testing::healer_running(), "the cancellation did not start the healer");
     wait_for("the healer to repair the pool", || {

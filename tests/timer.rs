@@ -38,7 +38,13 @@ const PATIENCE: Duration = Duration::from_secs(20);
 fn witness_at(at: SystemTime) {
     let fired = Arc::new(Counter::default());
     let f = Arc::clone(&fired);
-    let w = ThreadpoolTimer::new(move |_| { f.bump(); }, None).unwrap();
+    let w = ThreadpoolTimer::new(
+        move |_| {
+            f.bump();
+        },
+        None,
+    )
+    .unwrap();
     w.set_at(at).unwrap();
     fired.wait_for(1);
 }
@@ -89,7 +95,13 @@ impl Blocked {
 
 fn counting_timer(count: &Arc<Counter>) -> ThreadpoolTimer {
     let c = Arc::clone(count);
-    ThreadpoolTimer::new(move |_| { c.bump(); }, None).unwrap()
+    ThreadpoolTimer::new(
+        move |_| {
+            c.bump();
+        },
+        None,
+    )
+    .unwrap()
 }
 
 // ---- one-shot: arming and due times -------------------------------------------------
@@ -132,7 +144,10 @@ fn past_instants_fire_at_once() {
     timer.set_at(y1601).unwrap();
     // Earlier instants are not `SystemTime`s on Windows, so the pre-1601
     // branch of the conversion is covered by the unit tests in src/timer.rs.
-    assert!(y1601.checked_sub(Duration::from_nanos(100)).is_none(), "SystemTime now reaches before 1601: test set_at with it");
+    assert!(
+        y1601.checked_sub(Duration::from_nanos(100)).is_none(),
+        "SystemTime now reaches before 1601: test set_at with it"
+    );
     count.wait_for(3);
 }
 
@@ -148,7 +163,9 @@ fn out_of_range_arguments_are_rejected_and_arm_nothing() {
     let e = timer.set_after_with_window(Duration::from_millis(1), Duration::from_micros(1500)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("whole number of milliseconds"), "{e}");
-    let e = timer.set_after_with_window(Duration::from_millis(1), Duration::from_millis(u64::from(u32::MAX) + 1)).unwrap_err();
+    let e = timer
+        .set_after_with_window(Duration::from_millis(1), Duration::from_millis(u64::from(u32::MAX) + 1))
+        .unwrap_err();
     assert!(e.to_string().contains("above the maximum"), "{e}");
     assert!(!timer.is_set(), "a rejected argument armed the timer");
 }
@@ -223,7 +240,13 @@ fn disarm_with_a_firing_queued_differs_on_wine() {
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(move |_| { c.bump(); }, Some(&mut blocked.env())).unwrap();
+    let timer = ThreadpoolTimer::new(
+        move |_| {
+            c.bump();
+        },
+        Some(&mut blocked.env()),
+    )
+    .unwrap();
     let due = SystemTime::now() + Duration::from_millis(20);
     timer.set_at(due).unwrap();
     // Once the witness fired, the timer expired and its firing is queued
@@ -244,7 +267,13 @@ fn cancel_pending_discards_a_queued_firing() {
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(move |_| { c.bump(); }, Some(&mut blocked.env())).unwrap();
+    let timer = ThreadpoolTimer::new(
+        move |_| {
+            c.bump();
+        },
+        Some(&mut blocked.env()),
+    )
+    .unwrap();
     let due = SystemTime::now() + Duration::from_millis(20);
     timer.set_at(due).unwrap();
     witness_at(due + Duration::from_millis(5));
@@ -371,7 +400,11 @@ fn an_unrepresentable_rearm_is_rejected_and_arms_nothing() {
 
 /// A timer whose first firing requests `rearm_after(0)` and then blocks on
 /// the gate; later firings only count.
-fn blocked_rearming_timer(count: &Arc<Counter>, gate: &Arc<Gate>, env: Option<&mut CallbackEnviron<'_>>) -> ThreadpoolTimer {
+fn blocked_rearming_timer(
+    count: &Arc<Counter>,
+    gate: &Arc<Gate>,
+    env: Option<&mut CallbackEnviron<'_>>,
+) -> ThreadpoolTimer {
     let (c, g) = (Arc::clone(count), Arc::clone(gate));
     ThreadpoolTimer::new(
         move |firing| {
@@ -498,9 +531,20 @@ fn panicking_timer_callback_aborts_the_process() {
 
 // ---- periodic ------------------------------------------------------------------------
 
-fn counting_periodic(period: Duration, count: &Arc<Counter>, env: Option<&mut CallbackEnviron<'_>>) -> ThreadpoolPeriodicTimer {
+fn counting_periodic(
+    period: Duration,
+    count: &Arc<Counter>,
+    env: Option<&mut CallbackEnviron<'_>>,
+) -> ThreadpoolPeriodicTimer {
     let c = Arc::clone(count);
-    ThreadpoolPeriodicTimer::new(period, move |_| { c.bump(); }, env).unwrap()
+    ThreadpoolPeriodicTimer::new(
+        period,
+        move |_| {
+            c.bump();
+        },
+        env,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -847,7 +891,9 @@ fn timer_rows<'a>(all: &'a [rows::Row], target: &str) -> (Vec<&'a rows::Row>, u6
     let (raw, ctx) = (created[0].slot("timer").unwrap(), created[0].slot("context").unwrap());
     let mine = all
         .iter()
-        .filter(|r| r.target == target || (r.is_syscall() && (r.slot("timer") == Some(raw) || r.slot("context") == Some(ctx))))
+        .filter(|r| {
+            r.target == target || (r.is_syscall() && (r.slot("timer") == Some(raw) || r.slot("context") == Some(ctx)))
+        })
         .collect();
     (mine, raw)
 }
@@ -942,7 +988,12 @@ fn one_shot_records_its_life_in_order() {
                     "timer trampoline-left",
                 ],
                 vec!["timer trampoline-entered", "timer trampoline-left"],
-                vec!["timer trampoline-entered", "timer rearm-requested", "timer rearm-suppressed", "timer trampoline-left"],
+                vec![
+                    "timer trampoline-entered",
+                    "timer rearm-requested",
+                    "timer rearm-suppressed",
+                    "timer trampoline-left"
+                ],
             ],
             "{firings:#?}"
         );
@@ -952,7 +1003,13 @@ fn one_shot_records_its_life_in_order() {
         assert_eq!((f1[2].slot("timer"), f1[2].signed("due")), (Some(raw), Some(0)));
         assert_eq!(f1[3].signed("due"), Some(0), "the re-arm is applied with the requested due time");
         assert_eq!(firings[2][2].slot("reason"), Some(1), "suppressed by teardown");
-        assert!(firings.iter().flatten().filter(|r| r.event.starts_with("trampoline")).all(|r| r.slot("timer") == Some(raw)));
+        assert!(
+            firings
+                .iter()
+                .flatten()
+                .filter(|r| r.event.starts_with("trampoline"))
+                .all(|r| r.slot("timer") == Some(raw))
+        );
         assert!(!life.iter().any(|r| r.event == "drain-owed"), "nothing was owed: {life:#?}");
         // Across threads, only what happens before: a firing starts after the
         // call that armed it began and ends before the drain that covers it.
@@ -960,7 +1017,10 @@ fn one_shot_records_its_life_in_order() {
         assert!(i(m(4)) < i(firings[0][0]), "firing 1 before the arming");
         assert!(i(f1[3]) < i(firings[1][0]), "firing 2 before the re-arm");
         assert!(i(firings[0][6]).max(i(firings[1][1])) < i(m(7)), "the wait returned before firings 1 and 2 ended");
-        assert!(i(m(10)) < i(firings[2][0]) && i(firings[2][0]) < i(m(12)), "firing 3 entered before its arming or after the drop began");
+        assert!(
+            i(m(10)) < i(firings[2][0]) && i(firings[2][0]) < i(m(12)),
+            "firing 3 entered before its arming or after the drop began"
+        );
         assert!(i(m(15)) < i(firings[2][2]), "the re-arm was suppressed before teardown disarmed");
         assert!(i(firings[2][3]) < i(m(17)), "teardown's drain returned before firing 3 ended");
     });
@@ -1008,7 +1068,11 @@ fn periodic_records_its_life_in_order() {
         );
         rows::assert_bracketed(&on_main);
         let m = |i: usize| on_main[i];
-        assert_eq!((m(3).signed("due"), m(3).slot("period")), (Some(-50_000), Some(5)), "first tick one period out; period in ms");
+        assert_eq!(
+            (m(3).signed("due"), m(3).slot("period")),
+            (Some(-50_000), Some(5)),
+            "first tick one period out; period in ms"
+        );
         assert_eq!((m(4).slot("timer"), m(4).signed("due")), (Some(raw), Some(-50_000)));
         assert_eq!(m(8).signed("due"), Some(i64::MIN), "teardown stops the timer (NULL)");
         assert_eq!(m(11).slot("cancel"), Some(0), "teardown never cancels");

@@ -16,10 +16,10 @@
 //! a following `wait()` covers it.
 
 #[cfg(windows)]
-mod support;
-#[cfg(windows)]
 #[path = "support/stress.rs"]
 mod stress;
+#[cfg(windows)]
+mod support;
 
 #[cfg(not(windows))]
 fn main() {}
@@ -142,7 +142,12 @@ mod scenarios {
     // ---- one-shot --------------------------------------------------------------------
 
     /// `chains` timers re-arm themselves `per` times each with `rearm`.
-    fn rearm_chains(ctx: &Ctx, chains: usize, per: usize, rearm: fn(&windows_threadpool::timer::TimerFiring<'_>, usize)) {
+    fn rearm_chains(
+        ctx: &Ctx,
+        chains: usize,
+        per: usize,
+        rearm: fn(&windows_threadpool::timer::TimerFiring<'_>, usize),
+    ) {
         let gaps: Arc<Mutex<Vec<Duration>>> = Arc::default();
         let mut timers = Vec::new();
         let mut probes = Vec::new();
@@ -343,7 +348,13 @@ mod scenarios {
         ctx.report("platform", if support::on_wine() { "Wine" } else { "Windows" });
         let cycles = ctx.n(100);
         let mut total = 0;
-        let delays = [Duration::ZERO, Duration::from_micros(100), Duration::from_millis(1), Duration::from_millis(2), Duration::from_millis(5)];
+        let delays = [
+            Duration::ZERO,
+            Duration::from_micros(100),
+            Duration::from_millis(1),
+            Duration::from_millis(2),
+            Duration::from_millis(5),
+        ];
         for (absolute, delay) in delays.iter().map(|d| (false, *d)).chain([(true, Duration::from_millis(1))]) {
             let mut lat = Vec::with_capacity(cycles);
             for _ in 0..cycles {
@@ -797,7 +808,9 @@ mod scenarios {
                             match rng.below(4) {
                                 0 => timer.start(),
                                 1 => timer.start_after(rng.duration(Duration::from_millis(2))).unwrap(),
-                                2 => timer.start_with_window(Duration::ZERO, Duration::from_millis(rng.below(3))).unwrap(),
+                                2 => timer
+                                    .start_with_window(Duration::ZERO, Duration::from_millis(rng.below(3)))
+                                    .unwrap(),
                                 _ => timer.stop(),
                             }
                         }
@@ -923,7 +936,9 @@ mod scenarios {
                 _ => Duration::from_millis(1 + rng.below(u64::from(u32::MAX))),
             };
             let whole_ms = period.subsec_nanos().is_multiple_of(1_000_000);
-            let valid = period >= ThreadpoolPeriodicTimer::MIN_PERIOD && period <= ThreadpoolPeriodicTimer::MAX_PERIOD && whole_ms;
+            let valid = period >= ThreadpoolPeriodicTimer::MIN_PERIOD
+                && period <= ThreadpoolPeriodicTimer::MAX_PERIOD
+                && whole_ms;
             match ThreadpoolPeriodicTimer::new(period, |_| {}, None) {
                 Ok(t) => {
                     assert!(valid, "accepted {period:?}");

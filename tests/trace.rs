@@ -4,9 +4,9 @@
 //! process with the filter set (`support::traced_child`).
 #![cfg(windows)]
 
-mod support;
 #[path = "support/json.rs"]
 mod json;
+mod support;
 
 use windows_threadpool::trace;
 
@@ -179,12 +179,26 @@ fn work_and_pool_record_their_whole_life() {
             .collect();
         assert_eq!(
             life,
-            ["created", "submitted", "submitted", "submitted", "drained", "drop-begin", "drained", "drop-drained", "drop-closed"]
+            [
+                "created",
+                "submitted",
+                "submitted",
+                "submitted",
+                "drained",
+                "drop-begin",
+                "drained",
+                "drop-drained",
+                "drop-closed"
+            ]
         );
-        assert_eq!(rows.iter().find(|r| r.is("work", "drained") && r.slot("work") == Some(outer)).unwrap().slot("cancelled"), Some(0));
+        assert_eq!(
+            rows.iter().find(|r| r.is("work", "drained") && r.slot("work") == Some(outer)).unwrap().slot("cancelled"),
+            Some(0)
+        );
         // Each callback ran on a pool thread, entered then left there.
         for work in [outer, inner] {
-            let on_pool: Vec<&Row> = rows.iter().filter(|r| r.slot("work") == Some(work) && r.event.starts_with("trampoline")).collect();
+            let on_pool: Vec<&Row> =
+                rows.iter().filter(|r| r.slot("work") == Some(work) && r.event.starts_with("trampoline")).collect();
             assert_eq!(on_pool.len(), 6, "three callbacks of {work:#x}: {on_pool:#?}");
             assert!(on_pool.iter().all(|r| r.tid != main), "a callback ran on the main thread: {on_pool:#?}");
             // On each thread, this object's callbacks enter and leave in turn.
@@ -194,14 +208,18 @@ fn work_and_pool_record_their_whole_life() {
             }
         }
         // The inner submissions were made from the outer callbacks, on pool threads.
-        let inner_submits: Vec<&Row> = rows.iter().filter(|r| r.is("work", "submitted") && r.slot("work") == Some(inner)).collect();
+        let inner_submits: Vec<&Row> =
+            rows.iter().filter(|r| r.is("work", "submitted") && r.slot("work") == Some(inner)).collect();
         assert_eq!(inner_submits.len(), 3);
         assert!(inner_submits.iter().all(|r| r.tid != main));
         // The pool outlives both work objects, and every call on it is recorded.
         let pool = rows.iter().find(|r| r.is("pool", "created")).unwrap().slot("pool").unwrap();
-        let pos = |f: &dyn Fn(&Row) -> bool| rows.iter().position(f).unwrap_or_else(|| panic!("missing row in {rows:#?}"));
+        let pos =
+            |f: &dyn Fn(&Row) -> bool| rows.iter().position(f).unwrap_or_else(|| panic!("missing row in {rows:#?}"));
         assert!(pos(&|r| r.is("pool", "created")) < pos(&|r| r.is("work", "created")));
-        assert!(pos(&|r| r.is("pool", "closed")) > pos(&|r| r.is("work", "drop-closed") && r.slot("work") == Some(inner)));
+        assert!(
+            pos(&|r| r.is("pool", "closed")) > pos(&|r| r.is("work", "drop-closed") && r.slot("work") == Some(inner))
+        );
         let max = rows.iter().find(|r| r.is("syscall-enter", "SetThreadpoolThreadMaximum")).unwrap();
         assert_eq!((max.slot("pool"), max.slot("threads")), (Some(pool), Some(2)));
         assert!(rows.iter().any(|r| r.is("syscall-leave", "CloseThreadpool") && r.slot("pool") == Some(pool)));
@@ -230,7 +248,9 @@ fn overflow_keeps_the_newest_records_in_order_and_is_announced() {
                 let kept: Vec<u64> = rows.iter().map(|r| r.slot("a").unwrap()).collect();
                 assert_eq!(kept, (dropped..total).collect::<Vec<_>>(), "after {total} records:\n{text}");
                 assert!(rows.iter().all(|r| r.slot("b") == Some(!r.slot("a").unwrap()) && r.is("heal", "test-record")));
-                let notice = format!("\n# overflow: {dropped} records dropped (the ring holds 64; the oldest were overwritten)\n");
+                let notice = format!(
+                    "\n# overflow: {dropped} records dropped (the ring holds 64; the oldest were overwritten)\n"
+                );
                 assert_eq!(text.contains(&notice), dropped > 0, "after {total} records:\n{text}");
                 assert_eq!(text.contains("overflow"), dropped > 0, "{text}");
             }
@@ -331,7 +351,14 @@ fn chrome_trace_shows_callbacks_as_nested_slices_on_pool_threads() {
                 "X" => {
                     let end = ts + us_to_ns(e.get("dur").expect("dur"));
                     assert!(e.get("args").and_then(|a| a.get("unfinished")).is_none(), "every slice ended: {e:?}");
-                    slices.push((str_of(e, "name").unwrap(), str_of(e, "cat").unwrap(), tid, ts, end, e.get("args").unwrap().clone()));
+                    slices.push((
+                        str_of(e, "name").unwrap(),
+                        str_of(e, "cat").unwrap(),
+                        tid,
+                        ts,
+                        end,
+                        e.get("args").unwrap().clone(),
+                    ));
                 }
                 "i" => {
                     assert_eq!(str_of(e, "s").as_deref(), Some("t"), "{e:?}");
@@ -365,10 +392,21 @@ fn chrome_trace_shows_callbacks_as_nested_slices_on_pool_threads() {
         let callbacks: Vec<_> = slices.iter().filter(|s| s.0 == "work callback").collect();
         assert_eq!(callbacks.len(), 8, "four outer and four inner callbacks: {slices:#?}");
         assert!(callbacks.iter().all(|s| s.2 != main && s.1 == "work"), "{callbacks:#?}");
-        assert!(callbacks.iter().all(|s| s.5.get("work").and_then(|w| w.as_str()).is_some_and(|w| w.starts_with("0x"))));
+        assert!(
+            callbacks.iter().all(|s| s.5.get("work").and_then(|w| w.as_str()).is_some_and(|w| w.starts_with("0x")))
+        );
         assert!(nested_calls >= 4, "each outer callback's SubmitThreadpoolWork is nested in it: {slices:#?}");
-        let main_calls: Vec<&str> = slices.iter().filter(|s| s.2 == main && s.1 == "syscall").map(|s| s.0.as_str()).collect();
-        for call in ["CreateThreadpool", "SetThreadpoolThreadMaximum", "CreateThreadpoolWork", "SubmitThreadpoolWork", "WaitForThreadpoolWorkCallbacks", "CloseThreadpoolWork", "CloseThreadpool"] {
+        let main_calls: Vec<&str> =
+            slices.iter().filter(|s| s.2 == main && s.1 == "syscall").map(|s| s.0.as_str()).collect();
+        for call in [
+            "CreateThreadpool",
+            "SetThreadpoolThreadMaximum",
+            "CreateThreadpoolWork",
+            "SubmitThreadpoolWork",
+            "WaitForThreadpoolWorkCallbacks",
+            "CloseThreadpoolWork",
+            "CloseThreadpool",
+        ] {
             assert!(main_calls.contains(&call), "{call} missing from the main thread's lane: {main_calls:?}");
         }
         // Every record became exactly one slice end or one instant.
@@ -377,18 +415,28 @@ fn chrome_trace_shows_callbacks_as_nested_slices_on_pool_threads() {
         assert_eq!(count("syscall-enter"), count("syscall-leave"));
         assert_eq!(callbacks.len(), count("trampoline-entered"));
         assert_eq!(instants, rows.len() - 2 * slices.len());
-        let created = events.iter().find(|e| str_of(e, "name").as_deref() == Some("work created")).expect("an instant per record");
+        let created = events
+            .iter()
+            .find(|e| str_of(e, "name").as_deref() == Some("work created"))
+            .expect("an instant per record");
         let args = created.get("args").unwrap();
-        assert!(str_of(args, "work").unwrap().starts_with("0x") && str_of(args, "context").unwrap().starts_with("0x"), "{created:?}");
         assert!(
-            events.iter().any(|e| str_of(e, "name").as_deref() == Some("process_name") && str_of(e, "ph").as_deref() == Some("M")),
+            str_of(args, "work").unwrap().starts_with("0x") && str_of(args, "context").unwrap().starts_with("0x"),
+            "{created:?}"
+        );
+        assert!(
+            events.iter().any(
+                |e| str_of(e, "name").as_deref() == Some("process_name") && str_of(e, "ph").as_deref() == Some("M")
+            ),
             "the process is named"
         );
     });
 }
 
 #[cfg(feature = "trace")]
-unsafe extern "system" fn swallow_test_exception(info: *mut windows_sys::Win32::System::Diagnostics::Debug::EXCEPTION_POINTERS) -> i32 {
+unsafe extern "system" fn swallow_test_exception(
+    info: *mut windows_sys::Win32::System::Diagnostics::Debug::EXCEPTION_POINTERS,
+) -> i32 {
     use windows_sys::Win32::System::Diagnostics::Debug::{EXCEPTION_CONTINUE_EXECUTION, EXCEPTION_CONTINUE_SEARCH};
     // SAFETY: the dispatcher passes valid pointers for the call's duration.
     let code = unsafe { (*(*info).ExceptionRecord).ExceptionCode as u32 };

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{
-    CreateThreadpoolWait, GetExitCodeProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT, SetEvent, SetThreadpoolWait,
-    WaitForSingleObject, WaitForThreadpoolWaitCallbacks, CloseThreadpoolWait,
+    CloseThreadpoolWait, CreateThreadpoolWait, GetExitCodeProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT, SetEvent,
+    SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
 };
 use windows_sys::core::BOOL;
 use windows_threadpool::wait::{Event, ThreadpoolWait, WaitActivation, WaitOnlyEvent, WaitResult, WaitableHandle};
@@ -45,7 +45,8 @@ fn is_signalled(h: HANDLE) -> bool {
 /// A wait whose callback sends each activation's result.
 fn reporting_wait(target: WaitableHandle) -> (ThreadpoolWait, mpsc::Receiver<WaitResult>) {
     let (tx, rx) = mpsc::channel();
-    let wait = ThreadpoolWait::new(target, move |act: &WaitActivation<'_>| tx.send(act.result()).unwrap(), None).unwrap();
+    let wait =
+        ThreadpoolWait::new(target, move |act: &WaitActivation<'_>| tx.send(act.result()).unwrap(), None).unwrap();
     (wait, rx)
 }
 
@@ -53,7 +54,14 @@ fn reporting_wait(target: WaitableHandle) -> (ThreadpoolWait, mpsc::Receiver<Wai
 fn counting_wait(event: &Event, env: Option<&mut CallbackEnviron<'_>>) -> (ThreadpoolWait, Arc<Counter>) {
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let wait = ThreadpoolWait::new(event.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| { c.bump(); }, env).unwrap();
+    let wait = ThreadpoolWait::new(
+        event.try_clone().unwrap().into(),
+        move |_: &WaitActivation<'_>| {
+            c.bump();
+        },
+        env,
+    )
+    .unwrap();
     (wait, count)
 }
 
@@ -72,7 +80,9 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
     let (tx, rx) = mpsc::channel();
     let wait = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| tx.send((act.result(), act.is_signalled(), act.handle().as_raw_handle() as usize)).unwrap(),
+        move |act: &WaitActivation<'_>| {
+            tx.send((act.result(), act.is_signalled(), act.handle().as_raw_handle() as usize)).unwrap()
+        },
         None,
     )
     .unwrap();
@@ -300,7 +310,10 @@ fn drop_races_a_rearming_callback() {
         // Each arming (the first plus every accepted re-arm) fires at most
         // once; only the last can have been disarmed before it fired.
         let armings = 1 + it.rearmed.load(SeqCst);
-        assert!(callbacks == armings || callbacks + 1 == armings, "iteration {n}: {callbacks} callbacks, {armings} armings");
+        assert!(
+            callbacks == armings || callbacks + 1 == armings,
+            "iteration {n}: {callbacks} callbacks, {armings} armings"
+        );
         suppressed += it.suppressed.load(SeqCst);
     }
     assert!(suppressed > 0, "no drop ever met a callback re-arming: the race was not exercised");
@@ -446,7 +459,14 @@ fn queued_wait(event: &Event) -> Queued {
     let gate = Arc::new(Gate::default());
     let (g, busy) = (Arc::clone(&gate), Arc::new(Counter::default()));
     let b = Arc::clone(&busy);
-    let blocker = ThreadpoolWork::new(move || { b.bump(); g.wait(); }, Some(&mut env)).unwrap();
+    let blocker = ThreadpoolWork::new(
+        move || {
+            b.bump();
+            g.wait();
+        },
+        Some(&mut env),
+    )
+    .unwrap();
     blocker.submit();
     busy.wait_for(1);
     let (wait, count) = counting_wait(event, Some(&mut env));
@@ -573,7 +593,13 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
     let mut signals = Vec::new();
     for _ in 0..LIVE {
         let (target, record, signal) = custom_target::<S>();
-        let (r, e, s, l, g) = (Arc::clone(&record), Arc::clone(&entered), Arc::clone(&saw_teardown), Arc::clone(&launched), Arc::clone(&release));
+        let (r, e, s, l, g) = (
+            Arc::clone(&record),
+            Arc::clone(&entered),
+            Arc::clone(&saw_teardown),
+            Arc::clone(&launched),
+            Arc::clone(&release),
+        );
         let wait = ThreadpoolWait::new(
             target,
             move |act: &WaitActivation<'_>| {
@@ -1028,7 +1054,11 @@ fn wait_records_its_life_in_order() {
         let a1 = &activations[0];
         rows::assert_bracketed(a1);
         assert!(activations.iter().all(|a| a[0].slot("timed_out") == Some(0)), "both were signalled: {activations:#?}");
-        assert_eq!((a1[1].slot("handle"), a1[2].slot("handle")), (Some(target), Some(target)), "re-armed on its handle");
+        assert_eq!(
+            (a1[1].slot("handle"), a1[2].slot("handle")),
+            (Some(target), Some(target)),
+            "re-armed on its handle"
+        );
         // Across threads, only what happens before.
         let i = |r: &rows::Row| r.index;
         assert!(i(m(4)) < i(a1[0]), "activation 1 before the arming");

@@ -59,7 +59,13 @@ impl Blocked {
 fn n_submits_run_exactly_n_callbacks() {
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
-    let work = ThreadpoolWork::new(move || { c.fetch_add(1, SeqCst); }, None).unwrap();
+    let work = ThreadpoolWork::new(
+        move || {
+            c.fetch_add(1, SeqCst);
+        },
+        None,
+    )
+    .unwrap();
     for _ in 0..1000 {
         work.submit();
     }
@@ -74,7 +80,15 @@ fn n_submits_run_exactly_n_callbacks() {
 fn concurrent_submitters_lose_none() {
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
-    let work = Arc::new(ThreadpoolWork::new(move || { c.fetch_add(1, SeqCst); }, None).unwrap());
+    let work = Arc::new(
+        ThreadpoolWork::new(
+            move || {
+                c.fetch_add(1, SeqCst);
+            },
+            None,
+        )
+        .unwrap(),
+    );
     let barrier = Arc::new(Barrier::new(8));
     let threads: Vec<_> = (0..8)
         .map(|_| {

@@ -63,10 +63,7 @@ where
         ThreadpoolIo::new(
             handle,
             move |c: &IoCompletion| {
-                let io = m
-                    .get()
-                    .and_then(Weak::upgrade)
-                    .expect("the object is alive while operations are outstanding");
+                let io = m.get().and_then(Weak::upgrade).expect("the object is alive while operations are outstanding");
                 callback(&io, c);
             },
             None,
@@ -91,12 +88,7 @@ struct Reads {
 
 impl Reads {
     fn new(n: usize) -> Self {
-        Self {
-            n,
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            latch: Latch::default(),
-        }
+        Self { n, next: AtomicUsize::new(0), done: AtomicUsize::new(0), latch: Latch::default() }
     }
     /// The next block's offset, if any is left.
     fn take(&self) -> Option<u64> {
@@ -104,11 +96,7 @@ impl Reads {
         (i < self.n).then_some((i * BLOCK) as u64)
     }
     fn completed(&self, result: u32, bytes: usize) {
-        assert_eq!(
-            (result, bytes),
-            (0, BLOCK),
-            "a 4 KiB read inside the file failed or came back short"
-        );
+        assert_eq!((result, bytes), (0, BLOCK), "a 4 KiB read inside the file failed or came back short");
         if self.done.fetch_add(1, AcqRel) + 1 == self.n {
             self.latch.set();
         }
@@ -146,9 +134,7 @@ fn crate_reads(path: &std::path::Path, blocks: usize, depth: usize, how: Reissue
     });
     let t = Instant::now();
     for _ in 0..depth {
-        let offset = reads
-            .take()
-            .expect("the file holds at least `depth` blocks");
+        let offset = reads.take().expect("the file holds at least `depth` blocks");
         io.read_at(offset, vec![0u8; BLOCK]).unwrap();
     }
     reads.latch.wait("crate file reads");
@@ -167,13 +153,7 @@ unsafe fn submit_read(io: &ThreadpoolIo, op: Operation<Vec<u8>>, offset: u64) {
         io.submit(op, |h, ov, buf: &mut Vec<u8>| {
             (*ov).Anonymous.Anonymous.Offset = offset as u32;
             (*ov).Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
-            io::issue_result(ReadFile(
-                h.as_raw_handle(),
-                buf.as_mut_ptr(),
-                buf.len() as u32,
-                core::ptr::null_mut(),
-                ov,
-            ))
+            io::issue_result(ReadFile(h.as_raw_handle(), buf.as_mut_ptr(), buf.len() as u32, core::ptr::null_mut(), ov))
         })
     };
     r.unwrap();
@@ -193,12 +173,7 @@ struct RawOp {
 
 impl RawOp {
     fn new(read: bool) -> Box<Self> {
-        Box::new(Self {
-            ov: OVERLAPPED::default(),
-            buf: [0; BLOCK],
-            busy: AtomicBool::new(false),
-            read,
-        })
+        Box::new(Self { ov: OVERLAPPED::default(), buf: [0; BLOCK], busy: AtomicBool::new(false), read })
     }
 }
 
@@ -219,14 +194,7 @@ unsafe fn raw_read(io: PTP_IO, handle: HANDLE, op: *mut RawOp, offset: u64, len:
         (*op).ov.Anonymous.Anonymous.Offset = offset as u32;
         (*op).ov.Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
         StartThreadpoolIo(io);
-        if ReadFile(
-            handle,
-            (*op).buf.as_mut_ptr(),
-            len,
-            core::ptr::null_mut(),
-            &mut (*op).ov,
-        ) == 0
-        {
+        if ReadFile(handle, (*op).buf.as_mut_ptr(), len, core::ptr::null_mut(), &mut (*op).ov) == 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(ERROR_IO_PENDING as i32) {
                 CancelThreadpoolIo(io);
@@ -256,24 +224,14 @@ unsafe extern "system" fn raw_file_done(
 }
 
 fn raw_reads(path: &std::path::Path, blocks: usize, depth: usize) -> f64 {
-    let handle: OwnedHandle = io::open_file(path, std::fs::OpenOptions::new().read(true))
-        .unwrap()
-        .into_owned();
+    let handle: OwnedHandle = io::open_file(path, std::fs::OpenOptions::new().read(true)).unwrap().into_owned();
     let h = handle.as_raw_handle();
-    let f = RawFile {
-        reads: Reads::new(blocks),
-        handle: h,
-    };
+    let f = RawFile { reads: Reads::new(blocks), handle: h };
     let mut ops: Vec<Box<RawOp>> = (0..depth).map(|_| RawOp::new(true)).collect();
     // SAFETY: `f` and `ops` outlive the object: every completion arrives
     // before the latch is set, then the callbacks are drained and the object closed.
     unsafe {
-        let io = CreateThreadpoolIo(
-            h,
-            Some(raw_file_done),
-            &f as *const _ as *mut _,
-            core::ptr::null(),
-        );
+        let io = CreateThreadpoolIo(h, Some(raw_file_done), &f as *const _ as *mut _, core::ptr::null());
         assert_ne!(io, 0);
         let t = Instant::now();
         for op in &mut ops {
@@ -293,11 +251,7 @@ fn file_reads(cfg: &Config, table: &mut Table) {
     let bytes: usize = if cfg.scale < 1.0 { 4 << 20 } else { 64 << 20 };
     let blocks = bytes / BLOCK;
     let path = std::env::temp_dir().join(format!("wtp-bench-io-{}", std::process::id()));
-    std::fs::write(
-        &path,
-        (0..bytes).map(|i| (i / BLOCK) as u8).collect::<Vec<u8>>(),
-    )
-    .unwrap();
+    std::fs::write(&path, (0..bytes).map(|i| (i / BLOCK) as u8).collect::<Vec<u8>>()).unwrap();
     let mib = bytes >> 20;
     for depth in [1, 32] {
         let mut cols: [Vec<f64>; 3] = Default::default();
@@ -353,10 +307,7 @@ fn crate_ping_pong(n: usize) -> Vec<f64> {
         io.write(MSG).unwrap();
         io.read(op.into_payload()).unwrap();
     });
-    let pong = Arc::new(Pong {
-        stamp: AtomicU64::new(0),
-        latch: Latch::default(),
-    });
+    let pong = Arc::new(Pong { stamp: AtomicU64::new(0), latch: Latch::default() });
     let p = Arc::clone(&pong);
     let client = self_ref_io(client, move |io, c| {
         let Some(op) = c.claim::<Vec<u8>>() else {
@@ -424,14 +375,7 @@ impl RawEnd {
             (&mut (*op).buf)[..MSG.len()].copy_from_slice(&MSG);
             let io = self.io.load(Relaxed);
             StartThreadpoolIo(io);
-            if WriteFile(
-                self.handle,
-                (*op).buf.as_ptr(),
-                MSG.len() as u32,
-                core::ptr::null_mut(),
-                &mut (*op).ov,
-            ) == 0
-            {
+            if WriteFile(self.handle, (*op).buf.as_ptr(), MSG.len() as u32, core::ptr::null_mut(), &mut (*op).ov) == 0 {
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(ERROR_IO_PENDING as i32) {
                     CancelThreadpoolIo(io);
@@ -481,18 +425,9 @@ unsafe extern "system" fn raw_pipe_done(
 fn raw_ping_pong(n: usize) -> Vec<f64> {
     let (server, client) = io::pipe_pair().unwrap();
     let (server, client): (OwnedHandle, OwnedHandle) = (server.into_owned(), client.into_owned());
-    let mut slots: Vec<Box<RawOp>> = vec![
-        RawOp::new(true),
-        RawOp::new(false),
-        RawOp::new(true),
-        RawOp::new(false),
-    ];
-    let [s_rd, s_wr, c_rd, c_wr]: [*mut RawOp; 4] =
-        core::array::from_fn(|i| &mut *slots[i] as *mut RawOp);
-    let pong = Arc::new(Pong {
-        stamp: AtomicU64::new(0),
-        latch: Latch::default(),
-    });
+    let mut slots: Vec<Box<RawOp>> = vec![RawOp::new(true), RawOp::new(false), RawOp::new(true), RawOp::new(false)];
+    let [s_rd, s_wr, c_rd, c_wr]: [*mut RawOp; 4] = core::array::from_fn(|i| &mut *slots[i] as *mut RawOp);
+    let pong = Arc::new(Pong { stamp: AtomicU64::new(0), latch: Latch::default() });
     let end = |h: &OwnedHandle, rd, wr, pong| RawEnd {
         handle: h.as_raw_handle(),
         io: AtomicIsize::new(0),
@@ -509,12 +444,7 @@ fn raw_ping_pong(n: usize) -> Vec<f64> {
     // are drained and the objects closed before anything is dropped.
     unsafe {
         for e in [&s, &c] {
-            let io = CreateThreadpoolIo(
-                e.handle,
-                Some(raw_pipe_done),
-                e as *const RawEnd as *mut _,
-                core::ptr::null(),
-            );
+            let io = CreateThreadpoolIo(e.handle, Some(raw_pipe_done), e as *const RawEnd as *mut _, core::ptr::null());
             assert_ne!(io, 0);
             e.io.store(io, Relaxed);
         }
@@ -531,10 +461,7 @@ fn raw_ping_pong(n: usize) -> Vec<f64> {
         }
         let deadline = Instant::now() + PATIENCE;
         while s.outstanding.load(SeqCst) + c.outstanding.load(SeqCst) != 0 {
-            assert!(
-                Instant::now() < deadline,
-                "raw ping-pong: cancelled operations never completed"
-            );
+            assert!(Instant::now() < deadline, "raw ping-pong: cancelled operations never completed");
             std::thread::sleep(Duration::from_millis(1));
         }
         for e in [&s, &c] {
@@ -556,9 +483,5 @@ fn pipe_ping_pong(cfg: &Config, table: &mut Table) {
     let mut cells: [Option<Cell>; 5] = Default::default();
     cells[CRATE] = Some(Cell::latency(crate_ping_pong(n)));
     cells[RAW] = Some(Cell::latency(raw_ping_pong(n)));
-    table.add(
-        format!("6. pipe ping-pong, 8-byte message ({n} round trips)"),
-        "µs round trip",
-        cells,
-    );
+    table.add(format!("6. pipe ping-pong, 8-byte message ({n} round trips)"), "µs round trip", cells);
 }

@@ -37,7 +37,8 @@ fn main() {
 #[cfg_attr(not(windows), allow(dead_code))]
 mod report {
     /// The columns of every row; `Raw` is the floor ratios are taken against.
-    pub const COLUMNS: [&str; 5] = ["this crate", "raw windows-sys", "windows-threading", "rayon::spawn", "std threads + channel"];
+    pub const COLUMNS: [&str; 5] =
+        ["this crate", "raw windows-sys", "windows-threading", "rayon::spawn", "std threads + channel"];
     pub const CRATE: usize = 0;
     pub const RAW: usize = 1;
     pub const WINDOWS_THREADING: usize = 2;
@@ -97,7 +98,8 @@ mod report {
         }
 
         pub fn markdown(&self) -> String {
-            let mut s = format!("| workload | unit | {} |\n|---|---|{}\n", COLUMNS.join(" | "), "---|".repeat(COLUMNS.len()));
+            let mut s =
+                format!("| workload | unit | {} |\n|---|---|{}\n", COLUMNS.join(" | "), "---|".repeat(COLUMNS.len()));
             for r in &self.rows {
                 s += &render(r);
                 s.push('\n');

@@ -5,15 +5,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
+use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
 use windows_sys::Win32::System::Threading::*;
-use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_threadpool::ThreadpoolWork;
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
 use windows_threadpool::wait::{Event, ThreadpoolWait, WaitActivation};
 
-use crate::report::{Cell, RAW, RAYON, STD, Table, WINDOWS_THREADING, CRATE};
+use crate::report::{CRATE, Cell, RAW, RAYON, STD, Table, WINDOWS_THREADING};
 
 pub struct Config {
     pub trials: usize,
@@ -122,7 +122,13 @@ fn work_throughput(cfg: &Config, table: &mut Table) {
         // This crate.
         let count = Arc::new(AtomicUsize::new(0));
         let c = Arc::clone(&count);
-        let work = ThreadpoolWork::new(move || { c.fetch_add(1, Release); }, None).unwrap();
+        let work = ThreadpoolWork::new(
+            move || {
+                c.fetch_add(1, Release);
+            },
+            None,
+        )
+        .unwrap();
         let t = Instant::now();
         for _ in 0..n {
             work.submit();
@@ -153,7 +159,9 @@ fn work_throughput(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         for _ in 0..n {
             let c = Arc::clone(&count);
-            windows_threading::submit(move || { c.fetch_add(1, Release); });
+            windows_threading::submit(move || {
+                c.fetch_add(1, Release);
+            });
         }
         spin_until(&count, n);
         cols[WINDOWS_THREADING].push(per(t.elapsed()));
@@ -163,7 +171,9 @@ fn work_throughput(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         for _ in 0..n {
             let c = Arc::clone(&count);
-            rayon::spawn(move || { c.fetch_add(1, Release); });
+            rayon::spawn(move || {
+                c.fetch_add(1, Release);
+            });
         }
         spin_until(&count, n);
         cols[RAYON].push(per(t.elapsed()));
@@ -174,7 +184,9 @@ fn work_throughput(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         for _ in 0..n {
             let c = Arc::clone(&count);
-            pool.submit(move || { c.fetch_add(1, Release); });
+            pool.submit(move || {
+                c.fetch_add(1, Release);
+            });
         }
         spin_until(&count, n);
         cols[STD].push(per(t.elapsed()));
@@ -297,7 +309,11 @@ fn create_drop(cfg: &Config, table: &mut Table) {
         cols[RAW].push(t.elapsed().as_nanos() as f64 / n as f64);
     }
     let [c, r, ..] = cols;
-    table.add("7. create + drop: wait (with its event)", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+    table.add(
+        "7. create + drop: wait (with its event)",
+        "ns/object",
+        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
+    );
 }
 
 /// Workload 5: an auto-reset event signalled to wait-callback entry, with a
@@ -591,7 +607,10 @@ fn periodic_jitter(cfg: &Config, table: &mut Table) {
     }
     let [jc, jr] = jitter;
     table.add(
-        format!("4. periodic timer, 1 ms period for {} ms: jitter, each interval's distance from the period", run_for.as_millis()),
+        format!(
+            "4. periodic timer, 1 ms period for {} ms: jitter, each interval's distance from the period",
+            run_for.as_millis()
+        ),
         "µs",
         [Some(Cell::latency(jc)), Some(Cell::latency(jr)), None, None, None],
     );
@@ -638,9 +657,17 @@ fn timer_create_drop(cfg: &Config, table: &mut Table) {
         periodic[1].push(raw());
     }
     let [c, r] = one_shot;
-    table.add("7. create + drop: one-shot timer", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+    table.add(
+        "7. create + drop: one-shot timer",
+        "ns/object",
+        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
+    );
     let [c, r] = periodic;
-    table.add("7. create + drop: periodic timer", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+    table.add(
+        "7. create + drop: periodic timer",
+        "ns/object",
+        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
+    );
 }
 
 /// Workload 9, cancellation of an armed wait with nothing queued (its event is never

@@ -191,8 +191,27 @@ fn reference_renders_slots_and_syscalls() {
 #[test]
 fn without_the_feature_recording_evaluates_nothing() {
     let mut evaluated = 0;
-    trace_record!("work", "submitted", { evaluated += 1; evaluated }, { evaluated += 10; 0 });
-    let r = trace_call!("SubmitThreadpoolWork", { evaluated += 100; 0 }, 0, { 7 });
+    trace_record!(
+        "work",
+        "submitted",
+        {
+            evaluated += 1;
+            evaluated
+        },
+        {
+            evaluated += 10;
+            0
+        }
+    );
+    let r = trace_call!(
+        "SubmitThreadpoolWork",
+        {
+            evaluated += 100;
+            0
+        },
+        0,
+        { 7 }
+    );
     assert_eq!(r, 7);
     assert_eq!(evaluated, 0, "a recording macro evaluated its payload without the trace feature");
     record("work", "submitted", 1, 2);
@@ -222,7 +241,10 @@ mod recorder {
         assert_eq!(parse_filter("syscall").mask, target_mask("syscall-enter") | target_mask("syscall-leave"));
         assert_eq!(parse_filter("syscall-leave").mask, target_mask("syscall-leave"));
         assert_eq!(parse_filter("timer").mask, target_mask("timer"), "timer does not include timer-periodic");
-        assert_eq!(parse_filter("Work,bogus,io"), Filter { mask: target_mask("io"), unknown: vec!["Work".into(), "bogus".into()] });
+        assert_eq!(
+            parse_filter("Work,bogus,io"),
+            Filter { mask: target_mask("io"), unknown: vec!["Work".into(), "bogus".into()] }
+        );
         for t in TARGETS {
             assert_eq!(parse_filter(t).mask, 1 << TARGETS.iter().position(|x| *x == t).unwrap(), "{t}");
         }
@@ -385,10 +407,19 @@ mod recorder {
 
     #[test]
     fn text_header_announces_overflow_and_ignored_names() {
-        let snap = Snapshot { records: vec![rec(40, 1, 1, "work", "submitted", 1, 0)], dropped: 40, incomplete: 2, capacity: 1 };
+        let snap = Snapshot {
+            records: vec![rec(40, 1, 1, "work", "submitted", 1, 0)],
+            dropped: 40,
+            incomplete: 2,
+            capacity: 1,
+        };
         let unknown = ["bogus".to_string()];
-        let text = render_text(&snap, CLOCK, &Header { filter: "work,bogus", unknown: &unknown, bad_capacity: Some("x") });
-        assert!(text.contains("\n# overflow: 40 records dropped (the ring holds 1; the oldest were overwritten)\n"), "{text}");
+        let text =
+            render_text(&snap, CLOCK, &Header { filter: "work,bogus", unknown: &unknown, bad_capacity: Some("x") });
+        assert!(
+            text.contains("\n# overflow: 40 records dropped (the ring holds 1; the oldest were overwritten)\n"),
+            "{text}"
+        );
         assert!(text.contains("\n# 2 records not shown: still being written"), "{text}");
         assert!(text.contains("\n# not targets, ignored: bogus\n"), "{text}");
         assert!(text.contains("WINDOWS_THREADPOOL_TRACE_CAPACITY=\"x\" is not a capacity"), "{text}");
@@ -403,9 +434,17 @@ mod recorder {
             .iter()
             .filter(|e| e.get("ph").and_then(|p| p.as_str()) != Some("M"))
             .map(|e| {
-                let s = |k: &str| e.get(k).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("{k} in {e:?}")).to_string();
+                let s =
+                    |k: &str| e.get(k).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("{k} in {e:?}")).to_string();
                 let f = |k: &str| e.get(k).and_then(|v| v.as_f64());
-                (s("name"), s("ph"), e.get("tid").and_then(|t| t.as_u64()).unwrap(), f("ts").unwrap(), f("dur").unwrap_or(-1.0), e.get("args").unwrap().clone())
+                (
+                    s("name"),
+                    s("ph"),
+                    e.get("tid").and_then(|t| t.as_u64()).unwrap(),
+                    f("ts").unwrap(),
+                    f("dur").unwrap_or(-1.0),
+                    e.get("args").unwrap().clone(),
+                )
             })
             .collect()
     }
@@ -440,7 +479,9 @@ mod recorder {
         let doc = json::parse(&text).unwrap();
         assert_eq!(doc.get("otherData").and_then(|o| o.get("dropped")).and_then(|d| d.as_u64()), Some(3));
         let ev = chrome_events(&text);
-        let find = |name: &str, tid: u64| ev.iter().find(|e| e.0 == name && e.2 == tid).unwrap_or_else(|| panic!("{name} on {tid}: {ev:#?}"));
+        let find = |name: &str, tid: u64| {
+            ev.iter().find(|e| e.0 == name && e.2 == tid).unwrap_or_else(|| panic!("{name} on {tid}: {ev:#?}"))
+        };
         let stray = find("work trampoline-left", 5);
         assert_eq!((stray.1.as_str(), stray.3), ("i", 10.0));
         let cb = find("work callback", 5);
@@ -456,7 +497,11 @@ mod recorder {
         assert_eq!(open.5.get("unfinished"), Some(&json::Json::Bool(true)));
         let created = find("pool created", 6);
         assert_eq!((created.1.as_str(), created.5.get("pool").and_then(|p| p.as_str())), ("i", Some("0xbeef")));
-        let same: Vec<_> = ev.iter().filter(|e| e.2 == 8).map(|e| (e.1.as_str(), e.3, e.4, e.5.get("end-missing").is_some())).collect();
+        let same: Vec<_> = ev
+            .iter()
+            .filter(|e| e.2 == 8)
+            .map(|e| (e.1.as_str(), e.3, e.4, e.5.get("end-missing").is_some()))
+            .collect();
         assert_eq!(same, [("X", 61.0, 1.0, false), ("X", 60.0, 4.0, false)]);
         assert_eq!(ev.len(), 9, "{ev:#?}");
         assert!(ev.iter().all(|e| e.0 != "work trampoline-entered" && !e.0.starts_with("syscall-")), "{ev:#?}");
@@ -507,7 +552,14 @@ fn record_cost() {
             let one = timed(n, &f);
             let barrier = std::sync::Barrier::new(2);
             let two: Vec<f64> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..2).map(|_| s.spawn(|| { barrier.wait(); timed(n, &f) })).collect();
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            timed(n, &f)
+                        })
+                    })
+                    .collect();
                 hs.into_iter().map(|h| h.join().unwrap()).collect()
             });
             format!("1 thread {one:.1} ns/record; 2 threads {:.1} and {:.1} ns/record each", two[0], two[1])

@@ -226,9 +226,10 @@ impl Rng {
         Self(seed | 1)
     }
     pub fn from_time(ctx: &Ctx) -> Self {
-        let seed = std::env::var("WINDOWS_THREADPOOL_STRESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-        });
+        let seed =
+            std::env::var("WINDOWS_THREADPOOL_STRESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+            });
         ctx.report("seed", seed);
         Self::new(seed)
     }

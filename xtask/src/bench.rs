@@ -19,7 +19,11 @@ fn machine() -> String {
     }
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = capture(&mut Command::new("nproc"));
     let mem = capture(Command::new("sh").args(["-c", "free -h | awk '/^Mem:/{print $2}'"]));
@@ -54,14 +58,21 @@ pub fn bench(rest: &[String]) -> Result<()> {
     if quick {
         run.arg("--quick");
     }
-    let out = run.stdin(Stdio::null()).stderr(Stdio::inherit()).output().map_err(|e| format!("running the benchmarks: {e}"))?;
+    let out = run
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running the benchmarks: {e}"))?;
     if !out.status.success() {
         return Err(format!("the benchmark program failed: {}", out.status));
     }
     let mut table = String::from_utf8_lossy(&out.stdout).into_owned();
     // The trace workload again, in a build with the recorder: disarmed, then armed.
     let mut build = Command::new("cargo");
-    build.current_dir(&root).args(["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "trace"]).args(p.target_args());
+    build
+        .current_dir(&root)
+        .args(["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "trace"])
+        .args(p.target_args());
     if !build.status().map_err(|e| e.to_string())?.success() {
         return Err("building the benchmark program with the trace feature failed".into());
     }

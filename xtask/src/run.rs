@@ -3,8 +3,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
-use crate::setup::{self, Platform, Result, workspace_root};
 use crate::LIB;
+use crate::setup::{self, Platform, Result, workspace_root};
 
 /// The feature configurations every check runs in.
 const CONFIGS: [(&str, &[&str]); 3] =
@@ -119,7 +119,8 @@ fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) {
         args.extend(lib);
         args.extend(flags);
         let (ok, text) = run_tee(&mut cargo(p, &args));
-        let flaky = text.lines().filter(|l| l.trim_start().starts_with("FLAKY")).map(|l| format!("{config}: {}", l.trim()));
+        let flaky =
+            text.lines().filter(|l| l.trim_start().starts_with("FLAKY")).map(|l| format!("{config}: {}", l.trim()));
         tally.flaky.extend(flaky);
         (ok, parse_nextest(&text))
     } else {
@@ -169,7 +170,8 @@ pub fn test(rest: &[String]) -> Result<()> {
         let (ok, _) = run_tee(&mut cargo(&p, &args));
         tally.check(format!("clippy ({config})"), ok);
     }
-    let (ok, _) = run_tee(&mut cargo(&p, &["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
+    let (ok, _) =
+        run_tee(&mut cargo(&p, &["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
     tally.check("clippy (benchmarks)".into(), ok);
     let (ok, _) = run_tee(
         cargo(&p, &["doc", "--quiet", "--no-deps", "-p", LIB, "--all-features", "--document-private-items"])
@@ -179,7 +181,8 @@ pub fn test(rest: &[String]) -> Result<()> {
     let host = Platform { target: None };
     // Off Windows the library is an empty crate: the whole workspace must
     // still build and lint for the host.
-    let (ok, _) = run_tee(&mut cargo(&host, &["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]));
+    let (ok, _) =
+        run_tee(&mut cargo(&host, &["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]));
     tally.check("host build of the workspace".into(), ok);
     let (ok, text) = run_tee(&mut cargo(&host, &["test", "--quiet", "-p", "xtask"]));
     account(&mut tally, "tooling tests".into(), ok, parse_libtest(&text));
@@ -233,9 +236,8 @@ pub fn stress(rest: &[String]) -> Result<()> {
     let t0 = std::time::Instant::now();
     let mut tally = Tally::default();
     let (ok, counts) = if has_nextest() {
-        let args = [
-            "nextest", "run", "-p", LIB, "-E", "binary(/_stress$/)", "-j", "1", "--no-fail-fast", "--no-capture",
-        ];
+        let args =
+            ["nextest", "run", "-p", LIB, "-E", "binary(/_stress$/)", "-j", "1", "--no-fail-fast", "--no-capture"];
         let (ok, text) = run_tee(cargo(&p, &args).env(STRESS_VAR, "1"));
         (ok, parse_nextest(&text))
     } else {
@@ -272,7 +274,8 @@ mod tests {
 
     #[test]
     fn libtest_results_are_summed() {
-        let text = "test result: ok. 3 passed; 0 failed; 1 ignored\nx\ntest result: FAILED. 2 passed; 5 failed; 0 ignored\n";
+        let text =
+            "test result: ok. 3 passed; 0 failed; 1 ignored\nx\ntest result: FAILED. 2 passed; 5 failed; 0 ignored\n";
         assert_eq!(parse_libtest(text), Some((5, 5)));
         assert_eq!(parse_libtest("error[E0433]"), None);
     }

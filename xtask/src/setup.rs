@@ -46,9 +46,7 @@ pub fn wine_prefix() -> PathBuf {
 /// A `Command` for a Wine program in the project's prefix, with Wine's own logging off.
 pub fn wine_cmd(program: &str) -> Command {
     let mut c = Command::new(program);
-    c.env("WINEPREFIX", wine_prefix())
-        .env("WINEDEBUG", "-all")
-        .env("WINEDLLOVERRIDES", "mscoree,mshtml=");
+    c.env("WINEPREFIX", wine_prefix()).env("WINEDEBUG", "-all").env("WINEDLLOVERRIDES", "mscoree,mshtml=");
     c
 }
 
@@ -169,7 +167,9 @@ const AEDEBUG: &str = r"HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebu
 fn clear_auto_debugger() -> Result<()> {
     for (name, value) in [("Debugger", ""), ("Auto", "0")] {
         run_quiet(
-            wine_cmd("wine").args(["reg", "add", AEDEBUG, "/v", name, "/t", "REG_SZ", "/d", value, "/f"]).stdin(Stdio::null()),
+            wine_cmd("wine")
+                .args(["reg", "add", AEDEBUG, "/v", name, "/t", "REG_SZ", "/d", value, "/f"])
+                .stdin(Stdio::null()),
             "clearing the AeDebug auto-debugger",
         )?;
     }
