@@ -247,6 +247,17 @@ const _: () = {
     send_sync::<WaitMember<'static>>();
 };
 
+macro_rules! member_debug {
+    ($($ty:ident),*) => {$(
+        impl core::fmt::Debug for $ty<'_> {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($ty)).field("core", &(self.core as *const _)).finish_non_exhaustive()
+            }
+        }
+    )*};
+}
+member_debug!(WorkMember, WaitMember, TimerMember, PeriodicTimerMember);
+
 impl core::fmt::Debug for CleanupGroup {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("CleanupGroup")

@@ -22,7 +22,13 @@
 //!
 //! On targets other than Windows the crate is empty.
 #![cfg_attr(not(windows), allow(unused))]
-#![warn(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
 
 #[cfg(windows)]
 #[macro_use]

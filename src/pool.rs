@@ -101,8 +101,8 @@ impl ThreadpoolPool {
                 "set_max_threads(0): a pool with at most zero threads could never run a callback",
             ));
         }
-        // SAFETY: `self.as_raw()` is a live pool: `self` holds a reference.
         trace_call!("SetThreadpoolThreadMaximum", self.as_raw(), threads, {
+            // SAFETY: `self.as_raw()` is a live pool: `self` holds a reference.
             unsafe { SetThreadpoolThreadMaximum(self.as_raw(), threads) }
         });
         Ok(())

@@ -446,10 +446,10 @@ impl TimerCore {
         let (env, pool) = env_parts(env);
         let ctx = Context::new(TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
-        // SAFETY: `trampoline` is instantiated for the context's callback
-        // type, and the context outlives the timer (freed only after the
-        // timer is disarmed, drained and closed).
         let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
+            // SAFETY: `trampoline` is instantiated for the context's callback
+            // type, and the context outlives the timer (freed only after the
+            // timer is disarmed, drained and closed).
             unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) }
         });
         if raw == 0 {

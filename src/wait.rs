@@ -649,9 +649,9 @@ impl WaitCore {
         };
         let ctx = Context::new(header, callback);
         let pv = ctx.as_ptr();
-        // SAFETY: the trampoline is instantiated for the context's type, and
-        // the context outlives the object (freed only after drain and close).
         let raw = trace_call!("CreateThreadpoolWait", pv, env, {
+            // SAFETY: the trampoline is instantiated for the context's type, and
+            // the context outlives the object (freed only after drain and close).
             unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) }
         });
         if raw == 0 {

@@ -94,9 +94,9 @@ impl WorkCore {
         let (env, pool) = env_parts(env);
         let ctx = Context::new(WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
-        // SAFETY: the trampoline is instantiated for the context's type, and
-        // the context outlives the object (freed only after drain and close).
         let raw = trace_call!("CreateThreadpoolWork", pv, env, {
+            // SAFETY: the trampoline is instantiated for the context's type, and
+            // the context outlives the object (freed only after drain and close).
             unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) }
         });
         if raw == 0 {

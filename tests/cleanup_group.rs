@@ -519,7 +519,7 @@ mod timers {
     fn invalid_periods_are_rejected_by_the_group_too() {
         let group = CleanupGroup::new().unwrap();
         for p in [Duration::ZERO, Duration::from_micros(1500)] {
-            let e = group.create_periodic_timer(p, |_| {}, None).err().expect("rejected");
+            let e = group.create_periodic_timer(p, |_| {}, None).expect_err("rejected");
             assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
         }
         assert_eq!(group.owned_resources(), 0);

@@ -393,6 +393,12 @@ pub mod testing {
     /// A registration for `pool` held by the test, as an object would hold one.
     pub struct TestRegistration(Registration);
 
+    impl core::fmt::Debug for TestRegistration {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("TestRegistration").finish_non_exhaustive()
+        }
+    }
+
     /// Registers a use of `pool` (None: the default pool).
     pub fn register(pool: Option<&ThreadpoolPool>) -> TestRegistration {
         TestRegistration(Registration::new(&pool.map(ThreadpoolPool::share)))

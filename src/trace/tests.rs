@@ -220,6 +220,7 @@ fn without_the_feature_recording_evaluates_nothing() {
 }
 
 #[cfg(feature = "trace")]
+#[allow(unreachable_pub)] // shared with the integration tests, where its items are used
 #[path = "../../tests/support/json.rs"]
 mod json;
 
