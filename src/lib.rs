@@ -35,6 +35,8 @@
 pub mod trace;
 
 #[cfg(windows)]
+mod arming;
+#[cfg(windows)]
 pub mod callback_env;
 #[cfg(windows)]
 pub mod cleanup_group;

@@ -9,6 +9,7 @@ use super::*;
 /// checks that `lib.rs` declares no module missing from this list.
 const SOURCES: &[(&str, &str)] = &[
     ("lib.rs", include_str!("../lib.rs")),
+    ("arming.rs", include_str!("../arming.rs")),
     ("trace.rs", include_str!("../trace.rs")),
     ("trace/tests.rs", include_str!("tests.rs")),
     ("callback_env.rs", include_str!("../callback_env.rs")),
