@@ -42,9 +42,12 @@ pub mod callback_env;
 pub mod cleanup_group;
 #[cfg(windows)]
 mod ctx;
-#[cfg(windows)]
+// Public only for the crate's own tests (`heal::testing`).
+#[cfg(all(windows, feature = "test-hooks"))]
 #[doc(hidden)]
 pub mod heal;
+#[cfg(all(windows, not(feature = "test-hooks")))]
+mod heal;
 #[cfg(windows)]
 pub mod io;
 #[cfg(windows)]
