@@ -68,6 +68,13 @@ impl CallbackPriority {
 /// `'pool` is the lifetime of the private pool the environment names, if any:
 /// the borrow keeps the pool alive for as long as objects can be created from
 /// the environment.
+///
+/// A clone copies every setting, raw ones included (the library of
+/// [`set_library`](Self::set_library), the group of
+/// [`set_cleanup_group`](Self::set_cleanup_group)): the `# Safety`
+/// contracts of those methods bind every object created from the
+/// environment *or from any clone made of it* after the call, for as long as
+/// such a clone exists.
 #[derive(Clone)]
 pub struct CallbackEnviron<'pool> {
     inner: TP_CALLBACK_ENVIRON_V3,
@@ -145,8 +152,11 @@ impl<'pool> CallbackEnviron<'pool> {
     ///
     /// # Safety
     /// `module` must be a module handle (`HMODULE`) of a DLL that stays loaded
-    /// until every object created from this environment has been created
-    /// (the pool takes its own reference for the callbacks).
+    /// until every object created from this environment, or from any clone
+    /// of it made after this call (clones, and clones of clones, carry the
+    /// module), has been created (the pool takes its own reference for the
+    /// callbacks). Dropping the environment does not end the obligation
+    /// while such a clone lives.
     pub unsafe fn set_library(&mut self, module: *mut c_void) {
         self.inner.RaceDll = module;
     }
@@ -158,12 +168,15 @@ impl<'pool> CallbackEnviron<'pool> {
     /// [`crate::cleanup_group`] is the way to use cleanup groups without it.
     ///
     /// # Safety
+    /// The environment's clones made after this call (and their clones)
+    /// carry `group` and `cancel`; each condition below covers the objects
+    /// created from any of them as well as from this environment.
     /// `group` must be a live cleanup group for as long as objects are created
-    /// from this environment, and whoever releases the group's members
-    /// (`CloseThreadpoolCleanupGroupMembers`) must not do so while an owned
-    /// object of this crate created from this environment is alive: the
-    /// release closes the object under its owner. `cancel`, if given, must be
-    /// safe to call with the context of any such object.
+    /// from this environment or such a clone, and whoever releases the
+    /// group's members (`CloseThreadpoolCleanupGroupMembers`) must not do so
+    /// while an owned object of this crate created from any of them is alive:
+    /// the release closes the object under its owner. `cancel`, if given,
+    /// must be safe to call with the context of any such object.
     pub unsafe fn set_cleanup_group(&mut self, group: PTP_CLEANUP_GROUP, cancel: PTP_CLEANUP_GROUP_CANCEL_CALLBACK) {
         self.inner.CleanupGroup = group;
         self.inner.CleanupGroupCancelCallback = cancel;

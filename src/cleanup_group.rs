@@ -24,6 +24,12 @@
 //! A group can be reused after a release; `Drop` releases what is left, then
 //! closes the group.
 //!
+//! An explicit release ([`CleanupGroup::close_members`] or a cancelling one)
+//! is the members' `stop_and_drain`: it settles whatever drain they owed.
+//! Dropping a group whose members still owed a drain (armed, or with
+//! callbacks pending, and never released) is what the `fail-fast` feature
+//! reports, after the group has been closed.
+//!
 //! Thread-pool I/O is deliberately not a member type: a `TP_IO` must not be
 //! closed while an operation is outstanding, which a bulk release cannot
 //! guarantee. Use the `io` module's `ThreadpoolIo` on its own.
@@ -50,6 +56,7 @@
 
 use core::ffi::c_void;
 use core::marker::PhantomData;
+use core::ptr::NonNull;
 use std::io;
 use std::sync::Mutex;
 
@@ -134,12 +141,37 @@ impl Member for WaitCore {
     }
 }
 
-/// A member as the group owns it: boxed so its address is stable while
-/// borrowed, with its claim on its pool's self-heal registry entry (which
-/// also keeps the pool open through a cancelling release).
+/// A member as the group owns it, with its claim on its pool's self-heal
+/// registry entry (which also keeps the pool open through a cancelling
+/// release).
+///
+/// The member is held as the raw pointer `Box::into_raw` gave, not as a
+/// `Box`: the group lends out references derived from that pointer, and
+/// moving a `Box` (into the list, or when the list grows) asserts unique
+/// access to its contents, which would invalidate them. The box is rebuilt
+/// only at release, when no lent reference can be alive.
 struct Owned {
-    member: Box<dyn Member>,
+    member: NonNull<dyn Member>,
     claim: Registration,
+}
+
+impl Owned {
+    fn member(&self) -> &dyn Member {
+        // SAFETY: `member` came from `Box::into_raw` in `adopt` and is freed
+        // only by `into_box`, which consumes `self`.
+        unsafe { self.member.as_ref() }
+    }
+
+    /// Takes the member back as the box it was allocated as.
+    ///
+    /// # Safety
+    /// No reference lent out by `adopt` for this member may be alive.
+    unsafe fn into_box(self) -> (Box<dyn Member>, Registration) {
+        // SAFETY: `member` came from `Box::into_raw` and is rebuilt once,
+        // here (`self` is consumed); the caller guarantees no lent reference
+        // remains.
+        (unsafe { Box::from_raw(self.member.as_ptr()) }, self.claim)
+    }
 }
 
 /// A cleanup group that creates, owns and releases its members.
@@ -293,9 +325,9 @@ impl CleanupGroup {
     /// objects to this group. The caller's environment is never changed.
     fn member_env<'p>(&self, env: Option<&CallbackEnviron<'p>>) -> CallbackEnviron<'p> {
         let mut e: CallbackEnviron<'p> = env.cloned().unwrap_or_default();
-        // SAFETY: the group outlives its members' creation (`&self`), and only
-        // `close_members`, which requires that no member borrow is alive,
-        // releases them.
+        // SAFETY: `e` is never cloned and lives only until the member is
+        // created; the group outlives that (`&self`), and only a release,
+        // which requires that no member borrow is alive, releases members.
         unsafe { e.set_cleanup_group(self.raw, None) };
         e
     }
@@ -304,15 +336,16 @@ impl CleanupGroup {
     /// group is borrowed.
     fn adopt<M: Member + 'static>(&self, core: M, env: &CallbackEnviron<'_>) -> &M {
         let claim = Registration::new(env.pool_ref());
-        let boxed = Box::new(core);
-        let ptr: *const M = &*boxed;
+        // SAFETY: `Box::into_raw` never returns null.
+        let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(core))) };
         let mut members = self.lock();
-        members.push(Owned { member: boxed, claim });
+        members.push(Owned { member: ptr, claim });
         trace_record!("group", "member-created", self.raw, members.len());
-        // SAFETY: the box is owned by `self.members` and neither moved nor
-        // freed until `close_members(&mut self)`, which cannot run while the
-        // returned borrow of `self` is alive.
-        unsafe { &*ptr }
+        // SAFETY: the allocation is freed only by a release, which takes
+        // `&mut self` (or runs in `Drop`) and so cannot run while the returned
+        // borrow of `self` is alive; the list holds the raw pointer, so no
+        // move of a `Box` invalidates this reference.
+        unsafe { ptr.as_ref() }
     }
 
     /// Creates a work object in the group.
@@ -372,8 +405,16 @@ impl CleanupGroup {
     /// callback (`CloseThreadpoolCleanupGroupMembers(.., FALSE, ..)`), closes
     /// them, then frees their contexts and closes their wait targets. The
     /// group can create new members afterwards.
+    ///
+    /// This is the group's explicit draining release, its members'
+    /// `stop_and_drain`: it settles every drain they owed. A member still
+    /// armed (a wait never signalled, a timer not yet due) or with callbacks
+    /// queued is stopped and drained here, which is not a drain owed, so the
+    /// `fail-fast` feature has nothing to report. Only dropping a group whose
+    /// members were never released this way reports.
     pub fn close_members(&mut self) {
-        self.release(false, false);
+        // An explicit release settles what was owed: nothing to report.
+        let _settled = self.release(false, false);
     }
 
     /// Releases every member like [`close_members`](Self::close_members) but
@@ -383,7 +424,7 @@ impl CleanupGroup {
     /// `docs/self-heal.md`). Requires the default `self-heal` feature.
     #[cfg(feature = "self-heal")]
     pub fn close_members_cancelling(&mut self) {
-        self.release(true, true);
+        let _settled = self.release(true, true);
     }
 
     /// Releases every member, discarding queued callbacks that have not
@@ -395,19 +436,21 @@ impl CleanupGroup {
     /// takes on the obligation to make each pool the members used dispatch
     /// again, for instance by submitting work to it.
     pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
-        self.release(true, false);
+        let _settled = self.release(true, false);
     }
 
     /// The one release path; `cancel` discards queued callbacks, `heal`
     /// stamps the members' pools as owing a repair after the release.
-    fn release(&mut self, cancel: bool, heal: bool) {
+    /// Returns the type name of the first member that owed a drain (recorded
+    /// as `drain-owed` by the member); only `Drop` reports it.
+    fn release(&mut self, cancel: bool, heal: bool) -> Option<&'static str> {
         // Taking the members takes their claims too: the pools stay
         // registered (and open) until the release has been marked.
         let members = std::mem::take(&mut *self.lock());
         trace_record!("group", "release-begin", self.raw, members.len());
         let mut owed = None;
         for m in &members {
-            if let Some(type_name) = m.member.before_release(cancel) {
+            if let Some(type_name) = m.member().before_release(cancel) {
                 owed.get_or_insert(type_name);
             }
         }
@@ -429,28 +472,32 @@ impl CleanupGroup {
         // The platform has closed every member: freeing their contexts is now safe.
         let n = members.len();
         let mut claims = Vec::with_capacity(n);
-        for Owned { member, claim } in members {
+        for m in members {
+            // SAFETY: a release runs under `&mut self` (or in `Drop`), so no
+            // reference `adopt` lent out is alive.
+            let (member, claim) = unsafe { m.into_box() };
             member.after_release();
             claims.push(claim);
         }
         drop(claims);
         trace_record!("group", "release-ended", self.raw, n);
-        // A cancelling release discards pending callbacks on purpose (and
-        // self-heal repairs the pools): what was owed is recorded, not reported.
-        if let Some(type_name) = owed
-            && !cancel
-        {
-            crate::obligation::report_drain_owed(type_name);
-        }
+        owed
     }
 }
 
 impl Drop for CleanupGroup {
+    /// Releases what is left, closes the group, and only then reports a
+    /// drain the members still owed: a `fail-fast` panic must not leave the
+    /// group open. A group whose members were all released by
+    /// `close_members` (or a cancelling release) has nothing to report.
     fn drop(&mut self) {
-        self.release(false, false);
+        let owed = self.release(false, false);
         // SAFETY: the members were released above; the group is closed once.
         trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });
         trace_record!("group", "closed", self.raw, 0);
+        if let Some(type_name) = owed {
+            crate::obligation::report_drain_owed(type_name);
+        }
     }
 }
 

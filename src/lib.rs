@@ -35,14 +35,19 @@
 pub mod trace;
 
 #[cfg(windows)]
+mod arming;
+#[cfg(windows)]
 pub mod callback_env;
 #[cfg(windows)]
 pub mod cleanup_group;
 #[cfg(windows)]
 mod ctx;
-#[cfg(windows)]
+// Public only for the crate's own tests (`heal::testing`).
+#[cfg(all(windows, feature = "test-hooks"))]
 #[doc(hidden)]
 pub mod heal;
+#[cfg(all(windows, not(feature = "test-hooks")))]
+mod heal;
 #[cfg(windows)]
 pub mod io;
 #[cfg(windows)]

@@ -54,15 +54,21 @@
 //! # Re-arming from inside a firing
 //! [`TimerFiring::rearm_after`] and [`TimerFiring::rearm_at`] only record a
 //! request (the last one wins); the trampoline applies it with
-//! `SetThreadpoolTimer` after the callback returns. The application takes the
-//! same lock as every other arming and as teardown's "suppress re-arms and
-//! disarm" step, so a re-arm can never land after `Drop` or
-//! [`ThreadpoolTimer::stop_and_drain`] disarmed the timer. An arming or disarm
-//! from outside (`set_*`, `disarm`) that happens while a firing runs takes
+//! `SetThreadpoolTimer` after the callback returns. An arming or disarm from
+//! outside (`set_*`, `disarm`) that happens while a firing runs takes
 //! precedence: that firing's re-arm request is dropped.
 //!
+//! # Arms racing a stop
+//! Every arming, from outside or a firing's re-arm, goes through the arming
+//! gate that waits share (`crate::arming`): `Drop` and
+//! [`ThreadpoolTimer::stop_and_drain`] raise it and disarm under its lock,
+//! and an arming that takes the lock while a stop is in progress is
+//! absorbed (it arms nothing and reports success, as if it had come before
+//! the stop). So an arming cannot land between a stop's disarm and the end
+//! of its drain.
+//!
 //! # Teardown
-//! `Drop` suppresses re-arms, disarms, drains with
+//! `Drop` stops arms, disarms, drains with
 //! `WaitForThreadpoolTimerCallbacks(.., FALSE)` (never cancels), closes the
 //! timer, then frees the callback. A drain waits only for callbacks already
 //! queued or running: a due time still in the future has queued nothing,
@@ -87,7 +93,7 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime};
 
 use windows_sys::Win32::Foundation::FILETIME;
@@ -96,6 +102,7 @@ use windows_sys::Win32::System::Threading::{
     SetThreadpoolTimer, WaitForThreadpoolTimerCallbacks,
 };
 
+use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
@@ -114,6 +121,12 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
         event: "armed",
         slots: ["due", "period"],
         meaning: "the timer was armed from outside a firing (due: raw 100 ns FILETIME value, negative = relative)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "arm-suppressed",
+        slots: ["timer", "due"],
+        meaning: "an arming from outside raced stop_and_drain() or teardown and was absorbed by it",
     },
     EventInfo { target: "timer", event: "disarmed", slots: ["timer", ""], meaning: "the timer was disarmed" },
     EventInfo {
@@ -183,6 +196,12 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
         event: "armed",
         slots: ["due", "period"],
         meaning: "the timer was started (due: raw 100 ns FILETIME value of the first tick; period in ms)",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "arm-suppressed",
+        slots: ["timer", "due"],
+        meaning: "a start raced stop_and_drain() or teardown and was absorbed by it",
     },
     EventInfo { target: "timer-periodic", event: "disarmed", slots: ["timer", ""], meaning: "the timer was stopped" },
     EventInfo {
@@ -332,9 +351,10 @@ fn filetime(v: i64) -> FILETIME {
 pub(crate) struct TimerHeader {
     periodic: bool,
     obligation: DrainObligation,
-    /// Taken around every `SetThreadpoolTimer` this crate issues, so a re-arm
-    /// application is ordered with teardown's suppress-and-disarm.
-    lock: Mutex<ArmState>,
+    /// Taken around every `SetThreadpoolTimer` this crate issues; arms go
+    /// through it so that a stop absorbs those that race it (see
+    /// `crate::arming`).
+    gate: ArmGate<Held>,
     /// Bumped (under `lock`) by every arming and disarm from outside a
     /// callback; a firing's re-arm (or a tick's stop) applies only if it has
     /// not changed since the firing began.
@@ -344,32 +364,28 @@ pub(crate) struct TimerHeader {
     armed: AtomicBool,
 }
 
-struct ArmState {
-    /// Teardowns and `stop_and_drain` calls in progress; re-arms are dropped
-    /// while non-zero. `Drop` never gives its share back.
-    suppressors: u32,
-}
+/// A timer's arming state is the lock alone: a `&Held` is reachable only
+/// under the gate's lock, so it proves the lock is held.
+struct Held(());
 
 impl TimerHeader {
     fn new(periodic: bool) -> Self {
         Self {
             periodic,
             obligation: DrainObligation::default(),
-            lock: Mutex::new(ArmState { suppressors: 0 }),
+            gate: ArmGate::new(Held(())),
             generation: AtomicU64::new(0),
             armed: AtomicBool::new(false),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, ArmState> {
-        // A callback that panics aborts the process, so poisoning cannot be
-        // observed; recover rather than add a panic path.
-        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Gated<Held>> {
+        self.gate.lock()
     }
 
     /// Issues `SetThreadpoolTimer`; `due == None` disarms. The caller holds
-    /// the lock (the guard is the proof).
-    fn set_locked(&self, _held: &MutexGuard<'_, ArmState>, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) {
+    /// the lock (`Held` is the proof).
+    fn set_locked(&self, _held: &Held, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) {
         match due {
             Some(due) => {
                 self.armed.store(true, Ordering::SeqCst);
@@ -393,28 +409,42 @@ impl TimerHeader {
         }
     }
 
-    /// Arms or disarms from outside a callback: supersedes any re-arm
-    /// request of a firing in progress.
-    fn set_external(&self, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) {
-        let held = self.lock();
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        if let Some(due) = due {
+    /// Arms from outside a callback: supersedes any re-arm request of a
+    /// firing in progress. Absorbed while a stop is in progress.
+    fn arm_external(&self, raw: PTP_TIMER, due: i64, period: u32, window: u32) {
+        let armed = self.gate.arm(|held| {
+            self.generation.fetch_add(1, Ordering::SeqCst);
             record_kind!(self.periodic, "armed", due, period);
+            self.set_locked(held, raw, Some(due), period, window);
+        });
+        if armed.is_none() {
+            record_kind!(self.periodic, "arm-suppressed", raw, due);
         }
-        self.set_locked(&held, raw, due, period, window);
+    }
+
+    /// Disarms from outside a callback: supersedes any re-arm request of a
+    /// firing in progress.
+    fn disarm_external(&self, raw: PTP_TIMER) {
+        let g = self.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.set_locked(&g.state, raw, None, 0, 0);
     }
 
     /// Applies a firing's re-arm request after its callback returned.
     fn apply_rearm(&self, raw: PTP_TIMER, began_at: u64, due: i64) {
-        let held = self.lock();
-        if held.suppressors > 0 {
-            trace_record!("timer", "rearm-suppressed", raw, 1);
-        } else if self.generation.load(Ordering::SeqCst) != began_at {
-            trace_record!("timer", "rearm-suppressed", raw, 2);
-        } else {
-            trace_record!("timer", "rearm-entered", raw, due);
-            self.set_locked(&held, raw, Some(due), 0, 0);
-            trace_record!("timer", "rearm-left", raw, 0);
+        let applied = self.gate.arm(|held| {
+            let current = self.generation.load(Ordering::SeqCst) == began_at;
+            if current {
+                trace_record!("timer", "rearm-entered", raw, due);
+                self.set_locked(held, raw, Some(due), 0, 0);
+                trace_record!("timer", "rearm-left", raw, 0);
+            }
+            current
+        });
+        match applied {
+            None => trace_record!("timer", "rearm-suppressed", raw, 1),
+            Some(false) => trace_record!("timer", "rearm-suppressed", raw, 2),
+            Some(true) => {}
         }
     }
 
@@ -486,11 +516,11 @@ impl TimerCore {
 
     /// Arms with a raw due time (see the module docs), `period` and `window` in ms.
     pub(crate) fn arm(&self, due: i64, period: u32, window: u32) {
-        self.header().set_external(self.raw, Some(due), period, window);
+        self.header().arm_external(self.raw, due, period, window);
     }
 
     pub(crate) fn disarm(&self) {
-        self.header().set_external(self.raw, None, 0, 0);
+        self.header().disarm_external(self.raw);
     }
 
     pub(crate) fn is_armed(&self) -> bool {
@@ -515,26 +545,24 @@ impl TimerCore {
         record_kind!(self.header().periodic, "drained", self.raw, cancel);
     }
 
-    /// Suppresses re-arms and disarms, in one step under the arming lock;
-    /// returns with the suppression held (undo with [`Self::end_suppress`]).
+    /// Begins a stop (arms and re-arms are absorbed from now on) and
+    /// disarms, in one step under the arming lock; undo with
+    /// `gate.end_stop`, which teardown never calls.
     fn suppress_and_disarm(&self) {
         let h = self.header();
-        let mut held = h.lock();
-        held.suppressors += 1;
-        h.generation.fetch_add(1, Ordering::SeqCst);
-        h.set_locked(&held, self.raw, None, 0, 0);
-    }
-
-    fn end_suppress(&self) {
-        self.header().lock().suppressors -= 1;
+        h.gate.begin_stop(|held| {
+            h.generation.fetch_add(1, Ordering::SeqCst);
+            h.set_locked(held, self.raw, None, 0, 0);
+        });
     }
 
     /// Stops the timer and drains: when this returns no callback is running
-    /// or queued, and none will start until the timer is armed again.
+    /// or queued, and none will start until the timer is armed again. Arms
+    /// that race it are absorbed (see `crate::arming`).
     pub(crate) fn stop_and_drain(&self) {
         self.suppress_and_disarm();
         self.drain(false);
-        self.end_suppress();
+        self.header().gate.end_stop(|_| {});
     }
 
     /// Whether teardown finds an arming not yet fired or drained (a periodic
@@ -710,12 +738,12 @@ impl PeriodicTick<'_> {
     /// already queued still runs (on Windows it is discarded). Ignored if
     /// the owner started or stopped the timer since this tick began.
     pub fn stop(&self) {
-        let held = self.header.lock();
+        let g = self.header.lock();
         let applied = self.header.generation.load(Ordering::SeqCst) == self.began_at;
         trace_record!("timer-periodic", "stop-requested", self.raw, applied);
         if applied {
             self.header.generation.fetch_add(1, Ordering::SeqCst);
-            self.header.set_locked(&held, self.raw, None, 0, 0);
+            self.header.set_locked(&g.state, self.raw, None, 0, 0);
         }
     }
 }
@@ -784,6 +812,9 @@ impl ThreadpoolTimer {
 
     /// Arms the timer to fire once, `delay` from now (zero: at once).
     /// `InvalidInput` if `delay` cannot be represented (see the module docs).
+    /// An arm that races [`stop_and_drain`](Self::stop_and_drain) may be
+    /// absorbed by it, as if it came first (this applies to every arming
+    /// method).
     pub fn set_after(&self, delay: Duration) -> io::Result<()> {
         self.core().set_after(delay)
     }
@@ -832,9 +863,16 @@ impl ThreadpoolTimer {
         self.core().drain(true);
     }
 
-    /// Suppresses re-arm requests, disarms and drains, like `Drop` but
-    /// without closing: when it returns no firing is running or queued, and
-    /// none will start until the timer is armed again (which it may be).
+    /// Disarms and drains, like `Drop` but without closing: when it returns
+    /// nothing is armed, queued or running, and no firing will start until
+    /// the timer is armed again (which it may be).
+    ///
+    /// Arms that race it from other threads (or from a firing's re-arm
+    /// request) do not break that: an arm that takes effect before its
+    /// disarm is undone by it, and one made after the disarm and before it
+    /// returns is absorbed (it arms nothing; `set_*` still returns `Ok`). An
+    /// arm still in progress when it returns, or made after, is a new
+    /// arming, ordered after the stop.
     pub fn stop_and_drain(&self) {
         self.core().stop_and_drain();
     }
@@ -1027,7 +1065,8 @@ impl ThreadpoolPeriodicTimer {
 
     /// Stops the timer and drains, like `Drop` but without closing: when it
     /// returns no tick is running or queued, and none will start until the
-    /// timer is started again.
+    /// timer is started again. Starts that race it are undone or absorbed
+    /// as for [`ThreadpoolTimer::stop_and_drain`].
     pub fn stop_and_drain(&self) {
         self.core().stop_and_drain();
     }

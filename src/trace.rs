@@ -216,8 +216,7 @@ const fn lookup(target: &str, event: &str) -> Option<&'static EventInfo> {
 /// Whether `(target, event)` is in the table; `syscall-enter`/`syscall-leave`
 /// records are listed once under `syscall`. Evaluated at compile time by the
 /// recording macros, so recording an unlisted event does not build.
-#[doc(hidden)]
-pub const fn known(target: &str, event: &str) -> bool {
+pub(crate) const fn known(target: &str, event: &str) -> bool {
     lookup(target, event).is_some()
 }
 
@@ -296,13 +295,6 @@ pub fn wants(target: &str) -> bool {
         let _ = target;
         false
     }
-}
-
-/// Same as [`wants`]; kept for code written against the first interface.
-#[doc(hidden)]
-#[inline]
-pub fn armed_for(target: &str) -> bool {
-    wants(target)
 }
 
 /// Records one event if the filter [`wants`] its target. Allocation-free and

@@ -72,6 +72,7 @@ use windows_sys::Win32::System::Threading::{
 };
 use windows_sys::core::BOOL;
 
+use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::heal::Registration;
@@ -480,12 +481,11 @@ pub enum WaitResult {
     TimedOut,
 }
 
-/// The arming state, behind the lock that arming, re-arming and teardown share.
+/// The arming state, behind the gate that arming, re-arming and stopping
+/// share (`crate::arming`: arms are absorbed while a stop is in progress;
+/// teardown's stop never ends).
 #[derive(Default)]
 struct ArmState {
-    /// Re-arms (and arms) are refused while non-zero: teardown holds one for
-    /// good, `stop_and_drain` one for its duration.
-    suppressors: u32,
     /// Armings published since the wait was last at rest. Compared with
     /// [`WaitHeader::activations`]: fewer activations than armings means an
     /// arming may still be outstanding (each arming yields at most one
@@ -511,19 +511,19 @@ pub(crate) struct WaitHeader {
     /// The target's handle value, for re-arms (the owner keeps it open until
     /// the wait is drained and closed).
     target: SendHandle,
-    arming: Mutex<ArmState>,
+    arming: ArmGate<ArmState>,
     /// Activations of user armings since the wait was last at rest.
     activations: AtomicU64,
     flush: Flush,
 }
 
 impl WaitHeader {
-    fn lock(&self) -> MutexGuard<'_, ArmState> {
-        self.arming.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Gated<ArmState>> {
+        self.arming.lock()
     }
 
-    /// Publishes an arming; the caller holds the arming lock and has checked
-    /// that re-arms are not suppressed.
+    /// Publishes an arming; the caller is inside the gate's `arm` (holds the
+    /// lock, no stop in progress).
     fn publish(&self, state: &mut ArmState, wait: PTP_WAIT, timeout: Option<&FILETIME>) {
         state.armings += 1;
         let handle = self.target.0;
@@ -578,14 +578,14 @@ impl WaitActivation<'_> {
     pub fn rearm(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let ft = timeout.map(relative_filetime).transpose()?;
         let h = self.header;
-        let mut state = h.lock();
-        if state.suppressors > 0 {
+        let armed = h.arming.arm(|state| {
+            trace_record!("wait", "rearm-entered", self.wait, h.target.0);
+            h.publish(state, self.wait, ft.as_ref());
+        });
+        if armed.is_none() {
             trace_record!("wait", "rearm-suppressed", self.wait, 0);
             return Ok(false);
         }
-        trace_record!("wait", "rearm-entered", self.wait, h.target.0);
-        h.publish(&mut state, self.wait, ft.as_ref());
-        drop(state);
         trace_record!("wait", "rearm-left", self.wait, 0);
         Ok(true)
     }
@@ -643,7 +643,7 @@ impl WaitCore {
         let header = WaitHeader {
             obligation: DrainObligation::default(),
             target: SendHandle(handle.raw()),
-            arming: Mutex::default(),
+            arming: ArmGate::new(ArmState::default()),
             activations: AtomicU64::new(0),
             flush: Flush::default(),
         };
@@ -672,24 +672,24 @@ impl WaitCore {
     pub(crate) fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
         let ft = timeout.map(relative_filetime).transpose()?;
         let h = self.header();
-        let mut state = h.lock();
-        if state.suppressors > 0 {
+        let armed = h.arming.arm(|state| {
+            trace_record!("wait", "armed", self.raw, h.target.0);
+            h.publish(state, self.raw, ft.as_ref());
+        });
+        if armed.is_none() {
             trace_record!("wait", "arm-suppressed", self.raw, 0);
-            return Ok(());
         }
-        trace_record!("wait", "armed", self.raw, h.target.0);
-        h.publish(&mut state, self.raw, ft.as_ref());
         Ok(())
     }
 
     pub(crate) fn disarm(&self) {
-        let state = self.header().lock();
+        let g = self.header().lock();
         // During a flush the wait is already disarmed for the user; the
         // flush disarms its own arming when it ends.
-        if !state.flushing {
+        if !g.state.flushing {
             self.set_null();
         }
-        drop(state);
+        drop(g);
         trace_record!("wait", "disarmed", self.raw, 0);
     }
 
@@ -704,16 +704,16 @@ impl WaitCore {
         });
     }
 
-    /// Refuses re-arms from now on (until [`Self::lift_suppression`]) and
-    /// disarms, under the lock re-arms take. Returns whether a Wine flush is
-    /// needed: an arming may still be outstanding under Wine.
+    /// Begins a stop (arms and re-arms are absorbed until
+    /// [`Self::lift_suppression`]) and disarms, under the gate's lock.
+    /// Returns whether a Wine flush is needed: an arming may still be
+    /// outstanding under Wine.
     fn suppress_and_disarm(&self) -> bool {
         let h = self.header();
-        let mut state = h.lock();
-        state.suppressors += 1;
-        self.set_null();
-        let flush = on_wine() && state.armings > h.activations.load(Ordering::SeqCst);
-        drop(state);
+        let flush = h.arming.begin_stop(|state| {
+            self.set_null();
+            on_wine() && state.armings > h.activations.load(Ordering::SeqCst)
+        });
         trace_record!("wait", "suppress-and-disarm", self.raw, flush);
         flush
     }
@@ -721,15 +721,13 @@ impl WaitCore {
     /// Ends a `stop_and_drain`: the wait is at rest, so the counts restart.
     fn lift_suppression(&self) {
         let h = self.header();
-        let mut state = h.lock();
-        state.suppressors -= 1;
-        if state.suppressors == 0 {
-            // Nothing is armed, queued or running (drained, re-arms refused),
+        h.arming.end_stop(|state| {
+            // Nothing is armed, queued or running (drained, arms absorbed),
             // so no activation can race this reset.
             state.armings = 0;
             h.activations.store(0, Ordering::SeqCst);
             h.obligation.drained();
-        }
+        });
     }
 
     /// The one drain for waits: waits for every queued and running callback,
@@ -760,21 +758,21 @@ impl WaitCore {
         trace_record!("wait", "flush-begin", self.raw, 0);
         *h.flush.acked.lock().unwrap_or_else(PoisonError::into_inner) = false;
         h.flush.active.store(true, Ordering::SeqCst);
-        let mut state = h.lock();
-        state.flushing = true;
+        let mut g = h.lock();
+        g.state.flushing = true;
         let zero = FILETIME { dwLowDateTime: 0, dwHighDateTime: 0 };
         trace_call!("SetThreadpoolWait", self.raw, h.target.0, {
             // SAFETY: `self.raw` is live and the target is open; a zero
             // timeout makes Wine time the arming out without waiting.
             unsafe { SetThreadpoolWait(self.raw, h.target.0, &zero) }
         });
-        drop(state);
+        drop(g);
         let acked = h.flush.acked.lock().unwrap_or_else(PoisonError::into_inner);
         drop(h.flush.cv.wait_while(acked, |acked| !*acked).unwrap_or_else(PoisonError::into_inner));
-        let mut state = h.lock();
+        let mut g = h.lock();
         self.set_null();
-        state.flushing = false;
-        drop(state);
+        g.state.flushing = false;
+        drop(g);
         self.drain(false);
         h.flush.active.store(false, Ordering::SeqCst);
         trace_record!("wait", "flush-done", self.raw, 0);

@@ -74,3 +74,29 @@ fn library_and_cleanup_group_seams() {
     let p = env.as_mut_ptr();
     assert_eq!(p as *const _, env.as_inner() as *const _);
 }
+
+/// What the `# Safety` contracts of `set_library` and `set_cleanup_group`
+/// rest on: a clone made after the call carries the raw settings (so the
+/// contract binds it), one made before does not.
+#[test]
+fn clones_made_after_a_raw_setting_carry_it() {
+    unsafe extern "system" fn cancel(_: *mut core::ffi::c_void, _: *mut core::ffi::c_void) {}
+    let mut env = CallbackEnviron::new();
+    let before = env.clone();
+    let module = 0x1234usize as *mut core::ffi::c_void;
+    // SAFETY: no environment here is used to create an object.
+    unsafe {
+        env.set_library(module);
+        env.set_cleanup_group(0x5678, Some(cancel));
+    }
+    let after = env.clone();
+    let of_clone = after.clone();
+    drop(env);
+    for e in [after.as_inner(), of_clone.as_inner()] {
+        assert_eq!(e.RaceDll, module);
+        assert_eq!(e.CleanupGroup, 0x5678);
+        assert!(e.CleanupGroupCancelCallback.is_some());
+    }
+    let b = before.as_inner();
+    assert!(b.RaceDll.is_null() && b.CleanupGroup == 0 && b.CleanupGroupCancelCallback.is_none());
+}

@@ -456,6 +456,130 @@ fn stop_and_drain_mid_firing_suppresses_the_rearm_and_allows_arming_again() {
     count.wait_for(2);
 }
 
+/// Rounds of [`arms_racing_stop_and_drain`], and threads arming in each.
+const RACE_ROUNDS: usize = 20;
+const RACE_ARMERS: usize = 4;
+
+/// Several threads arm a timer in a loop while another calls
+/// `stop_and_drain`, which is kept in its drain (behind a held callback) so
+/// that every arm happens before it returns. Afterwards nothing may be
+/// armed (`armed`), queued or running, and no callback may start.
+///
+/// A race window can only be shown probabilistically: an arm landing after
+/// the stop's disarm is made likely (the armers keep arming after the stop
+/// began, and a sleep gives the stopper time to reach its drain), not
+/// certain. On code that lets such an arm through, nearly every round ends
+/// armed; on correct code no round can, whatever the timing.
+fn arms_racing_stop_and_drain<T: StopAndDrain + Sync>(
+    make: impl Fn(Box<dyn Fn() + Send + Sync>) -> T,
+    arm: impl Fn(&T, Duration) + Sync,
+    armed: impl Fn(&T) -> bool,
+) {
+    for round in 0..RACE_ROUNDS {
+        let entries = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(Counter::default());
+        let gate = Arc::new(Gate::default());
+        let first = Arc::new(AtomicBool::new(true));
+        let (e, h, g) = (Arc::clone(&entries), Arc::clone(&held), Arc::clone(&gate));
+        let timer = make(Box::new(move || {
+            e.fetch_add(1, SeqCst);
+            if first.swap(false, SeqCst) {
+                h.bump();
+                g.wait();
+            }
+        }));
+        arm(&timer, Duration::ZERO);
+        held.wait_for(1);
+        let (stopping, returned, quit) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
+        let arms_after = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let stopper = s.spawn(|| {
+                stopping.store(true, SeqCst);
+                timer.stop_and_drain();
+                returned.store(true, SeqCst);
+            });
+            let armers: Vec<_> = (0..RACE_ARMERS)
+                .map(|i| {
+                    let (timer, arm, stopping, quit, arms_after) = (&timer, &arm, &stopping, &quit, &arms_after);
+                    s.spawn(move || {
+                        let mut k = i;
+                        while !quit.load(SeqCst) {
+                            arm(timer, Duration::from_micros((k % 8) as u64 * 100));
+                            k += 1;
+                            if stopping.load(SeqCst) {
+                                arms_after.fetch_add(1, SeqCst);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            while arms_after.load(SeqCst) < 200 * RACE_ARMERS {
+                std::thread::yield_now();
+            }
+            // Makes it likelier that the stopper has reached its drain.
+            std::thread::sleep(Duration::from_millis(2));
+            quit.store(true, SeqCst);
+            for a in armers {
+                a.join().unwrap();
+            }
+            assert!(!returned.load(SeqCst), "stop_and_drain returned while a callback was held");
+            gate.open();
+            stopper.join().unwrap();
+        });
+        assert!(!armed(&timer), "round {round}: an arm that raced stop_and_drain left the timer armed");
+        let settled = entries.load(SeqCst);
+        witness_after(Duration::from_millis(5));
+        timer.wait();
+        assert_eq!(entries.load(SeqCst), settled, "round {round}: a callback started after stop_and_drain returned");
+        timer.stop_and_drain();
+        assert_eq!(entries.load(SeqCst), settled, "round {round}: a second stop_and_drain found a callback");
+        // At rest, so dropping owes nothing (under fail-fast a debt would panic).
+        drop(timer);
+    }
+}
+
+/// What [`arms_racing_stop_and_drain`] needs of both timer types.
+trait StopAndDrain {
+    fn stop_and_drain(&self);
+    fn wait(&self);
+}
+
+impl StopAndDrain for ThreadpoolTimer {
+    fn stop_and_drain(&self) {
+        ThreadpoolTimer::stop_and_drain(self);
+    }
+    fn wait(&self) {
+        ThreadpoolTimer::wait(self);
+    }
+}
+
+impl StopAndDrain for ThreadpoolPeriodicTimer {
+    fn stop_and_drain(&self) {
+        ThreadpoolPeriodicTimer::stop_and_drain(self);
+    }
+    fn wait(&self) {
+        ThreadpoolPeriodicTimer::wait(self);
+    }
+}
+
+#[test]
+fn stop_and_drain_absorbs_one_shot_arms_racing_it() {
+    arms_racing_stop_and_drain(
+        |on_entry| ThreadpoolTimer::new(move |_| on_entry(), None).unwrap(),
+        |t, d| t.set_after(d).unwrap(),
+        ThreadpoolTimer::is_set,
+    );
+}
+
+#[test]
+fn stop_and_drain_absorbs_periodic_starts_racing_it() {
+    arms_racing_stop_and_drain(
+        |on_entry| ThreadpoolPeriodicTimer::new(Duration::from_millis(1), move |_| on_entry(), None).unwrap(),
+        |t, d| t.start_after(d).unwrap(),
+        ThreadpoolPeriodicTimer::is_running,
+    );
+}
+
 #[test]
 fn disarm_during_a_firing_drops_its_rearm() {
     let count = Arc::new(Counter::default());

@@ -86,7 +86,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 mod registry;
 #[cfg(feature = "self-heal")]
 pub(crate) use registry::Registration;
-#[cfg(feature = "self-heal")]
+#[cfg(all(feature = "self-heal", any(test, feature = "test-hooks")))]
 pub use registry::testing;
 
 /// With the feature off, an object's registration costs nothing.

@@ -81,7 +81,7 @@ impl PoolEntry {
     /// Creates the repair object if it does not exist yet; whether it exists.
     fn ensure_repair(&self) -> bool {
         let mut slot = self.repair();
-        if slot.is_none() && !testing::repair_creation_fails(self.key) {
+        if slot.is_none() && !hooks::repair_creation_fails(self.key) {
             let stamps = Arc::clone(&self.stamps);
             let key = self.key;
             let mut env = CallbackEnviron::for_pool_ref(self.pool.clone());
@@ -91,7 +91,7 @@ impl PoolEntry {
                     stamps.stamp_started(t);
                     let _ = stamps.unstarted.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
                     trace_record!("heal", "repair-started", key, t);
-                    testing::hold_if_requested(key);
+                    hooks::hold_if_requested(key);
                 },
                 Some(&mut env),
             )
@@ -211,7 +211,7 @@ fn ensure_healer(key: usize) -> bool {
     if healer.is_some() {
         return true;
     }
-    if testing::healer_start_fails(key) {
+    if hooks::healer_start_fails(key) {
         return false;
     }
     let start = || -> std::io::Result<Healer> {
@@ -252,7 +252,7 @@ fn tick_entry(e: &PoolEntry, now: u64) {
         return;
     }
     if e.stamps.unstarted.load(SeqCst) > 0 {
-        let overdue_after = testing::overdue_after_for(e.key);
+        let overdue_after = hooks::overdue_after_for(e.key);
         let waited = now.saturating_sub(e.stamps.last_repair_submitted.load(SeqCst));
         if waited < units(overdue_after) {
             return;
@@ -271,9 +271,36 @@ fn tick_entry(e: &PoolEntry, now: u64) {
     e.submit_repair();
 }
 
+/// The injection points as the live paths consult them: with the
+/// `test-hooks` feature off they are constants, so a repair, a cancellation
+/// and a healer tick check nothing and take no lock for them.
+#[cfg(not(any(test, feature = "test-hooks")))]
+mod hooks {
+    use core::time::Duration;
+
+    #[inline(always)]
+    pub(super) fn repair_creation_fails(_pool: usize) -> bool {
+        false
+    }
+    #[inline(always)]
+    pub(super) fn healer_start_fails(_pool: usize) -> bool {
+        false
+    }
+    #[inline(always)]
+    pub(super) fn overdue_after_for(_pool: usize) -> Duration {
+        super::OVERDUE_AFTER
+    }
+    #[inline(always)]
+    pub(super) fn hold_if_requested(_pool: usize) {}
+}
+
+#[cfg(any(test, feature = "test-hooks"))]
+use testing as hooks;
+
 /// Test-only injection points, each keyed to one pool so that it cannot
-/// disturb unrelated tests, and read-only views of the registry. Not part of
-/// the API.
+/// disturb unrelated tests, and read-only views of the registry. Only the
+/// crate's own tests see it (feature `test-hooks`).
+#[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
 pub mod testing {
     use super::*;
