@@ -915,7 +915,7 @@ fn a_panicking_issue_closure_aborts_the_process() {
         let _ = unsafe { io.submit(Operation::new(()), |_, _, _| panic!("boom from an issue closure")) };
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
-    support::assert_panicked_and_aborted(&out, "boom from an issue closure");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::Explicit, "boom from an issue closure");
 }
 
 #[test]
@@ -932,5 +932,5 @@ fn panicking_io_callback_aborts_the_process() {
         io.wait();
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
-    support::assert_panicked_and_aborted(&out, "boom from an io callback");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from an io callback");
 }

@@ -256,7 +256,11 @@ fn healer_panic_on_a_second_overdue_episode_reaches_stderr() {
         .lines()
         .find_map(|l| l.split_once("wedged-pool=").map(|(_, k)| k.trim().to_string()))
         .unwrap_or_else(|| panic!("the child did not report its pool: {out:#?}"));
-    support::assert_panicked_and_aborted(&out, &format!("a repair of pool {k} stayed unstarted for 300ms twice"));
+    support::assert_panicked_and_aborted(
+        &out,
+        support::AbortKind::CannotUnwind,
+        &format!("a repair of pool {k} stayed unstarted for 300ms twice"),
+    );
 }
 
 #[test]

@@ -526,7 +526,7 @@ fn panicking_timer_callback_aborts_the_process() {
         timer.wait();
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
-    support::assert_panicked_and_aborted(&out, "boom from a timer callback");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from a timer callback");
 }
 
 // ---- periodic ------------------------------------------------------------------------
@@ -736,7 +736,7 @@ fn panicking_periodic_tick_aborts_the_process() {
         entered.wait_for(1);
         timer.wait();
     });
-    support::assert_panicked_and_aborted(&out, "boom from a periodic tick");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from a periodic tick");
 }
 
 // ---- drains owed at teardown ---------------------------------------------------------
@@ -870,7 +870,7 @@ fn drain_owed_while_unwinding() {
     });
     assert!(out.stderr.contains("first panic"), "{out:#?}");
     if cfg!(feature = "fail-fast") {
-        support::assert_panicked_and_aborted(&out, "drain still owed");
+        support::assert_panicked_and_aborted(&out, support::AbortKind::PanicWhileUnwinding, "drain still owed");
         assert!(out.stderr.contains("ThreadpoolTimer was torn down"), "{out:#?}");
     } else {
         assert_eq!(out.code, Some(support::TEST_FAILED), "{out:#?}");

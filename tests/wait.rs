@@ -868,7 +868,7 @@ fn panicking_wait_callback_aborts_the_process() {
         // Returns (and the child exits CHILD_DONE) only if the panic did not abort.
         let _ = rx.recv_timeout(PATIENCE);
     });
-    support::assert_panicked_and_aborted(&out, "boom from a wait callback");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from a wait callback");
 }
 
 // ---- raw platform behaviour ----
