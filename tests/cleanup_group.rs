@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool};
+use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
 
 /// Counts live callback states: each clone's drop decrements.
 #[derive(Default)]
@@ -162,102 +162,146 @@ fn callbacks_running_at_release_are_drained_and_none_runs_after() {
     assert!(left.load(SeqCst), "close_members returned while a member callback was still running");
 }
 
-#[test]
-fn member_cancel_pending_discards_queued_callbacks() {
+/// A one-thread pool whose only thread is held by a plain work item (not a
+/// group member) until `gate` opens: a member on it has its callbacks queued,
+/// and none can start before the gate opens, whatever the scheduling.
+struct Held {
+    pool: ThreadpoolPool,
+    gate: Arc<support::Gate>,
+    blocker: ThreadpoolWork,
+}
+
+fn held_pool() -> Held {
     let pool = ThreadpoolPool::new().unwrap();
     pool.set_max_threads(1).unwrap();
     let mut env = CallbackEnviron::new();
     env.set_pool(&pool);
+    let (gate, entered) = (Arc::new(support::Gate::default()), Arc::new(support::Gate::default()));
+    let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
+    let blocker = ThreadpoolWork::new(
+        move || {
+            e.open();
+            g.wait();
+        },
+        Some(&mut env),
+    )
+    .unwrap();
+    blocker.submit();
+    entered.wait();
+    Held { pool, gate, blocker }
+}
+
+impl Held {
+    fn env(&self) -> CallbackEnviron<'_> {
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&self.pool);
+        env
+    }
+    fn release(&self) {
+        self.gate.open();
+        self.blocker.wait();
+    }
+}
+
+/// The member's queued callbacks cannot start before the gate opens, and the
+/// gate opens only after `cancel_pending` returned (at once: the member has
+/// nothing running).
+#[test]
+fn member_cancel_pending_discards_queued_callbacks() {
+    let held = held_pool();
     let count = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let entered = Arc::new(AtomicBool::new(false));
-    let (c, g, en) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&entered));
+    let c = Arc::clone(&count);
     let mut group = CleanupGroup::new().unwrap();
+    let env = held.env();
     let m = group
         .create_work(
             move || {
-                if c.fetch_add(1, SeqCst) == 0 {
-                    en.store(true, SeqCst);
-                    drop(g.1.wait_while(g.0.lock().unwrap(), |open| !*open).unwrap());
-                }
+                c.fetch_add(1, SeqCst);
             },
             Some(&env),
         )
         .unwrap();
-    for _ in 0..11 {
+    for _ in 0..10 {
         m.submit();
     }
-    while !entered.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    let opener = {
-        let g = Arc::clone(&gate);
-        // Opening late only makes the test fail (queued callbacks would run).
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            *g.0.lock().unwrap() = true;
-            g.1.notify_all();
-        })
-    };
+    // Opens the gate after PATIENCE if the cancellation waits instead of
+    // discarding, so that bug fails the test rather than hanging it.
+    let returned = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&returned);
+    let opener = support::open_when(&held.gate, move || r.load(SeqCst));
     m.cancel_pending();
-    assert_eq!(count.load(SeqCst), 1);
-    opener.join().unwrap();
+    returned.store(true, SeqCst);
+    assert!(opener.join().unwrap(), "cancel_pending waited for callbacks it should have discarded");
+    held.release();
+    m.wait();
+    assert_eq!(count.load(SeqCst), 0, "queued callbacks ran after cancel_pending");
     m.submit();
     m.wait();
     m.stop_and_drain();
-    assert_eq!(count.load(SeqCst), 2);
+    assert_eq!(count.load(SeqCst), 1);
     group.close_members();
 }
 
-/// A member with a callback queued behind a blocked one at release time: the
-/// release drains it (it runs before `close_members` returns), and the drain
-/// it still owed is reported (a panic under `fail-fast`, after the release).
+/// A member with callbacks queued behind a blocked thread at release time:
+/// the release drains them (they run before `close_members` returns).
+/// Whether the drain is still owed depends on when the gate opens; the report
+/// is pinned by `release_with_a_queued_callback_reports_the_owed_drain`.
 #[test]
-fn release_drains_queued_callbacks_and_reports_the_owed_drain() {
-    let pool = ThreadpoolPool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+fn release_drains_queued_callbacks() {
+    let held = held_pool();
     let tally = Arc::new(Tally::default());
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let entered = Arc::new(AtomicBool::new(false));
-    let (g, en, tok) = (Arc::clone(&gate), Arc::clone(&entered), Token::new(&tally));
+    let tok = Token::new(&tally);
     let mut group = CleanupGroup::new().unwrap();
+    let env = held.env();
     let m = group
         .create_work(
             move || {
-                if tok.0.ran.fetch_add(1, SeqCst) == 0 {
-                    en.store(true, SeqCst);
-                    drop(g.1.wait_while(g.0.lock().unwrap(), |open| !*open).unwrap());
-                }
+                tok.0.ran.fetch_add(1, SeqCst);
             },
             Some(&env),
         )
         .unwrap();
     m.submit();
     m.submit();
-    while !entered.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    let release_started = Arc::new(AtomicBool::new(false));
-    let opener = {
-        let (g, r) = (Arc::clone(&gate), Arc::clone(&release_started));
-        std::thread::spawn(move || {
-            while !r.load(SeqCst) {
-                std::thread::yield_now();
-            }
-            // A release that did not wait would return before this.
-            std::thread::sleep(Duration::from_millis(50));
-            *g.0.lock().unwrap() = true;
-            g.1.notify_all();
-        })
-    };
-    release_started.store(true, SeqCst);
-    support::teardown_owing("WorkMember", || group.close_members());
-    assert_eq!(tally.ran.load(SeqCst), 2, "the queued callback ran before the release returned");
+    // Opening before the release only makes the test weaker.
+    let opener = support::open_soon(&held.gate);
+    support::teardown_maybe_owing("WorkMember", || group.close_members());
+    assert_eq!(tally.ran.load(SeqCst), 2, "the queued callbacks ran before the release returned");
     assert_eq!(tally.live.load(SeqCst), 0, "the member's context was freed");
     assert_eq!(group.owned_resources(), 0);
     opener.join().unwrap();
+}
+
+/// The gate opens only once the trace shows the release closing members,
+/// which comes after its debt check: the member's submission is certainly
+/// queued then, so the drain is owed and (under `fail-fast`) reported after
+/// the release freed everything.
+#[cfg(feature = "trace")]
+#[test]
+fn release_with_a_queued_callback_reports_the_owed_drain() {
+    support::traced_child("release_with_a_queued_callback_reports_the_owed_drain", "group,work,syscall", || {
+        let held = held_pool();
+        let tally = Arc::new(Tally::default());
+        let tok = Token::new(&tally);
+        let mut group = CleanupGroup::new().unwrap();
+        let env = held.env();
+        let m = group
+            .create_work(
+                move || {
+                    tok.0.ran.fetch_add(1, SeqCst);
+                },
+                Some(&env),
+            )
+            .unwrap();
+        m.submit();
+        let opener =
+            support::open_when(&held.gate, || support::traced("syscall-enter", "CloseThreadpoolCleanupGroupMembers"));
+        support::teardown_owing("WorkMember", || group.close_members());
+        assert!(opener.join().unwrap(), "the release never closed its members");
+        assert_eq!(tally.ran.load(SeqCst), 1, "the queued callback ran before the release returned");
+        assert_eq!(tally.live.load(SeqCst), 0, "the member's context was freed");
+        assert!(support::traced("work", "drain-owed"));
+    });
 }
 
 mod waits {
@@ -509,10 +553,9 @@ mod timers {
         // (the report names the first owing member, a TimerMember or a
         // PeriodicTimerMember).
         support::teardown_owing("TimerMember", || group.close_members());
+        // Both closures are gone, and with them the only code that counts
+        // runs: nothing can run after the release without a use after free.
         assert_eq!(Arc::strong_count(&live), 1, "both member contexts were freed by the release");
-        let at_release = runs.load(SeqCst);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(runs.load(SeqCst), at_release, "a timer member ran after its release");
     }
 
     #[test]
