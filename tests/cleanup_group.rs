@@ -569,6 +569,170 @@ mod timers {
     }
 }
 
+/// The member methods not exercised above, each checked by its effect.
+mod member_api {
+    use super::*;
+    use std::time::SystemTime;
+    use windows_threadpool::timer::TimerFiring;
+    use windows_threadpool::wait::{Event, WaitActivation};
+    use windows_threadpool::{ThreadpoolTimer, ThreadpoolWait};
+
+    /// Returns once a wait on `event` armed now (on the default pool) has
+    /// fired: the pool has then processed the signal for every wait armed on
+    /// it earlier, so their callbacks are queued (see `tests/wait.rs`).
+    fn probe_fires(event: &Event) {
+        let fired = Arc::new(support::Counter::default());
+        let f = Arc::clone(&fired);
+        let probe = ThreadpoolWait::new(
+            event.try_clone().unwrap().into(),
+            move |_: &WaitActivation<'_>| {
+                f.bump();
+            },
+            None,
+        )
+        .unwrap();
+        probe.arm(None).unwrap();
+        fired.wait_for(1);
+    }
+
+    /// Returns once a one-shot on the default pool due at `at` has fired:
+    /// every timer due earlier has then been expired (due-time order).
+    fn witness_at(at: SystemTime) {
+        let fired = Arc::new(support::Counter::default());
+        let f = Arc::clone(&fired);
+        let w = ThreadpoolTimer::new(
+            move |_: &TimerFiring<'_>| {
+                f.bump();
+            },
+            None,
+        )
+        .unwrap();
+        w.set_at(at).unwrap();
+        fired.wait_for(1);
+    }
+
+    #[test]
+    fn wait_member_handle_arm_disarm_and_try_cancel_pending() {
+        use std::os::windows::io::AsRawHandle;
+        let event = Event::new(true, false).unwrap();
+        let held = held_pool();
+        let count = Arc::new(support::Counter::default());
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let env = held.env();
+        let target = event.try_clone().unwrap();
+        let target_raw = target.as_handle().as_raw_handle();
+        let m = group
+            .create_wait(
+                target.into(),
+                move |_: &WaitActivation<'_>| {
+                    c.bump();
+                },
+                Some(&env),
+            )
+            .unwrap();
+        assert_eq!(m.handle().as_raw_handle(), target_raw, "handle() is the wait's own target");
+        // Disarmed before the signal: nothing queues.
+        m.arm(None).unwrap();
+        m.disarm();
+        event.set().unwrap();
+        probe_fires(&event);
+        // Armed on the signalled event: the callback queues behind the held
+        // thread, where try_cancel_pending discards it (it returns at once:
+        // nothing of the member runs).
+        m.arm(None).unwrap();
+        probe_fires(&event);
+        let returned = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&returned);
+        let opener = support::open_when(&held.gate, move || r.load(SeqCst));
+        #[cfg(feature = "self-heal")]
+        m.try_cancel_pending();
+        // SAFETY: the held pool dispatches again once its gate opens below.
+        #[cfg(not(feature = "self-heal"))]
+        unsafe {
+            m.try_cancel_pending_no_heal_tracking()
+        };
+        returned.store(true, SeqCst);
+        assert!(opener.join().unwrap(), "try_cancel_pending waited for a callback it should have discarded");
+        held.release();
+        m.wait();
+        assert_eq!(count.get(), 0, "a disarmed or cancelled activation ran");
+        // Still usable: armed again, it fires.
+        m.arm(None).unwrap();
+        count.wait_for(1);
+        m.stop_and_drain();
+        group.close_members();
+    }
+
+    #[test]
+    fn timer_member_set_at_is_set_disarm_and_cancel_pending() {
+        let held = held_pool();
+        let count = Arc::new(support::Counter::default());
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let env = held.env();
+        let m = group
+            .create_timer(
+                move |_: &TimerFiring<'_>| {
+                    c.bump();
+                },
+                Some(&env),
+            )
+            .unwrap();
+        assert!(!m.is_set());
+        m.set_at(SystemTime::now() + Duration::from_secs(3600)).unwrap();
+        assert!(m.is_set(), "set_at armed nothing");
+        m.disarm();
+        assert!(!m.is_set(), "disarm left the timer set");
+        // Due now: the firing queues behind the held thread (the witness, due
+        // later, has fired), where cancel_pending discards it.
+        let due = SystemTime::now() + Duration::from_millis(5);
+        m.set_at(due).unwrap();
+        witness_at(due + Duration::from_millis(5));
+        let returned = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&returned);
+        let opener = support::open_when(&held.gate, move || r.load(SeqCst));
+        m.cancel_pending();
+        returned.store(true, SeqCst);
+        assert!(opener.join().unwrap(), "cancel_pending waited for a firing it should have discarded");
+        held.release();
+        m.wait();
+        assert_eq!(count.get(), 0, "the cancelled firing ran");
+        m.set_after(Duration::ZERO).unwrap();
+        count.wait_for(1);
+        m.stop_and_drain();
+        group.close_members();
+    }
+
+    #[test]
+    fn periodic_member_start_after_and_stop() {
+        let count = Arc::new(support::Counter::default());
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let m = group
+            .create_periodic_timer(
+                Duration::from_millis(1),
+                move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
+                    c.bump();
+                },
+                None,
+            )
+            .unwrap();
+        assert!(!m.is_running());
+        m.start_after(Duration::ZERO).unwrap();
+        assert!(m.is_running());
+        count.wait_for(3);
+        m.stop();
+        assert!(!m.is_running(), "stop left the timer running");
+        m.wait();
+        m.stop_and_drain();
+        let after = count.get();
+        group.close_members();
+        assert_eq!(count.get(), after, "a tick ran during the release of a stopped and drained member");
+        assert_eq!(Arc::strong_count(&count), 1, "the member's closure was freed");
+    }
+}
+
 #[cfg(feature = "trace")]
 #[path = "support/rows.rs"]
 mod rows;
