@@ -1094,3 +1094,36 @@ fn periodic_records_its_life_in_order() {
         }
     });
 }
+
+// ---- public API coverage -------------------------------------------------------------
+
+#[test]
+fn periodic_as_raw_is_the_live_timer() {
+    let count = Arc::new(Counter::default());
+    let timer = counting_periodic(Duration::from_secs(3600), &count, None);
+    let raw = timer.as_raw();
+    assert_ne!(raw, 0);
+    // SAFETY (both calls): `raw` is the live timer `timer` owns.
+    let is_set = || unsafe { windows_sys::Win32::System::Threading::IsThreadpoolTimerSet(raw) != 0 };
+    assert!(!is_set());
+    timer.start();
+    assert!(is_set(), "start armed a different object than as_raw names");
+    timer.stop_and_drain();
+    assert!(!is_set());
+}
+
+/// `start_with_window` arms the timer (ticks arrive, first after
+/// `first_delay`), and rejects a window that is not whole milliseconds.
+#[test]
+fn start_with_window_starts_ticking() {
+    let count = Arc::new(Counter::default());
+    let timer = counting_periodic(Duration::from_millis(1), &count, None);
+    let e = timer.start_with_window(Duration::ZERO, Duration::from_micros(1500)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(!timer.is_running(), "a rejected start armed the timer");
+    timer.start_with_window(Duration::ZERO, Duration::from_millis(5)).unwrap();
+    assert!(timer.is_running());
+    count.wait_for(3);
+    timer.stop_and_drain();
+    assert!(!timer.is_running());
+}

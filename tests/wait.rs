@@ -1096,3 +1096,68 @@ fn wait_records_its_life_in_order() {
         assert!(i(activations[1][2]) < i(m(11)), "teardown's drain returned before activation 2 ended");
     });
 }
+
+// ---- public API coverage ----
+
+/// A queued activation is discarded: it cannot start before the gate opens
+/// (the pool's only thread is held), and the gate opens only after the
+/// cancellation returned (at once: nothing of the wait is running).
+#[test]
+fn try_cancel_pending_discards_a_queued_callback() {
+    let event = Event::new(true, false).unwrap();
+    let q = queued_wait(&event);
+    let returned = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&returned);
+    let opener = support::open_when(&q.gate, move || r.load(SeqCst));
+    #[cfg(feature = "self-heal")]
+    q.wait.try_cancel_pending();
+    // SAFETY: the private pool dispatches again once its gate opens below.
+    #[cfg(not(feature = "self-heal"))]
+    unsafe {
+        q.wait.try_cancel_pending_no_heal_tracking()
+    };
+    returned.store(true, SeqCst);
+    assert!(opener.join().unwrap(), "the cancellation waited for a callback it should have discarded");
+    q._blocker.wait();
+    q.wait.wait();
+    assert_eq!(q.count.get(), 0, "the queued callback ran");
+    // The cancellation does not disarm, and the wait stays usable.
+    event.reset().unwrap();
+    q.wait.arm(None).unwrap();
+    event.set().unwrap();
+    q.count.wait_for(1);
+}
+
+/// `assume_waitable` takes a handle the caller vouches for: the wait fires on
+/// it, and `handle()` is that handle.
+#[test]
+fn assume_waitable_waits_on_and_owns_the_handle() {
+    use std::os::windows::io::{FromRawHandle, OwnedHandle};
+    // SAFETY: a fresh manual-reset event, initially signalled, owned below.
+    let raw =
+        unsafe { windows_sys::Win32::System::Threading::CreateEventW(core::ptr::null(), 1, 1, core::ptr::null()) };
+    assert!(!raw.is_null());
+    // SAFETY: `raw` is open and owned by nothing else.
+    let owned = unsafe { OwnedHandle::from_raw_handle(raw) };
+    // SAFETY: an event is waitable.
+    let target = unsafe { WaitableHandle::assume_waitable(owned) };
+    let (wait, rx) = reporting_wait(target);
+    assert_eq!(wait.handle().as_raw_handle(), raw);
+    wait.arm(None).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
+    wait.stop_and_drain();
+}
+
+#[test]
+fn as_raw_is_the_live_wait_object() {
+    let event = Event::new(true, true).unwrap();
+    let (a, count) = counting_wait(&event, None);
+    let (b, _) = counting_wait(&event, None);
+    assert_ne!(a.as_raw(), 0);
+    assert_ne!(a.as_raw(), b.as_raw(), "each wait has its own TP_WAIT");
+    a.arm(None).unwrap();
+    count.wait_for(1);
+    // SAFETY: `a.as_raw()` is live; a drain through it is the crate's own `wait`.
+    unsafe { WaitForThreadpoolWaitCallbacks(a.as_raw(), 0) };
+    assert_eq!(count.get(), 1);
+}
