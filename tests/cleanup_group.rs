@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool};
+use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
 
 /// Counts live callback states: each clone's drop decrements.
 #[derive(Default)]
@@ -162,100 +162,111 @@ fn callbacks_running_at_release_are_drained_and_none_runs_after() {
     assert!(left.load(SeqCst), "close_members returned while a member callback was still running");
 }
 
-#[test]
-fn member_cancel_pending_discards_queued_callbacks() {
+/// A one-thread pool whose only thread is held by a plain work item (not a
+/// group member) until `gate` opens: a member on it has its callbacks queued,
+/// and none can start before the gate opens, whatever the scheduling.
+struct Held {
+    pool: ThreadpoolPool,
+    gate: Arc<support::Gate>,
+    blocker: ThreadpoolWork,
+}
+
+fn held_pool() -> Held {
     let pool = ThreadpoolPool::new().unwrap();
     pool.set_max_threads(1).unwrap();
     let mut env = CallbackEnviron::new();
     env.set_pool(&pool);
+    let (gate, entered) = (Arc::new(support::Gate::default()), Arc::new(support::Gate::default()));
+    let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
+    let blocker = ThreadpoolWork::new(
+        move || {
+            e.open();
+            g.wait();
+        },
+        Some(&mut env),
+    )
+    .unwrap();
+    blocker.submit();
+    entered.wait();
+    Held { pool, gate, blocker }
+}
+
+impl Held {
+    fn env(&self) -> CallbackEnviron<'_> {
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&self.pool);
+        env
+    }
+    fn release(&self) {
+        self.gate.open();
+        self.blocker.wait();
+    }
+}
+
+/// The member's queued callbacks cannot start before the gate opens, and the
+/// gate opens only after `cancel_pending` returned (at once: the member has
+/// nothing running).
+#[test]
+fn member_cancel_pending_discards_queued_callbacks() {
+    let held = held_pool();
     let count = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let entered = Arc::new(AtomicBool::new(false));
-    let (c, g, en) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&entered));
+    let c = Arc::clone(&count);
     let mut group = CleanupGroup::new().unwrap();
+    let env = held.env();
     let m = group
         .create_work(
             move || {
-                if c.fetch_add(1, SeqCst) == 0 {
-                    en.store(true, SeqCst);
-                    drop(g.1.wait_while(g.0.lock().unwrap(), |open| !*open).unwrap());
-                }
+                c.fetch_add(1, SeqCst);
             },
             Some(&env),
         )
         .unwrap();
-    for _ in 0..11 {
+    for _ in 0..10 {
         m.submit();
     }
-    while !entered.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    let opener = {
-        let g = Arc::clone(&gate);
-        // Opening late only makes the test fail (queued callbacks would run).
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            *g.0.lock().unwrap() = true;
-            g.1.notify_all();
-        })
-    };
+    // Opens the gate after PATIENCE if the cancellation waits instead of
+    // discarding, so that bug fails the test rather than hanging it.
+    let returned = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&returned);
+    let opener = support::open_when(&held.gate, move || r.load(SeqCst));
     m.cancel_pending();
-    assert_eq!(count.load(SeqCst), 1);
-    opener.join().unwrap();
+    returned.store(true, SeqCst);
+    assert!(opener.join().unwrap(), "cancel_pending waited for callbacks it should have discarded");
+    held.release();
+    m.wait();
+    assert_eq!(count.load(SeqCst), 0, "queued callbacks ran after cancel_pending");
     m.submit();
     m.wait();
     m.stop_and_drain();
-    assert_eq!(count.load(SeqCst), 2);
+    assert_eq!(count.load(SeqCst), 1);
     group.close_members();
 }
 
-/// A member with a callback queued behind a blocked one at release time: the
-/// release drains it (it runs before `close_members` returns). That drain
-/// was the release's to do, so nothing is reported (no panic under
+/// A member with callbacks queued behind a blocked thread at release time:
+/// the release drains them (they run before `close_members` returns). That
+/// drain was the release's to do, so nothing is reported (no panic under
 /// `fail-fast`).
 #[test]
 fn release_drains_queued_callbacks_and_settles_the_owed_drain() {
-    let pool = ThreadpoolPool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let held = held_pool();
     let tally = Arc::new(Tally::default());
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let entered = Arc::new(AtomicBool::new(false));
-    let (g, en, tok) = (Arc::clone(&gate), Arc::clone(&entered), Token::new(&tally));
+    let tok = Token::new(&tally);
     let mut group = CleanupGroup::new().unwrap();
+    let env = held.env();
     let m = group
         .create_work(
             move || {
-                if tok.0.ran.fetch_add(1, SeqCst) == 0 {
-                    en.store(true, SeqCst);
-                    drop(g.1.wait_while(g.0.lock().unwrap(), |open| !*open).unwrap());
-                }
+                tok.0.ran.fetch_add(1, SeqCst);
             },
             Some(&env),
         )
         .unwrap();
     m.submit();
     m.submit();
-    while !entered.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    let release_started = Arc::new(AtomicBool::new(false));
-    let opener = {
-        let (g, r) = (Arc::clone(&gate), Arc::clone(&release_started));
-        std::thread::spawn(move || {
-            while !r.load(SeqCst) {
-                std::thread::yield_now();
-            }
-            // A release that did not wait would return before this.
-            std::thread::sleep(Duration::from_millis(50));
-            *g.0.lock().unwrap() = true;
-            g.1.notify_all();
-        })
-    };
-    release_started.store(true, SeqCst);
+    // Opening before the release only makes the test weaker.
+    let opener = support::open_soon(&held.gate);
     group.close_members();
-    assert_eq!(tally.ran.load(SeqCst), 2, "the queued callback ran before the release returned");
+    assert_eq!(tally.ran.load(SeqCst), 2, "the queued callbacks ran before the release returned");
     assert_eq!(tally.live.load(SeqCst), 0, "the member's context was freed");
     assert_eq!(group.owned_resources(), 0);
     opener.join().unwrap();
@@ -624,11 +635,12 @@ mod timers {
         while runs.load(SeqCst) < 10 {
             std::thread::yield_now();
         }
+        // The periodic member is still running when the group is released:
+        // the release settles that drain, so nothing is reported.
         group.close_members();
+        // Both closures are gone, and with them the only code that counts
+        // runs: nothing can run after the release without a use after free.
         assert_eq!(Arc::strong_count(&live), 1, "both member contexts were freed by the release");
-        let at_release = runs.load(SeqCst);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(runs.load(SeqCst), at_release, "a timer member ran after its release");
     }
 
     #[test]
@@ -639,6 +651,170 @@ mod timers {
             assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
         }
         assert_eq!(group.owned_resources(), 0);
+    }
+}
+
+/// The member methods not exercised above, each checked by its effect.
+mod member_api {
+    use super::*;
+    use std::time::SystemTime;
+    use windows_threadpool::timer::TimerFiring;
+    use windows_threadpool::wait::{Event, WaitActivation};
+    use windows_threadpool::{ThreadpoolTimer, ThreadpoolWait};
+
+    /// Returns once a wait on `event` armed now (on the default pool) has
+    /// fired: the pool has then processed the signal for every wait armed on
+    /// it earlier, so their callbacks are queued (see `tests/wait.rs`).
+    fn probe_fires(event: &Event) {
+        let fired = Arc::new(support::Counter::default());
+        let f = Arc::clone(&fired);
+        let probe = ThreadpoolWait::new(
+            event.try_clone().unwrap().into(),
+            move |_: &WaitActivation<'_>| {
+                f.bump();
+            },
+            None,
+        )
+        .unwrap();
+        probe.arm(None).unwrap();
+        fired.wait_for(1);
+    }
+
+    /// Returns once a one-shot on the default pool due at `at` has fired:
+    /// every timer due earlier has then been expired (due-time order).
+    fn witness_at(at: SystemTime) {
+        let fired = Arc::new(support::Counter::default());
+        let f = Arc::clone(&fired);
+        let w = ThreadpoolTimer::new(
+            move |_: &TimerFiring<'_>| {
+                f.bump();
+            },
+            None,
+        )
+        .unwrap();
+        w.set_at(at).unwrap();
+        fired.wait_for(1);
+    }
+
+    #[test]
+    fn wait_member_handle_arm_disarm_and_try_cancel_pending() {
+        use std::os::windows::io::AsRawHandle;
+        let event = Event::new(true, false).unwrap();
+        let held = held_pool();
+        let count = Arc::new(support::Counter::default());
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let env = held.env();
+        let target = event.try_clone().unwrap();
+        let target_raw = target.as_handle().as_raw_handle();
+        let m = group
+            .create_wait(
+                target.into(),
+                move |_: &WaitActivation<'_>| {
+                    c.bump();
+                },
+                Some(&env),
+            )
+            .unwrap();
+        assert_eq!(m.handle().as_raw_handle(), target_raw, "handle() is the wait's own target");
+        // Disarmed before the signal: nothing queues.
+        m.arm(None).unwrap();
+        m.disarm();
+        event.set().unwrap();
+        probe_fires(&event);
+        // Armed on the signalled event: the callback queues behind the held
+        // thread, where try_cancel_pending discards it (it returns at once:
+        // nothing of the member runs).
+        m.arm(None).unwrap();
+        probe_fires(&event);
+        let returned = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&returned);
+        let opener = support::open_when(&held.gate, move || r.load(SeqCst));
+        #[cfg(feature = "self-heal")]
+        m.try_cancel_pending();
+        // SAFETY: the held pool dispatches again once its gate opens below.
+        #[cfg(not(feature = "self-heal"))]
+        unsafe {
+            m.try_cancel_pending_no_heal_tracking()
+        };
+        returned.store(true, SeqCst);
+        assert!(opener.join().unwrap(), "try_cancel_pending waited for a callback it should have discarded");
+        held.release();
+        m.wait();
+        assert_eq!(count.get(), 0, "a disarmed or cancelled activation ran");
+        // Still usable: armed again, it fires.
+        m.arm(None).unwrap();
+        count.wait_for(1);
+        m.stop_and_drain();
+        group.close_members();
+    }
+
+    #[test]
+    fn timer_member_set_at_is_set_disarm_and_cancel_pending() {
+        let held = held_pool();
+        let count = Arc::new(support::Counter::default());
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let env = held.env();
+        let m = group
+            .create_timer(
+                move |_: &TimerFiring<'_>| {
+                    c.bump();
+                },
+                Some(&env),
+            )
+            .unwrap();
+        assert!(!m.is_set());
+        m.set_at(SystemTime::now() + Duration::from_secs(3600)).unwrap();
+        assert!(m.is_set(), "set_at armed nothing");
+        m.disarm();
+        assert!(!m.is_set(), "disarm left the timer set");
+        // Due now: the firing queues behind the held thread (the witness, due
+        // later, has fired), where cancel_pending discards it.
+        let due = SystemTime::now() + Duration::from_millis(5);
+        m.set_at(due).unwrap();
+        witness_at(due + Duration::from_millis(5));
+        let returned = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&returned);
+        let opener = support::open_when(&held.gate, move || r.load(SeqCst));
+        m.cancel_pending();
+        returned.store(true, SeqCst);
+        assert!(opener.join().unwrap(), "cancel_pending waited for a firing it should have discarded");
+        held.release();
+        m.wait();
+        assert_eq!(count.get(), 0, "the cancelled firing ran");
+        m.set_after(Duration::ZERO).unwrap();
+        count.wait_for(1);
+        m.stop_and_drain();
+        group.close_members();
+    }
+
+    #[test]
+    fn periodic_member_start_after_and_stop() {
+        let count = Arc::new(support::Counter::default());
+        let c = Arc::clone(&count);
+        let mut group = CleanupGroup::new().unwrap();
+        let m = group
+            .create_periodic_timer(
+                Duration::from_millis(1),
+                move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
+                    c.bump();
+                },
+                None,
+            )
+            .unwrap();
+        assert!(!m.is_running());
+        m.start_after(Duration::ZERO).unwrap();
+        assert!(m.is_running());
+        count.wait_for(3);
+        m.stop();
+        assert!(!m.is_running(), "stop left the timer running");
+        m.wait();
+        m.stop_and_drain();
+        let after = count.get();
+        group.close_members();
+        assert_eq!(count.get(), after, "a tick ran during the release of a stopped and drained member");
+        assert_eq!(Arc::strong_count(&count), 1, "the member's closure was freed");
     }
 }
 

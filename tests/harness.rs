@@ -1,4 +1,5 @@
-//! The harness itself: a crashing child must read as a failure.
+//! The harness itself: a crashing child must read as a failure, and each way
+//! of dying is told apart by its exact exit status.
 //!
 //! Under Wine with the default AeDebug auto-debugger a crash can exit 0;
 //! `cargo xtask setup` clears it. These tests prove it from inside the test
@@ -6,6 +7,7 @@
 #![cfg(windows)]
 
 mod support;
+use support::{ABORT_STATUS, ACCESS_VIOLATION, AbortKind, ChildOutcome};
 
 #[test]
 fn completed_child_is_reported_as_completed() {
@@ -21,13 +23,51 @@ fn null_write_in_child_is_a_failure() {
         // SAFETY: not safe, on purpose: the child must crash.
         unsafe { p.write_volatile(7) };
     });
-    assert!(out.died_abnormally(), "{out:#?}");
+    assert!(out.exited_with(ACCESS_VIOLATION), "{out:#?}");
     assert!(!out.stderr.contains("Register dump"), "a debugger attached: {out:#?}");
 }
 
 #[test]
-fn abort_in_child_is_a_failure() {
-    let out = support::child("abort_in_child_is_a_failure", &[], || std::process::abort());
-    assert!(out.died_abnormally(), "{out:#?}");
-    assert_ne!(out.code, Some(support::TEST_FAILED), "{out:#?}");
+fn abort_in_child_exits_with_the_abort_status() {
+    let out = support::child("abort_in_child_exits_with_the_abort_status", &[], || std::process::abort());
+    assert!(out.exited_with(ABORT_STATUS), "{out:#?}");
+}
+
+/// A panic leaving an `extern "system"` function aborts with the same status
+/// as `abort`, after the panic's message and std's "cannot unwind" line.
+#[test]
+fn panic_in_an_extern_system_function_aborts() {
+    extern "system" fn cannot_unwind() {
+        panic!("boom in an extern system function");
+    }
+    let out = support::child("panic_in_an_extern_system_function_aborts", &[], || cannot_unwind());
+    support::assert_panicked_and_aborted(&out, AbortKind::CannotUnwind, "boom in an extern system function");
+}
+
+/// What no abort check may accept: an ordinary test failure, a crash with
+/// another status, a normal exit, and a runner that exits 1 with no output.
+#[test]
+fn abort_checks_reject_every_other_outcome() {
+    let outcome = |code, stderr: &str| ChildOutcome { code: Some(code), stdout: String::new(), stderr: stderr.into() };
+    let msg = "boom\npanic in a function that cannot unwind\naborting";
+    for (what, out) in [
+        ("runner exit 1, no output", outcome(1, "")),
+        ("runner exit 1 with the message", outcome(1, msg)),
+        ("an unwinding test failure", outcome(support::TEST_FAILED, msg)),
+        ("an access violation", outcome(ACCESS_VIOLATION as i32, msg)),
+        ("a normal exit", outcome(0, msg)),
+        ("the scenario's own exit", outcome(support::CHILD_DONE, msg)),
+        ("the abort status without the message", outcome(ABORT_STATUS as i32, "")),
+        ("no exit code at all", ChildOutcome { code: None, stdout: String::new(), stderr: msg.into() }),
+    ] {
+        let r =
+            std::panic::catch_unwind(|| support::assert_panicked_and_aborted(&out, AbortKind::CannotUnwind, "boom"));
+        assert!(r.is_err(), "{what} was accepted as an abort: {out:#?}");
+    }
+    let explicit = outcome(ABORT_STATUS as i32, "boom");
+    let r =
+        std::panic::catch_unwind(|| support::assert_panicked_and_aborted(&explicit, AbortKind::CannotUnwind, "boom"));
+    assert!(r.is_err(), "an abort without the cannot-unwind line passed as one");
+    support::assert_panicked_and_aborted(&explicit, AbortKind::Explicit, "boom");
+    support::assert_panicked_and_aborted(&outcome(ABORT_STATUS as i32, msg), AbortKind::CannotUnwind, "boom");
 }

@@ -915,7 +915,7 @@ fn a_panicking_issue_closure_aborts_the_process() {
         let _ = unsafe { io.submit(Operation::new(()), |_, _, _| panic!("boom from an issue closure")) };
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
-    support::assert_panicked_and_aborted(&out, "boom from an issue closure");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::Explicit, "boom from an issue closure");
 }
 
 #[test]
@@ -932,5 +932,91 @@ fn panicking_io_callback_aborts_the_process() {
         io.wait();
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
-    support::assert_panicked_and_aborted(&out, "boom from an io callback");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from an io callback");
+}
+
+// ---------------------------------------------------------------------------
+// Public API coverage
+
+/// A write completes with the bytes it carried, and they land at its offset.
+#[test]
+fn write_at_writes_at_its_offset() {
+    let file = TempFile::with_contents("write-at", b"0123456789");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let io = ThreadpoolIo::new(
+        io::open_file(&file.0, &read_write()).unwrap(),
+        move |c: &IoCompletion| tx.send((c.io_result(), c.bytes_transferred(), c.error().is_none())).unwrap(),
+        None,
+    )
+    .unwrap();
+    io.write_at(3, b"abcd".to_vec()).map_err(|e| e.into_parts().0).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (0, 4, true));
+    io.wait();
+    drop(io);
+    assert_eq!(std::fs::read(&file.0).unwrap(), b"012abcd789");
+}
+
+/// The flags reach `CreateFileW`: `FILE_FLAG_DELETE_ON_CLOSE` deletes the
+/// file when the handle closes, and the handle is still overlapped (a read
+/// completes through the pool).
+#[test]
+fn open_file_with_flags_passes_its_flags() {
+    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_DELETE_ON_CLOSE;
+    let file = TempFile::with_contents("flags", b"flagged");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let io = ThreadpoolIo::new(
+        io::open_file_with_flags(&file.0, &read_write(), FILE_FLAG_DELETE_ON_CLOSE).unwrap(),
+        move |c: &IoCompletion| tx.send(c.claim::<Vec<u8>>().map(Operation::into_payload)).unwrap(),
+        None,
+    )
+    .unwrap();
+    io.read_at(0, vec![0u8; 7]).map_err(|e| e.into_parts().0).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap().as_deref(), Some(&b"flagged"[..]));
+    assert!(file.0.exists(), "deleted before the handle closed");
+    drop(io);
+    assert!(!file.0.exists(), "FILE_FLAG_DELETE_ON_CLOSE did not reach CreateFileW");
+}
+
+/// A cancelled read completes with `ERROR_OPERATION_ABORTED`, which `error`
+/// returns as `Some`.
+#[test]
+fn a_completion_error_is_some() {
+    let (server, _client) = io::pipe_pair().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let io = ThreadpoolIo::new(
+        server,
+        move |c: &IoCompletion| tx.send((c.io_result(), c.error().and_then(|e| e.raw_os_error()))).unwrap(),
+        None,
+    )
+    .unwrap();
+    // Nothing is written to the pipe: the read stays pending until cancelled.
+    let id = io.read(vec![0u8; 8]).map_err(|e| e.into_parts().0).unwrap();
+    io.cancel(id).unwrap();
+    let aborted = ERROR_OPERATION_ABORTED;
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (aborted, Some(aborted as i32)));
+    io.wait();
+}
+
+/// `into_owned` gives back the handle it wrapped, still open and usable.
+#[test]
+fn overlapped_handle_into_owned_keeps_the_handle_open() {
+    use std::os::windows::io::AsRawHandle;
+    let file = TempFile::with_contents("owned", b"x");
+    let h = io::open_file(&file.0, &read_only()).unwrap();
+    let owned = h.into_owned();
+    let f = std::fs::File::from(owned);
+    assert!(!f.as_raw_handle().is_null());
+    assert_eq!(f.metadata().unwrap().len(), 1, "the handle is still open on the file");
+}
+
+#[test]
+fn as_raw_is_the_live_io_object() {
+    let file = TempFile::with_contents("raw", b"r");
+    let a = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}, None).unwrap();
+    let b = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}, None).unwrap();
+    assert_ne!(a.as_raw(), 0);
+    assert_ne!(a.as_raw(), b.as_raw(), "each object has its own TP_IO");
+    assert_eq!(a.as_raw(), a.as_raw(), "stable for the object's life");
+    // SAFETY: `a.as_raw()` is live; no operation is outstanding, so the drain returns at once.
+    unsafe { windows_sys::Win32::System::Threading::WaitForThreadpoolIoCallbacks(a.as_raw(), 0) };
 }

@@ -256,7 +256,11 @@ fn healer_panic_on_a_second_overdue_episode_reaches_stderr() {
         .lines()
         .find_map(|l| l.split_once("wedged-pool=").map(|(_, k)| k.trim().to_string()))
         .unwrap_or_else(|| panic!("the child did not report its pool: {out:#?}"));
-    support::assert_panicked_and_aborted(&out, &format!("a repair of pool {k} stayed unstarted for 300ms twice"));
+    support::assert_panicked_and_aborted(
+        &out,
+        support::AbortKind::CannotUnwind,
+        &format!("a repair of pool {k} stayed unstarted for 300ms twice"),
+    );
 }
 
 #[test]
@@ -552,9 +556,11 @@ fn close_members_cancelling_stamps_each_pool_once() {
     drop((b, c, default_reg));
 }
 
-/// A member on a one-thread pool with a blocked first callback and queued
-/// ones: `close_members_cancelling` discards the queued ones (only the first
-/// ran), and stamps the pool.
+/// A member on a one-thread pool whose only thread a plain work item holds:
+/// its callbacks are all queued, none can start before the gate opens, and
+/// the gate opens only after `close_members_cancelling` returned (at once:
+/// no member callback is running). The release discards them and stamps the
+/// pool.
 #[test]
 fn close_members_cancelling_discards_queued_callbacks() {
     own_process();
@@ -566,16 +572,26 @@ fn close_members_cancelling_discards_queued_callbacks() {
     let reg = testing::register(Some(&pool));
     let count = Arc::new(AtomicUsize::new(0));
     let (gate, entered) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
+    let blocker = {
+        let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
+        ThreadpoolWork::new(
+            move || {
+                e.open();
+                g.wait();
+            },
+            Some(&mut env_for(&pool)),
+        )
+        .unwrap()
+    };
+    blocker.submit();
+    entered.wait();
     let mut group = CleanupGroup::new().unwrap();
     {
-        let (n, g, e) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&entered));
+        let n = Arc::clone(&count);
         let member = group
             .create_work(
                 move || {
-                    if n.fetch_add(1, SeqCst) == 0 {
-                        e.open();
-                        g.wait();
-                    }
+                    n.fetch_add(1, SeqCst);
                 },
                 Some(&env_for(&pool)),
             )
@@ -584,29 +600,26 @@ fn close_members_cancelling_discards_queued_callbacks() {
             member.submit();
         }
     }
-    entered.wait();
-    let opener = {
-        let g = Arc::clone(&gate);
-        // Opening before the release has cancelled lets the queued callbacks
-        // run, which fails the test; it never makes it pass.
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
-            g.open();
-        })
-    };
+    // Opens the gate after PATIENCE if the release waits for the queued
+    // callbacks instead of discarding them, so that fails rather than hangs.
+    let returned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r = Arc::clone(&returned);
+    let opener = support::open_when(&gate, move || r.load(SeqCst));
     let before = testing::clock();
-    // Under fail-fast the release may report the discarded callbacks as a
-    // drain owed.
-    support::teardown_maybe_owing("WorkMember", || group.close_members_cancelling());
+    // An explicit release settles what its members owed: nothing is reported.
+    group.close_members_cancelling();
     let after = testing::clock();
-    opener.join().unwrap();
-    assert_eq!(count.load(SeqCst), 1, "queued callbacks ran");
+    returned.store(true, SeqCst);
+    assert!(opener.join().unwrap(), "the release waited for callbacks it should have discarded");
+    blocker.wait();
+    assert_eq!(count.load(SeqCst), 0, "queued callbacks ran");
     let v = view(k);
     assert!(before <= v.last_cancel && v.last_cancel <= after, "not stamped by the release: {v:?}");
     assert!(v.last_repair_submitted >= v.last_cancel, "no repair submitted: {v:?}");
     // The repair runs on the pool's only thread after anything queued before it.
     wait_for("the repair to run", || view(k).unstarted == 0);
-    assert_eq!(count.load(SeqCst), 1, "a discarded callback ran after the release");
+    assert_eq!(count.load(SeqCst), 0, "a discarded callback ran after the release");
+    drop(blocker);
     drop(reg);
 }
 

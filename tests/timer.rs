@@ -10,7 +10,7 @@
 #![cfg(windows)]
 
 mod support;
-use support::{Counter, Gate, open_after_start};
+use support::{Counter, Gate};
 #[cfg(feature = "trace")]
 #[path = "support/rows.rs"]
 mod rows;
@@ -102,6 +102,20 @@ fn counting_timer(count: &Arc<Counter>) -> ThreadpoolTimer {
         None,
     )
     .unwrap()
+}
+
+/// Polls whether the timer `raw` is disarmed (`IsThreadpoolTimerSet` FALSE).
+/// A one-shot stays set after it fired (`is_set_stays_true_after_a_one_shot_fires`),
+/// so for a timer the test armed and did not disarm, this turns true only
+/// when teardown or `stop_and_drain` disarms it: an observable "the stop has
+/// begun" for [`support::open_when`].
+///
+/// The caller keeps the timer alive while this can be polled: the opener
+/// stops polling once it holds or once it opened the gate, and the timer is
+/// closed only after a drain that waits for the gated callback.
+fn disarmed(raw: windows_sys::Win32::System::Threading::PTP_TIMER) -> impl Fn() -> bool + Send + 'static {
+    // SAFETY: `raw` is a live timer while polled (see above).
+    move || unsafe { windows_sys::Win32::System::Threading::IsThreadpoolTimerSet(raw) == 0 }
 }
 
 // ---- one-shot: arming and due times -------------------------------------------------
@@ -425,13 +439,13 @@ fn drop_mid_firing_suppresses_the_pending_rearm() {
     let timer = blocked_rearming_timer(&count, &gate, None);
     timer.set_after(Duration::ZERO).unwrap();
     count.wait_for(1);
-    let started = Arc::new(AtomicBool::new(false));
-    let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
-    started.store(true, SeqCst);
+    // The firing returns only once the drop has disarmed, so its re-arm is
+    // certainly applied (or not) after the drop began.
+    let opener = support::open_when(&gate, disarmed(timer.as_raw()));
     drop(timer); // blocks until the firing returns
     assert!(gate.is_open(), "drop returned while the firing was blocked");
+    assert!(opener.join().unwrap(), "the drop never disarmed the timer");
     assert_eq!(count.get(), 1, "the re-arm requested by the running firing was applied");
-    opener.join().unwrap();
     assert_eq!(Arc::strong_count(&count), 1, "the callback's captures are freed by drop");
 }
 
@@ -442,12 +456,10 @@ fn stop_and_drain_mid_firing_suppresses_the_rearm_and_allows_arming_again() {
     let timer = blocked_rearming_timer(&count, &gate, None);
     timer.set_after(Duration::ZERO).unwrap();
     count.wait_for(1);
-    let started = Arc::new(AtomicBool::new(false));
-    let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
-    started.store(true, SeqCst);
+    let opener = support::open_when(&gate, disarmed(timer.as_raw()));
     timer.stop_and_drain();
     assert!(gate.is_open(), "stop_and_drain returned while the firing was blocked");
-    opener.join().unwrap();
+    assert!(opener.join().unwrap(), "stop_and_drain never disarmed the timer");
     witness_after(Duration::from_millis(20));
     timer.wait();
     assert_eq!(count.get(), 1, "the re-arm survived stop_and_drain");
@@ -617,13 +629,11 @@ fn drop_with_a_stale_firing_queued_suppresses_its_rearm() {
     let due = SystemTime::now() + Duration::from_millis(20);
     timer.set_at(due).unwrap();
     witness_at(due + Duration::from_millis(5));
-    let started = Arc::new(AtomicBool::new(false));
-    let opener = open_after_start(Arc::clone(&blocked.gate), Arc::clone(&started));
-    started.store(true, SeqCst);
-    // The firing is queued, not dispatched: the drop owes a drain. (An opener
-    // early enough to let it dispatch first would re-arm it and fail the count.)
+    // The pool's thread is released only once the drop has disarmed: the
+    // firing is still queued, not dispatched, when the drop begins (owed).
+    let opener = support::open_when(&blocked.gate, disarmed(timer.as_raw()));
     support::teardown_owing("ThreadpoolTimer", || drop(timer));
-    opener.join().unwrap();
+    assert!(opener.join().unwrap(), "the drop never disarmed the timer");
     let expected = if support::on_wine() { 1 } else { 0 };
     assert_eq!(count.get(), expected, "a firing ran after teardown suppressed re-arms");
     blocked.release();
@@ -650,7 +660,7 @@ fn panicking_timer_callback_aborts_the_process() {
         timer.wait();
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
     });
-    support::assert_panicked_and_aborted(&out, "boom from a timer callback");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from a timer callback");
 }
 
 // ---- periodic ------------------------------------------------------------------------
@@ -860,7 +870,7 @@ fn panicking_periodic_tick_aborts_the_process() {
         entered.wait_for(1);
         timer.wait();
     });
-    support::assert_panicked_and_aborted(&out, "boom from a periodic tick");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from a periodic tick");
 }
 
 // ---- drains owed at teardown ---------------------------------------------------------
@@ -908,9 +918,9 @@ fn one_shot_dropped_armed_reports_the_owed_drain_after_teardown() {
     timer.set_after(Duration::ZERO).unwrap();
     count.wait_for(1);
     timer.set_after(Duration::from_secs(3600)).unwrap();
-    let started = Arc::new(AtomicBool::new(false));
-    let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
-    started.store(true, SeqCst);
+    // Armed far ahead: owed whenever the gate opens; opening before the
+    // drop only makes the test weaker.
+    let opener = support::open_soon(&gate);
     support::teardown_owing("ThreadpoolTimer", || drop(timer));
     assert!(finished.load(SeqCst), "the drop ended before the running firing did");
     assert_eq!(count.get(), 1);
@@ -971,9 +981,9 @@ fn periodic_dropped_running_reports_the_owed_drain_after_teardown() {
     .unwrap();
     timer.start_after(Duration::ZERO).unwrap();
     count.wait_for(1);
-    let started = Arc::new(AtomicBool::new(false));
-    let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
-    started.store(true, SeqCst);
+    // Started and never stopped: owed whenever the gate opens; opening
+    // before the drop only makes the test weaker.
+    let opener = support::open_soon(&gate);
     support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
     assert!(finished.load(SeqCst), "the drop ended before the running tick did");
     assert_eq!(count.get(), 1);
@@ -994,7 +1004,7 @@ fn drain_owed_while_unwinding() {
     });
     assert!(out.stderr.contains("first panic"), "{out:#?}");
     if cfg!(feature = "fail-fast") {
-        support::assert_panicked_and_aborted(&out, "drain still owed");
+        support::assert_panicked_and_aborted(&out, support::AbortKind::PanicWhileUnwinding, "drain still owed");
         assert!(out.stderr.contains("ThreadpoolTimer was torn down"), "{out:#?}");
     } else {
         assert_eq!(out.code, Some(support::TEST_FAILED), "{out:#?}");
@@ -1049,11 +1059,9 @@ fn one_shot_records_its_life_in_order() {
         timer.wait();
         timer.set_after(Duration::ZERO).unwrap();
         count.wait_for(3);
-        let started = Arc::new(AtomicBool::new(false));
-        let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
-        started.store(true, SeqCst);
+        let opener = support::open_when(&gate, disarmed(timer.as_raw()));
         drop(timer); // nothing owed: firing 3 was dispatched and its re-arm is never applied
-        opener.join().unwrap();
+        assert!(opener.join().unwrap(), "the drop never disarmed the timer");
 
         let all = rows::rows(&windows_threadpool::trace::dump());
         let (life, raw) = timer_rows(&all, "timer");
@@ -1209,4 +1217,37 @@ fn periodic_records_its_life_in_order() {
             assert!(t[1].index < m(12).index, "teardown's drain returned before a tick ended");
         }
     });
+}
+
+// ---- public API coverage -------------------------------------------------------------
+
+#[test]
+fn periodic_as_raw_is_the_live_timer() {
+    let count = Arc::new(Counter::default());
+    let timer = counting_periodic(Duration::from_secs(3600), &count, None);
+    let raw = timer.as_raw();
+    assert_ne!(raw, 0);
+    // SAFETY (both calls): `raw` is the live timer `timer` owns.
+    let is_set = || unsafe { windows_sys::Win32::System::Threading::IsThreadpoolTimerSet(raw) != 0 };
+    assert!(!is_set());
+    timer.start();
+    assert!(is_set(), "start armed a different object than as_raw names");
+    timer.stop_and_drain();
+    assert!(!is_set());
+}
+
+/// `start_with_window` arms the timer (ticks arrive, first after
+/// `first_delay`), and rejects a window that is not whole milliseconds.
+#[test]
+fn start_with_window_starts_ticking() {
+    let count = Arc::new(Counter::default());
+    let timer = counting_periodic(Duration::from_millis(1), &count, None);
+    let e = timer.start_with_window(Duration::ZERO, Duration::from_micros(1500)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(!timer.is_running(), "a rejected start armed the timer");
+    timer.start_with_window(Duration::ZERO, Duration::from_millis(5)).unwrap();
+    assert!(timer.is_running());
+    count.wait_for(3);
+    timer.stop_and_drain();
+    assert!(!timer.is_running());
 }

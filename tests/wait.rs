@@ -3,7 +3,7 @@
 #![cfg(windows)]
 
 mod support;
-use support::{Counter, Gate, open_after_start};
+use support::{Counter, Gate};
 #[cfg(feature = "trace")]
 #[path = "support/rows.rs"]
 mod rows;
@@ -316,6 +316,11 @@ fn drop_races_a_rearming_callback() {
         );
         suppressed += it.suppressed.load(SeqCst);
     }
+    // Probabilistic, and only a check that the race above was exercised: each
+    // dwelling iteration gives the drop a 1 ms window to meet the callback
+    // before it re-arms, and 150 of them all missing it would fail here.
+    // `custom_closer_runs_once_after_a_dwelling_callback_is_drained` shows a drop refusing a
+    // running callback's re-arm deterministically.
     assert!(suppressed > 0, "no drop ever met a callback re-arming: the race was not exercised");
 }
 
@@ -349,9 +354,12 @@ fn stop_and_drain_leaves_nothing_to_run() {
         event.set().unwrap();
         wait.stop_and_drain();
         quiet.store(true, SeqCst);
-        // A late callback arrives within about 100 µs of the stop on Wine;
-        // this window only gives one the chance to be counted.
-        std::thread::sleep(Duration::from_millis(2));
+        // A late callback comes from Wine's wait thread finishing a wait begun
+        // before the disarm; a probe armed now fires only after that thread has
+        // moved on (see `probe_fires`), so by then any late callback is queued,
+        // and the drain below lets it run and be counted.
+        probe_fires(&event);
+        wait.wait();
         quiet.store(false, SeqCst);
     }
     assert_eq!(late.load(SeqCst), 0, "callbacks ran after stop_and_drain returned");
@@ -497,13 +505,31 @@ fn disarm_keeps_an_already_queued_callback() {
 fn drop_runs_an_already_queued_callback_before_returning() {
     let event = Event::new(true, false).unwrap();
     let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
-    let started = Arc::new(AtomicBool::new(false));
-    let opener = open_after_start(gate, Arc::clone(&started));
-    started.store(true, SeqCst);
-    // The queued activation has not been dispatched: the drain is owed.
-    support::teardown_owing("ThreadpoolWait", || drop(wait));
+    // Opening before the drop only makes the test weaker; the activation is
+    // then owed or not, so the report is pinned by
+    // `drop_with_a_queued_callback_reports_the_owed_drain`.
+    let opener = support::open_soon(&gate);
+    support::teardown_maybe_owing("ThreadpoolWait", || drop(wait));
     assert_eq!(count.get(), 1, "drop returned before the queued callback ran");
     opener.join().unwrap();
+}
+
+/// The pool's thread is released only once the trace shows the drop has
+/// disarmed, which it does after checking the debt: the activation is still
+/// queued when the drop begins, so the drain is owed, and the report (under
+/// `fail-fast`) comes after the callback ran.
+#[cfg(feature = "trace")]
+#[test]
+fn drop_with_a_queued_callback_reports_the_owed_drain() {
+    support::traced_child("drop_with_a_queued_callback_reports_the_owed_drain", "wait", || {
+        let event = Event::new(true, false).unwrap();
+        let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
+        let opener = support::open_when(&gate, || support::traced("wait", "suppress-and-disarm"));
+        support::teardown_owing("ThreadpoolWait", || drop(wait));
+        assert!(opener.join().unwrap(), "the drop never disarmed");
+        assert_eq!(count.get(), 1, "drop returned before the queued callback ran");
+        assert!(support::traced("wait", "drain-owed"));
+    });
 }
 
 // ---- custom close routines ----
@@ -868,7 +894,7 @@ fn panicking_wait_callback_aborts_the_process() {
         // Returns (and the child exits CHILD_DONE) only if the panic did not abort.
         let _ = rx.recv_timeout(PATIENCE);
     });
-    support::assert_panicked_and_aborted(&out, "boom from a wait callback");
+    support::assert_panicked_and_aborted(&out, support::AbortKind::CannotUnwind, "boom from a wait callback");
 }
 
 // ---- raw platform behaviour ----
@@ -909,7 +935,10 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
             WaitForThreadpoolWaitCallbacks(wait, 0);
         }
         let drained = RAW_COUNT.load(SeqCst);
-        std::thread::sleep(Duration::from_millis(2));
+        // Once a probe armed now has fired, the wait thread has finished any
+        // wait begun before the disarm (see `probe_fires`): a late callback
+        // is queued by then, and the drain below lets it run.
+        probe_fires(&event);
         // SAFETY: as above.
         unsafe { WaitForThreadpoolWaitCallbacks(wait, 0) };
         if RAW_COUNT.load(SeqCst) > drained {
@@ -980,11 +1009,10 @@ fn wait_records_its_life_in_order() {
         count.wait_for(1);
         event.set().unwrap();
         count.wait_for(2);
-        let started = Arc::new(AtomicBool::new(false));
-        let opener = open_after_start(Arc::clone(&gate), Arc::clone(&started));
-        started.store(true, SeqCst);
+        // Activation 2 goes on only once teardown refuses re-arms.
+        let opener = support::open_when(&gate, || support::traced("wait", "suppress-and-disarm"));
         drop(wait); // nothing owed: activation 2 consumed the re-armed arming
-        opener.join().unwrap();
+        assert!(opener.join().unwrap(), "the drop never suppressed re-arms");
 
         let all = rows::rows(&windows_threadpool::trace::dump());
         let created: Vec<&rows::Row> = all.iter().filter(|r| r.is("wait", "created")).collect();
@@ -1067,4 +1095,69 @@ fn wait_records_its_life_in_order() {
         assert!(i(m(8)) < i(activations[1][1]), "the re-arm was refused before teardown disarmed");
         assert!(i(activations[1][2]) < i(m(11)), "teardown's drain returned before activation 2 ended");
     });
+}
+
+// ---- public API coverage ----
+
+/// A queued activation is discarded: it cannot start before the gate opens
+/// (the pool's only thread is held), and the gate opens only after the
+/// cancellation returned (at once: nothing of the wait is running).
+#[test]
+fn try_cancel_pending_discards_a_queued_callback() {
+    let event = Event::new(true, false).unwrap();
+    let q = queued_wait(&event);
+    let returned = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&returned);
+    let opener = support::open_when(&q.gate, move || r.load(SeqCst));
+    #[cfg(feature = "self-heal")]
+    q.wait.try_cancel_pending();
+    // SAFETY: the private pool dispatches again once its gate opens below.
+    #[cfg(not(feature = "self-heal"))]
+    unsafe {
+        q.wait.try_cancel_pending_no_heal_tracking()
+    };
+    returned.store(true, SeqCst);
+    assert!(opener.join().unwrap(), "the cancellation waited for a callback it should have discarded");
+    q._blocker.wait();
+    q.wait.wait();
+    assert_eq!(q.count.get(), 0, "the queued callback ran");
+    // The cancellation does not disarm, and the wait stays usable.
+    event.reset().unwrap();
+    q.wait.arm(None).unwrap();
+    event.set().unwrap();
+    q.count.wait_for(1);
+}
+
+/// `assume_waitable` takes a handle the caller vouches for: the wait fires on
+/// it, and `handle()` is that handle.
+#[test]
+fn assume_waitable_waits_on_and_owns_the_handle() {
+    use std::os::windows::io::{FromRawHandle, OwnedHandle};
+    // SAFETY: a fresh manual-reset event, initially signalled, owned below.
+    let raw =
+        unsafe { windows_sys::Win32::System::Threading::CreateEventW(core::ptr::null(), 1, 1, core::ptr::null()) };
+    assert!(!raw.is_null());
+    // SAFETY: `raw` is open and owned by nothing else.
+    let owned = unsafe { OwnedHandle::from_raw_handle(raw) };
+    // SAFETY: an event is waitable.
+    let target = unsafe { WaitableHandle::assume_waitable(owned) };
+    let (wait, rx) = reporting_wait(target);
+    assert_eq!(wait.handle().as_raw_handle(), raw);
+    wait.arm(None).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
+    wait.stop_and_drain();
+}
+
+#[test]
+fn as_raw_is_the_live_wait_object() {
+    let event = Event::new(true, true).unwrap();
+    let (a, count) = counting_wait(&event, None);
+    let (b, _) = counting_wait(&event, None);
+    assert_ne!(a.as_raw(), 0);
+    assert_ne!(a.as_raw(), b.as_raw(), "each wait has its own TP_WAIT");
+    a.arm(None).unwrap();
+    count.wait_for(1);
+    // SAFETY: `a.as_raw()` is live; a drain through it is the crate's own `wait`.
+    unsafe { WaitForThreadpoolWaitCallbacks(a.as_raw(), 0) };
+    assert_eq!(count.get(), 1);
 }
