@@ -108,8 +108,10 @@
 //! `Drop` runs down (cancels everything outstanding with `CancelIoEx` and
 //! waits, on a condition variable, until every completion has been delivered),
 //! drains the callbacks (`WaitForThreadpoolIoCallbacks(.., FALSE)`, never
-//! cancelling queued callbacks), closes the `TP_IO`, then closes the handle.
-//! A pipe read nobody will ever satisfy cannot hang teardown.
+//! cancelling queued callbacks), closes the handle, then closes the `TP_IO`:
+//! `CloseThreadpoolIo` asks for the handle to be closed and outstanding I/O
+//! finished before it is called, and for no I/O to be caused after. A pipe
+//! read nobody will ever satisfy cannot hang teardown.
 //!
 //! `WaitForThreadpoolIoCallbacks` also waits for every started operation
 //! whose completion has not arrived (measured under Wine; correct whether or
@@ -1186,9 +1188,9 @@ impl IoCore {
         trace_record!("io", "rundown-ended", self.raw, self.header().outstanding.load(Ordering::SeqCst));
     }
 
-    /// Runs down, closes the object, closes the handle, then frees the
-    /// context; returns whether a drain was owed (operations were still
-    /// outstanding).
+    /// Runs down, closes the handle, closes the object, then frees the
+    /// context (the order `CloseThreadpoolIo` documents); returns whether a
+    /// drain was owed (operations were still outstanding).
     fn close(self) -> bool {
         let outstanding = self.header().outstanding.load(Ordering::SeqCst);
         trace_record!("io", "drop-begin", self.raw, outstanding);
@@ -1198,13 +1200,13 @@ impl IoCore {
         }
         self.run_down();
         trace_record!("io", "drop-drained", self.raw, 0);
-        // SAFETY: nothing is outstanding and every callback has returned; the
-        // object is closed exactly once, here.
-        trace_call!("CloseThreadpoolIo", self.raw, 0, { unsafe { CloseThreadpoolIo(self.raw) } });
         let Self { raw, ctx, handle, issuing: _, pool } = self;
         let h = handle.into_raw_handle();
         // SAFETY: `h` was owned and is closed exactly once, here.
         trace_call!("CloseHandle", h, 0, { unsafe { CloseHandle(h) } });
+        // SAFETY: the handle is closed, nothing is outstanding and every
+        // callback has returned; the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolIo", raw, 0, { unsafe { CloseThreadpoolIo(raw) } });
         drop(ctx);
         drop(pool);
         trace_record!("io", "drop-closed", raw, h);

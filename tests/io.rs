@@ -1052,3 +1052,36 @@ fn foreign_completions_on_a_duplicate_handle_are_ignored() {
         drop(keep);
     });
 }
+
+/// Teardown follows the order `CloseThreadpoolIo` documents: every
+/// operation has completed (rundown) and the handle is closed before the
+/// object is.
+#[cfg(feature = "trace")]
+#[test]
+fn teardown_closes_the_handle_before_the_io_object() {
+    support::traced_child("teardown_closes_the_handle_before_the_io_object", "io,syscall", || {
+        let (s, c) = io::pipe_pair().unwrap();
+        let (cb, calls) = counter();
+        let io = ThreadpoolIo::new(s, cb, None).unwrap();
+        let (raw, handle) = (io.as_raw() as u64, io.handle().as_raw_handle() as u64);
+        for _ in 0..4 {
+            io.read(vec![0u8; 8]).unwrap();
+        }
+        support::teardown_owing("ThreadpoolIo", || drop(io));
+        assert_eq!(calls.load(SeqCst), 4);
+        drop(c);
+        let rows = rows::rows(&windows_threadpool::trace::dump());
+        let find = |target: &str, event: &str, slot: &str, value: u64| {
+            rows.iter()
+                .position(|r| r.is(target, event) && r.slot(slot) == Some(value))
+                .unwrap_or_else(|| panic!("no {target} {event} {slot}={value:#x}: {rows:#?}"))
+        };
+        let ended = find("io", "rundown-ended", "io", raw);
+        let handle_closed = find("syscall-leave", "CloseHandle", "handle", handle);
+        let io_closed = find("syscall-enter", "CloseThreadpoolIo", "io", raw);
+        assert!(ended < handle_closed, "the handle was closed before the rundown ended");
+        assert!(handle_closed < io_closed, "CloseThreadpoolIo ran before the handle was closed");
+        let delivered = rows[..handle_closed].iter().filter(|r| r.is("io", "trampoline-left")).count();
+        assert_eq!(delivered, 4, "every completion was delivered before the handle was closed");
+    });
+}
