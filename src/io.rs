@@ -785,6 +785,12 @@ impl Registry {
     fn remove(&mut self, slot: usize) {
         let Slot::Live { address, .. } = self.slots[slot] else { unreachable!("only a live slot is removed") };
         let i = self.position(address).expect("a live slot is indexed");
+        self.remove_at(i);
+    }
+
+    /// Removes the live slot named by index entry `i`.
+    fn remove_at(&mut self, i: usize) {
+        let slot = self.index[i] - 1;
         self.unindex(i);
         self.slots[slot] = Slot::Free { next: self.free.unwrap_or(usize::MAX) };
         self.free = Some(slot);
@@ -797,7 +803,7 @@ impl Registry {
         let i = self.position(address)?;
         let slot = self.index[i] - 1;
         let Slot::Live { generation, .. } = self.slots[slot] else { unreachable!("the index holds live slots") };
-        self.remove(slot);
+        self.remove_at(i);
         Some((slot, generation))
     }
 
