@@ -1012,7 +1012,7 @@ fn foreign_completions_on_a_duplicate_handle_are_ignored() {
 
         // A start pending: the object's own read waits for data while a
         // foreign write completes.
-        let id = io.read(vec![0u8; 4]).unwrap();
+        io.read(vec![0u8; 4]).unwrap();
         note(foreign_io(&dup, true, 0, &mut [2u8; 4]));
         flush_completions();
         if support::on_wine() {
@@ -1029,7 +1029,6 @@ fn foreign_completions_on_a_duplicate_handle_are_ignored() {
         } else {
             assert!(rx.try_recv().is_err(), "a foreign completion reached the callback");
         }
-        assert_eq!(rx.try_recv().map(|d| d.id == id).ok(), None);
         // The lost read keeps `io` from ever running down.
         core::mem::forget(io);
         (foreign, keep)
