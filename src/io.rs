@@ -45,13 +45,53 @@
 //! # The start/cancel balance
 //! `StartThreadpoolIo` must precede every operation, and be undone with
 //! `CancelThreadpoolIo` when the operation fails synchronously (no completion
-//! will arrive). A synchronous success, `ERROR_IO_PENDING` and
-//! `ERROR_MORE_DATA` (a warning status: a message longer than the buffer)
-//! all queue a completion, so they are not undone. The crate keeps one
-//! counter, [`outstanding`](ThreadpoolIo::outstanding): an operation counts
-//! from just before its start until its completion has been delivered and its
-//! storage freed, or until its synchronous failure has been balanced. That is
-//! both the balance and what a rundown waits for.
+//! will arrive). The crate keeps one counter,
+//! [`outstanding`](ThreadpoolIo::outstanding): an operation counts from just
+//! before its start until its completion has been delivered and its storage
+//! freed, or until its synchronous failure has been balanced. That is both
+//! the balance and what a rundown waits for.
+//!
+//! Which results queue a completion is decided by the `NTSTATUS` behind
+//! them: the I/O manager queues one for every status that is not of the
+//! error class (its two severity bits `0b11`), so success, `STATUS_PENDING`,
+//! informational and warning statuses all do. Win32 calls report warnings
+//! (`STATUS_BUFFER_OVERFLOW`, `STATUS_END_OF_MEDIA`, `STATUS_DEVICE_BUSY`,
+//! ...) as `FALSE` with an ordinary error code, indistinguishable from a real
+//! failure; treating one as a failure would free a block whose completion is
+//! still coming. So the crate's own reads and writes are issued with
+//! `NtReadFile` and `NtWriteFile`, which return the status itself, and
+//! [`issue_status`] classifies it. These are documented calls (the WDK's
+//! `NtReadFile`/`ZwReadFile` pages; user-mode code uses the `Nt` names);
+//! `RtlGetLastNtStatus`, which would recover the status behind a Win32
+//! call's last error, is not documented, and the `OVERLAPPED`'s `Internal`
+//! cannot be read after a call that queued a completion (the completion may
+//! already have freed the block). [`issue_result`] classifies a Win32 call
+//! and is exact only where `ERROR_MORE_DATA` is the one possible warning.
+//!
+//! # Completions that are not ours
+//! A completion port is bound to the file object, not to the handle: any
+//! duplicate of the bound handle (from [`ThreadpoolIo::handle`], inherited by
+//! a child process, handed to a library) that issues overlapped I/O sends its
+//! completion to this object's port. The callback therefore trusts no
+//! `OVERLAPPED`: it looks the address up among the object's outstanding
+//! operations (an O(1) index by address inside the registry, under the one
+//! lock acquisition the completion path takes anyway) and only then reads
+//! the block. Anything else is recorded as `trampoline-foreign` and ignored:
+//! the callback does not run, and neither `outstanding` nor the drain is
+//! touched. The same look-up makes a second completion for an address that
+//! was already delivered a foreign one.
+//!
+//! The guard keeps the crate's memory safe; it cannot repair the thread
+//! pool's own count of started operations, which such I/O bypasses.
+//! Microsoft documents I/O on the handle without `StartThreadpoolIo` as
+//! corrupting the pool's state. Wine 8 drops a foreign packet when no start
+//! is pending, and otherwise pairs it with one of the object's starts and
+//! later drops that operation's own packet, which then never completes (a
+//! rundown waits for it forever); see `docs/wine.md`. Issuing I/O on a
+//! duplicate of the handle therefore stays unsupported. An address the
+//! registry holds is trusted, so a foreign `OVERLAPPED` whose memory was
+//! freed and reused for one of this object's blocks while its packet was
+//! still queued cannot be told apart either.
 //!
 //! # Operation ids
 //! A block's address is reused once a completion frees it, so an
@@ -68,8 +108,10 @@
 //! `Drop` runs down (cancels everything outstanding with `CancelIoEx` and
 //! waits, on a condition variable, until every completion has been delivered),
 //! drains the callbacks (`WaitForThreadpoolIoCallbacks(.., FALSE)`, never
-//! cancelling queued callbacks), closes the `TP_IO`, then closes the handle.
-//! A pipe read nobody will ever satisfy cannot hang teardown.
+//! cancelling queued callbacks), closes the handle, then closes the `TP_IO`:
+//! `CloseThreadpoolIo` asks for the handle to be closed and outstanding I/O
+//! finished before it is called, and for no I/O to be caused after. A pipe
+//! read nobody will ever satisfy cannot hang teardown.
 //!
 //! `WaitForThreadpoolIoCallbacks` also waits for every started operation
 //! whose completion has not arrived (measured under Wine; correct whether or
@@ -110,15 +152,16 @@ use std::os::windows::io::{
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
+use windows_sys::Wdk::Storage::FileSystem::{NtReadFile, NtWriteFile};
 use windows_sys::Win32::Foundation::{
     CloseHandle, ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_NOT_FOUND, ERROR_PIPE_CONNECTED,
-    GENERIC_READ, GENERIC_WRITE, HANDLE, INVALID_HANDLE_VALUE,
+    GENERIC_READ, GENERIC_WRITE, HANDLE, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError, STATUS_PENDING,
 };
 use windows_sys::Win32::Storage::FileSystem::{
-    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX, ReadFile,
-    SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT, WriteFile,
+    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX,
+    SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
 };
-use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
+use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, IO_STATUS_BLOCK, OVERLAPPED};
 use windows_sys::Win32::System::Pipes::{
     ConnectNamedPipe, CreateNamedPipeW, PIPE_READMODE_BYTE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_BYTE, PIPE_WAIT,
 };
@@ -169,7 +212,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
         target: "io",
         event: "trampoline-foreign",
         slots: ["io", "result"],
-        meaning: "a completion with no OVERLAPPED (I/O not issued by this object) was ignored",
+        meaning: "a completion whose OVERLAPPED is not an outstanding operation of this object (null, or I/O issued on a duplicate of the handle) was ignored",
     },
     EventInfo {
         target: "io",
@@ -208,8 +251,8 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "WaitForThreadpoolIoCallbacks", slots: ["io", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolIo", slots: ["io", ""], meaning: "" },
     EventInfo { target: "syscall", event: "CancelIoEx", slots: ["handle", "overlapped"], meaning: "" },
-    EventInfo { target: "syscall", event: "ReadFile", slots: ["handle", "overlapped"], meaning: "" },
-    EventInfo { target: "syscall", event: "WriteFile", slots: ["handle", "overlapped"], meaning: "" },
+    EventInfo { target: "syscall", event: "NtReadFile", slots: ["handle", "overlapped"], meaning: "" },
+    EventInfo { target: "syscall", event: "NtWriteFile", slots: ["handle", "overlapped"], meaning: "" },
 ];
 
 // ---------------------------------------------------------------------------
@@ -357,12 +400,19 @@ fn connect(server: &OwnedHandle) -> io::Result<()> {
     }
 }
 
-/// Classifies the `BOOL` an overlapped call returned, reading the thread's
-/// last error when it is `FALSE`: `Ok` when a completion will be queued
-/// (success, `ERROR_IO_PENDING`, or the warning `ERROR_MORE_DATA`), the error
-/// when none will. Call it directly after the issuing call, before anything
-/// else can overwrite the last error. Meant for [`ThreadpoolIo::submit`]'s
-/// `issue` closures.
+/// Classifies the `BOOL` a Win32 overlapped call returned, reading the
+/// thread's last error when it is `FALSE`: `Ok` for success,
+/// `ERROR_IO_PENDING` and `ERROR_MORE_DATA`, the error otherwise. Call it
+/// directly after the issuing call, before anything else can overwrite the
+/// last error. Meant for [`ThreadpoolIo::submit`]'s `issue` closures.
+///
+/// A Win32 error code does not say whether the status behind it was a
+/// warning (a completion is queued) or an error (none is): this is exact
+/// only for calls whose one possible warning is `STATUS_BUFFER_OVERFLOW`
+/// (`ERROR_MORE_DATA`), such as reads and writes of files and pipes. For a
+/// call that can end in another warning (a tape or removable-media driver's
+/// `STATUS_END_OF_MEDIA`, `STATUS_FILEMARK_DETECTED`, a `STATUS_DEVICE_BUSY`,
+/// ...) issue its `Nt*` form and classify with [`issue_status`].
 pub fn issue_result(ret: BOOL) -> io::Result<()> {
     if ret != 0 {
         return Ok(());
@@ -374,21 +424,60 @@ pub fn issue_result(ret: BOOL) -> io::Result<()> {
     }
 }
 
+/// Classifies the `NTSTATUS` an `Nt*` overlapped call (`NtReadFile`,
+/// `NtDeviceIoControlFile`, ...) returned: `Ok` when a completion will be
+/// queued, which is for every status that is not of the error class
+/// (success, `STATUS_PENDING`, informational and warning statuses), the
+/// status as a Win32 error (`RtlNtStatusToDosError`) otherwise. Meant for
+/// [`ThreadpoolIo::submit`]'s `issue` closures.
+pub fn issue_status(status: NTSTATUS) -> io::Result<()> {
+    if queues_completion(status) {
+        Ok(())
+    } else {
+        // SAFETY: a pure conversion. The thread's last error is left alone.
+        Err(io::Error::from_raw_os_error(unsafe { RtlNtStatusToDosError(status) } as i32))
+    }
+}
+
+/// Whether an overlapped call that returned `status` has a completion queued
+/// for it: the I/O manager queues one for every status outside the error
+/// class (severity bits `0b11`), so success, `STATUS_PENDING`, the
+/// informational and the warning statuses all do, and only an error fails
+/// the operation synchronously.
+pub(crate) const fn queues_completion(status: NTSTATUS) -> bool {
+    (status as u32) >> 30 != 0b11
+}
+
 // ---------------------------------------------------------------------------
 // Operations
 
 /// Operation blocks alive in the process (for tests: every block is freed
-/// exactly once).
+/// exactly once). Counted only when the tests can read it.
+#[cfg(any(test, feature = "test-hooks"))]
 static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
 /// The next generation; process-wide, so an id never names another object's
 /// operation either.
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// How many operation blocks ([`Operation`]s, whether outstanding, claimed or
-/// waiting to be submitted) are alive in this process. For tests.
+/// waiting to be submitted) are alive in this process. A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
 pub fn live_operations() -> usize {
     LIVE_BLOCKS.load(Ordering::SeqCst)
+}
+
+/// One block more (`true`) or fewer alive; nothing unless the tests count.
+#[inline(always)]
+fn count_block(allocated: bool) {
+    #[cfg(any(test, feature = "test-hooks"))]
+    if allocated {
+        LIVE_BLOCKS.fetch_add(1, Ordering::SeqCst);
+    } else {
+        LIVE_BLOCKS.fetch_sub(1, Ordering::SeqCst);
+    }
+    #[cfg(not(any(test, feature = "test-hooks")))]
+    let _ = allocated;
 }
 
 /// The non-generic part of an operation block.
@@ -396,9 +485,6 @@ pub fn live_operations() -> usize {
 struct OpHeader {
     /// First, so a completion's `OVERLAPPED*` is the block's address.
     overlapped: OVERLAPPED,
-    /// The registry slot while outstanding.
-    slot: usize,
-    generation: u64,
     /// `TypeId` of the payload, checked by [`IoCompletion::claim`].
     type_id: TypeId,
     /// Frees the whole block, payload included.
@@ -418,7 +504,7 @@ struct OpBlock<P> {
 unsafe fn free_block<P>(h: NonNull<OpHeader>) {
     // SAFETY: guaranteed by the caller; `OpBlock` is `repr(C)` with the header first.
     drop(unsafe { Box::from_raw(h.cast::<OpBlock<P>>().as_ptr()) });
-    LIVE_BLOCKS.fetch_sub(1, Ordering::SeqCst);
+    count_block(false);
 }
 
 /// An operation's storage: a heap block holding the `OVERLAPPED` and a
@@ -442,16 +528,10 @@ impl<P: Send + 'static> Operation<P> {
     /// Allocates the block for `payload`.
     pub fn new(payload: P) -> Self {
         let block = Box::new(OpBlock {
-            header: OpHeader {
-                overlapped: OVERLAPPED::default(),
-                slot: 0,
-                generation: 0,
-                type_id: TypeId::of::<P>(),
-                free: free_block::<P>,
-            },
+            header: OpHeader { overlapped: OVERLAPPED::default(), type_id: TypeId::of::<P>(), free: free_block::<P> },
             payload,
         });
-        LIVE_BLOCKS.fetch_add(1, Ordering::SeqCst);
+        count_block(true);
         // SAFETY: `Box::into_raw` never returns null.
         Self { block: unsafe { NonNull::new_unchecked(Box::into_raw(block)) }, _owns: PhantomData }
     }
@@ -480,7 +560,7 @@ impl<P: Send + 'static> Operation<P> {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: the block came from `Box::into_raw` in `new`; `this` will not free it again.
         let block = unsafe { Box::from_raw(this.block.as_ptr()) };
-        LIVE_BLOCKS.fetch_sub(1, Ordering::SeqCst);
+        count_block(false);
         block.payload
     }
 
@@ -657,18 +737,27 @@ enum Slot {
     Free { next: usize },
 }
 
-/// Outstanding operations by slot, with a free list. Slots are reused, so
-/// the vector grows only to the largest number outstanding at once.
+/// Outstanding operations by slot, with a free list, and an index from a
+/// live operation's address to its slot. Slots are reused, so the vector
+/// grows only to the largest number outstanding at once, and the index with
+/// it: after that, nothing here allocates.
+///
+/// The index is an open-addressing table with linear probing, holding
+/// `slot + 1` (0 is empty) and kept at most half full, so a lookup by address
+/// is a few probes. Deletion shifts the following entries back rather than
+/// leaving tombstones, so probe runs never grow with churn.
 #[derive(Default)]
 struct Registry {
     slots: Vec<Slot>,
     free: Option<usize>,
+    /// Length 0 or a power of two at least twice `slots.len()`.
+    index: Vec<usize>,
 }
 
 impl Registry {
     fn insert(&mut self, address: usize, generation: u64) -> usize {
         let live = Slot::Live { address, generation };
-        match self.free {
+        let slot = match self.free {
             Some(i) => {
                 let Slot::Free { next } = core::mem::replace(&mut self.slots[i], live) else {
                     unreachable!("the free list holds free slots")
@@ -680,12 +769,113 @@ impl Registry {
                 self.slots.push(live);
                 self.slots.len() - 1
             }
+        };
+        if self.index.len() < 2 * self.slots.len() {
+            self.rebuild_index();
+        } else {
+            let mut i = self.home(address);
+            while self.index[i] != 0 {
+                i = (i + 1) & (self.index.len() - 1);
+            }
+            self.index[i] = slot + 1;
         }
+        slot
     }
 
     fn remove(&mut self, slot: usize) {
+        let Slot::Live { address, .. } = self.slots[slot] else { unreachable!("only a live slot is removed") };
+        let i = self.position(address).expect("a live slot is indexed");
+        self.remove_at(i);
+    }
+
+    /// Removes the live slot named by index entry `i`.
+    fn remove_at(&mut self, i: usize) {
+        let slot = self.index[i] - 1;
+        self.unindex(i);
         self.slots[slot] = Slot::Free { next: self.free.unwrap_or(usize::MAX) };
         self.free = Some(slot);
+    }
+
+    /// The slot and generation of the live operation at `address`, removed
+    /// from the registry; `None` when no operation at `address` is live. Only
+    /// compares addresses: `address` is never dereferenced.
+    fn take(&mut self, address: usize) -> Option<(usize, u64)> {
+        let i = self.position(address)?;
+        let slot = self.index[i] - 1;
+        let Slot::Live { generation, .. } = self.slots[slot] else { unreachable!("the index holds live slots") };
+        self.remove_at(i);
+        Some((slot, generation))
+    }
+
+    /// The address of the live slot an index entry names.
+    fn address_of(&self, entry: usize) -> usize {
+        match self.slots[entry - 1] {
+            Slot::Live { address, .. } => address,
+            Slot::Free { .. } => unreachable!("the index holds live slots"),
+        }
+    }
+
+    /// Where a probe for `address` starts (Fibonacci hashing: the high bits
+    /// of the product, since blocks are aligned and their low bits constant).
+    fn home(&self, address: usize) -> usize {
+        let bits = self.index.len().trailing_zeros();
+        ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+    }
+
+    /// The index entry naming `address`, if it is live.
+    fn position(&self, address: usize) -> Option<usize> {
+        if self.index.is_empty() {
+            return None;
+        }
+        let mask = self.index.len() - 1;
+        let mut i = self.home(address);
+        loop {
+            match self.index[i] {
+                0 => return None,
+                e if self.address_of(e) == address => return Some(i),
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    /// Empties entry `hole`, shifting back the entries after it that would
+    /// otherwise no longer be reached from their home position.
+    fn unindex(&mut self, mut hole: usize) {
+        let mask = self.index.len() - 1;
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let e = self.index[j];
+            if e == 0 {
+                break;
+            }
+            let home = self.home(self.address_of(e));
+            // The entry stays if its home lies cyclically in (hole, j].
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                self.index[hole] = e;
+                hole = j;
+            }
+        }
+        self.index[hole] = 0;
+    }
+
+    /// Resizes the index to twice the number of slots (rounded up to a power
+    /// of two, at least 8) and reinserts every live slot.
+    fn rebuild_index(&mut self) {
+        let len = (2 * self.slots.len()).next_power_of_two().max(8);
+        self.index.clear();
+        self.index.resize(len, 0);
+        let mask = len - 1;
+        for slot in 0..self.slots.len() {
+            if let Slot::Live { address, .. } = self.slots[slot] {
+                let mut i = self.home(address);
+                while self.index[i] != 0 {
+                    i = (i + 1) & mask;
+                }
+                self.index[i] = slot + 1;
+            }
+        }
     }
 
     fn is_live(&self, id: OperationId) -> bool {
@@ -723,6 +913,14 @@ impl IoHeader {
             let _g = lock(&self.idle_lock);
             self.idle.notify_all();
         }
+    }
+
+    /// Enters the block at `address` in the registry under a fresh
+    /// generation; from here its completion can be delivered.
+    fn register(&self, address: usize) -> OperationId {
+        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+        let slot = lock(&self.registry).insert(address, generation);
+        OperationId { slot, address, generation }
     }
 
     /// One operation is settled; the last touch of the header by a completion.
@@ -819,15 +1017,8 @@ impl IoCore {
         let block = op.into_raw();
         let header = self.header();
         let _issuing = self.issuing.read().unwrap_or_else(|e| e.into_inner());
-        let address = block.as_ptr() as usize;
-        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
-        let slot = lock(&header.registry).insert(address, generation);
-        // SAFETY: the block is still ours: nothing has been issued yet.
-        unsafe {
-            (*block.as_ptr()).header.slot = slot;
-            (*block.as_ptr()).header.generation = generation;
-        }
-        let id = OperationId { slot, address, generation };
+        let id = header.register(block.as_ptr() as usize);
+        let OperationId { slot, address, generation } = id;
         // SAFETY: a place projection of the owned block, not a reference.
         let overlapped = unsafe { &raw mut (*block.as_ptr()).header.overlapped };
         let handle = self.handle.as_raw_handle();
@@ -875,30 +1066,43 @@ impl IoCore {
             Ok((ptr, len))
         };
         let issue = |handle: HANDLE, ov: *mut OVERLAPPED, (ptr, len): (*mut u8, u32)| {
-            // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until issued.
+            // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until
+            // issued. `Internal` starts as STATUS_PENDING, as ReadFile leaves
+            // it; the offset is recorded where ReadFile would have put it.
             unsafe {
+                (*ov).Internal = STATUS_PENDING as usize;
                 (*ov).Anonymous.Anonymous.Offset = offset as u32;
                 (*ov).Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
             }
-            // Each result is classified inside its bracket, before recording
-            // can overwrite the thread's last error.
+            let position = offset as i64;
+            // The OVERLAPPED's `Internal` and `InternalHigh` are the request's
+            // IO_STATUS_BLOCK, and its address the completion's context, as
+            // ReadFile and WriteFile pass them.
+            let iosb = ov.cast::<IO_STATUS_BLOCK>();
+            let context = ov.cast_const().cast::<c_void>();
+            let event = core::ptr::null_mut();
             if WRITE {
-                trace_call!("WriteFile", handle, ov, {
+                trace_call!("NtWriteFile", handle, ov, {
                     // SAFETY: `ptr..ptr+len` is the payload's buffer, which
-                    // lives in the block the kernel owns until the completion.
-                    issue_result(unsafe { WriteFile(handle, ptr, len, core::ptr::null_mut(), ov) })
+                    // lives in the block the kernel owns until the
+                    // completion; `position` is read before the call returns.
+                    issue_status(unsafe {
+                        NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
+                    })
                 })
             } else {
-                trace_call!("ReadFile", handle, ov, {
+                trace_call!("NtReadFile", handle, ov, {
                     // SAFETY: as above, and the buffer was borrowed mutably.
-                    issue_result(unsafe { ReadFile(handle, ptr, len, core::ptr::null_mut(), ov) })
+                    issue_status(unsafe {
+                        NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
+                    })
                 })
             }
         };
-        // SAFETY: `issue` issues exactly one ReadFile/WriteFile on `handle`
-        // with `ov`, and `issue_result` returns `Ok` exactly when a completion
-        // is queued (the handle has no skip-on-success, by construction or by
-        // `from_handle`'s contract).
+        // SAFETY: `issue` issues exactly one NtReadFile/NtWriteFile on
+        // `handle` with `ov`, and `issue_status` returns `Ok` exactly when a
+        // completion is queued (the handle has no skip-on-success, by
+        // construction or by `from_handle`'s contract).
         unsafe { self.submit(Operation::new(buffer), prepare, issue) }.map_err(|e| e.map(Operation::into_payload))
     }
 
@@ -990,9 +1194,9 @@ impl IoCore {
         trace_record!("io", "rundown-ended", self.raw, self.header().outstanding.load(Ordering::SeqCst));
     }
 
-    /// Runs down, closes the object, closes the handle, then frees the
-    /// context; returns whether a drain was owed (operations were still
-    /// outstanding).
+    /// Runs down, closes the handle, closes the object, then frees the
+    /// context (the order `CloseThreadpoolIo` documents); returns whether a
+    /// drain was owed (operations were still outstanding).
     fn close(self) -> bool {
         let outstanding = self.header().outstanding.load(Ordering::SeqCst);
         trace_record!("io", "drop-begin", self.raw, outstanding);
@@ -1002,13 +1206,13 @@ impl IoCore {
         }
         self.run_down();
         trace_record!("io", "drop-drained", self.raw, 0);
-        // SAFETY: nothing is outstanding and every callback has returned; the
-        // object is closed exactly once, here.
-        trace_call!("CloseThreadpoolIo", self.raw, 0, { unsafe { CloseThreadpoolIo(self.raw) } });
         let Self { raw, ctx, handle, issuing: _, pool } = self;
         let h = handle.into_raw_handle();
         // SAFETY: `h` was owned and is closed exactly once, here.
         trace_call!("CloseHandle", h, 0, { unsafe { CloseHandle(h) } });
+        // SAFETY: the handle is closed, nothing is outstanding and every
+        // callback has returned; the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolIo", raw, 0, { unsafe { CloseThreadpoolIo(raw) } });
         drop(ctx);
         drop(pool);
         trace_record!("io", "drop-closed", raw, h);
@@ -1050,30 +1254,52 @@ unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'stati
     // owner frees it only after every completion was delivered and every
     // callback drained.
     let shared = unsafe { ctx::get::<IoHeader, F>(context) };
-    let Some(block) = NonNull::new(overlapped.cast::<OpHeader>()) else {
-        // Not one of ours (this object always passes an OVERLAPPED).
+    // SAFETY: the pool delivers this completion once, and it names an
+    // operation of this object only if that operation has completed.
+    unsafe { deliver(&shared.header, &shared.callback, overlapped, io_result, bytes, io) };
+}
+
+/// The completion path: hands the operation at `overlapped` to `callback`,
+/// then frees what the callback did not claim and settles the operation.
+///
+/// A completion whose `OVERLAPPED` is not one of this object's outstanding
+/// operations (null, I/O issued on a duplicate of the handle, a late
+/// duplicate of a delivered address) is recorded as `trampoline-foreign` and
+/// ignored: no callback, and `outstanding` and the drain obligation are left
+/// alone. Membership is decided under the registry lock by address alone,
+/// before the pointer is dereferenced, and the same lock acquisition removes
+/// the operation, so it is delivered at most once.
+///
+/// # Safety
+/// If `overlapped` is the address of an operation in `header`'s registry,
+/// that operation's completion is what is being delivered: the kernel is
+/// done with its block.
+pub(crate) unsafe fn deliver<F: Fn(&IoCompletion)>(
+    header: &IoHeader,
+    callback: &F,
+    overlapped: *mut c_void,
+    io_result: u32,
+    bytes: usize,
+    io: PTP_IO,
+) {
+    let Some((slot, generation)) = lock(&header.registry).take(overlapped as usize) else {
         trace_record!("io", "trampoline-foreign", io, io_result);
         return;
     };
-    // SAFETY: every OVERLAPPED issued on this object's handle is the first
-    // field of an operation block this object submitted (see `from_handle`
-    // and `submit`); its completion is being delivered, so the kernel is done
-    // with it and the block is ours.
-    let (slot, generation, type_id) = unsafe {
-        let h = block.as_ptr();
-        ((*h).slot, (*h).generation, (*h).type_id)
-    };
-    let header = &shared.header;
-    lock(&header.registry).remove(slot);
+    let block = overlapped.cast::<OpHeader>();
+    // SAFETY: the registry held this address, so it is an operation block of
+    // this object whose completion is being delivered (the caller's
+    // guarantee); removing it made the block ours alone.
+    let type_id = unsafe { (*block).type_id };
     header.obligation.dispatched();
     let completion = IoCompletion {
-        block: Cell::new(Some(block)),
+        block: Cell::new(NonNull::new(block)),
         type_id,
-        id: OperationId { slot, address: block.as_ptr() as usize, generation },
+        id: OperationId { slot, address: overlapped as usize, generation },
         result: io_result,
         bytes,
     };
-    (shared.callback)(&completion);
+    callback(&completion);
     if let Some(block) = completion.block.take() {
         // SAFETY: unclaimed, so still ours; `free` matches its payload type.
         unsafe { ((*block.as_ptr()).free)(block) };
@@ -1131,9 +1357,8 @@ impl ThreadpoolIo {
     /// (`FILE_FLAG_OVERLAPPED` or the equivalent), must not already be bound
     /// to a completion port, and must not have
     /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set (now or later). No I/O may
-    /// be issued on it with an `OVERLAPPED` other than through this object:
-    /// the callback trusts every `OVERLAPPED` a completion carries to be one
-    /// of this object's operation blocks.
+    /// be issued on it other than through this object, with the same caveat
+    /// as for [`handle`](Self::handle).
     pub unsafe fn from_handle<F>(
         handle: OwnedHandle,
         callback: F,
@@ -1150,8 +1375,10 @@ impl ThreadpoolIo {
     }
 
     /// The bound handle. I/O issued through it (or a duplicate) other than
-    /// through this object is not supported: the pool would count its
-    /// completion against this object's operations.
+    /// through this object is not supported: the thread pool expects a
+    /// `StartThreadpoolIo` for every operation on the handle. Its completions
+    /// never reach the callback (see [Completions that are not
+    /// ours](self#completions-that-are-not-ours)).
     pub fn handle(&self) -> BorrowedHandle<'_> {
         self.core().handle.as_handle()
     }
@@ -1212,8 +1439,9 @@ impl ThreadpoolIo {
     /// payload. If `issue` returns an error the start is balanced with
     /// `CancelThreadpoolIo` and the operation comes back in the error;
     /// otherwise the completion will be delivered to the callback, which can
-    /// [`claim`](IoCompletion::claim) the operation. [`issue_result`]
-    /// classifies a `BOOL`-returning call's result.
+    /// [`claim`](IoCompletion::claim) the operation. [`issue_status`]
+    /// classifies an `Nt*` call's status, [`issue_result`] a Win32 call's
+    /// `BOOL`.
     ///
     /// A panic in `issue` aborts the process: whether the kernel took the
     /// operation could not be known.
@@ -1224,9 +1452,11 @@ impl ThreadpoolIo {
     ///   the given `OVERLAPPED`, and not set the low-order bit of its `hEvent`
     ///   (which would suppress the completion);
     /// - return `Ok(())` if and only if a completion will be queued for it:
-    ///   the call succeeded, or reported `ERROR_IO_PENDING`, or a warning
-    ///   status such as `ERROR_MORE_DATA`; return the error when it failed
-    ///   synchronously or was never issued;
+    ///   its status is not of the error class (success, `STATUS_PENDING`, an
+    ///   informational or a warning status, see [`issue_status`]); return
+    ///   the error when it failed synchronously or was never issued. A Win32
+    ///   call's `FALSE` can hide a warning: see [`issue_result`] for when it
+    ///   is exact;
     /// - only pass the kernel memory that lives in the payload (or is
     ///   otherwise guaranteed to outlive the completion), and not keep or use
     ///   the `OVERLAPPED` or payload pointers after returning;
@@ -1315,6 +1545,60 @@ impl Drop for ThreadpoolIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::sync::atomic::AtomicUsize;
+    use std::collections::HashMap;
+    use windows_sys::Win32::Foundation::{
+        ERROR_BUSY, ERROR_END_OF_MEDIA, ERROR_FILEMARK_DETECTED, ERROR_HANDLE_EOF, ERROR_INVALID_PARAMETER,
+        ERROR_OPERATION_ABORTED, STATUS_ALERTED, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_DEVICE_BUSY,
+        STATUS_END_OF_FILE, STATUS_END_OF_MEDIA, STATUS_FILEMARK_DETECTED, STATUS_INVALID_PARAMETER,
+        STATUS_MORE_ENTRIES, STATUS_NO_MORE_FILES, STATUS_OBJECT_NAME_EXISTS, STATUS_PIPE_BROKEN, STATUS_SUCCESS,
+        STATUS_WAIT_1,
+    };
+
+    #[test]
+    fn completion_is_queued_for_every_status_but_an_error() {
+        let queued = [
+            ("success", STATUS_SUCCESS),
+            ("success", STATUS_WAIT_1),
+            ("success", STATUS_ALERTED),
+            ("pending", STATUS_PENDING),
+            ("success", STATUS_MORE_ENTRIES),
+            ("informational", STATUS_OBJECT_NAME_EXISTS),
+            ("informational", 0x7FFF_FFFF),
+            ("warning", STATUS_BUFFER_OVERFLOW),
+            ("warning", STATUS_NO_MORE_FILES),
+            ("warning", STATUS_DEVICE_BUSY),
+            ("warning", STATUS_FILEMARK_DETECTED),
+            ("warning", STATUS_END_OF_MEDIA),
+            ("warning", 0xBFFF_FFFF_u32 as NTSTATUS),
+        ];
+        for (class, status) in queued {
+            assert!(queues_completion(status), "{class} status {:#010x} queues a completion", status as u32);
+            assert!(issue_status(status).is_ok(), "{class} status {:#010x}", status as u32);
+        }
+        let failed = [
+            (STATUS_END_OF_FILE, ERROR_HANDLE_EOF),
+            (STATUS_PIPE_BROKEN, windows_sys::Win32::Foundation::ERROR_BROKEN_PIPE),
+            (STATUS_CANCELLED, ERROR_OPERATION_ABORTED),
+            (STATUS_INVALID_PARAMETER, ERROR_INVALID_PARAMETER),
+        ];
+        for (status, win32) in failed {
+            assert!(!queues_completion(status), "error status {:#010x} queues nothing", status as u32);
+            let e = issue_status(status).expect_err("an error status fails synchronously");
+            assert_eq!(e.raw_os_error(), Some(win32 as i32), "status {:#010x}", status as u32);
+        }
+        assert!(!queues_completion(0xC000_0000_u32 as NTSTATUS) && !queues_completion(-1));
+        // The warnings above surface from Win32 calls as ordinary errors,
+        // which is why the Win32 error code cannot classify them.
+        for (status, win32) in [
+            (STATUS_END_OF_MEDIA, ERROR_END_OF_MEDIA),
+            (STATUS_DEVICE_BUSY, ERROR_BUSY),
+            (STATUS_FILEMARK_DETECTED, ERROR_FILEMARK_DETECTED),
+        ] {
+            // SAFETY: a pure conversion.
+            assert_eq!(unsafe { RtlNtStatusToDosError(status) }, win32);
+        }
+    }
 
     #[test]
     fn registry_reuses_slots_and_rejects_stale_generations() {
@@ -1333,5 +1617,144 @@ mod tests {
         r.remove(b);
         r.remove(c);
         assert_eq!((r.insert(0x300, 4), r.insert(0x400, 5), r.insert(0x500, 6)), (c, b, 2));
+    }
+
+    #[test]
+    fn registry_finds_exactly_the_live_addresses() {
+        // Churn against a model: addresses cluster like heap blocks (aligned,
+        // close together) and are reused after removal.
+        let mut r = Registry::default();
+        let mut model: HashMap<usize, (usize, u64)> = HashMap::new();
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for generation in 1..20_000u64 {
+            let address = 0x10_0000 + (next() % 300) as usize * 48;
+            if let Some(&(slot, g)) = model.get(&address) {
+                assert_eq!(r.take(address), Some((slot, g)), "live address {address:#x}");
+                model.remove(&address);
+                assert_eq!(r.take(address), None, "a taken address is no longer live");
+            } else {
+                assert_eq!(r.take(address), None, "address {address:#x} was never inserted or was taken");
+                model.insert(address, (r.insert(address, generation), generation));
+            }
+            if generation % 1000 == 0 {
+                for (&a, &(slot, g)) in &model {
+                    assert!(r.is_live(OperationId { generation: g, address: a, slot }));
+                }
+                assert!(r.index.len() >= 2 * r.slots.len());
+                assert_eq!(r.index.iter().filter(|&&e| e != 0).count(), model.len());
+            }
+        }
+        assert_eq!(r.take(0), None, "null is never live");
+    }
+
+    type Claimed = Mutex<Vec<Operation<Vec<u8>>>>;
+
+    /// A header with one registered operation, counted as the submit path counts it.
+    fn one_outstanding(header: &IoHeader) -> OperationId {
+        let block = Operation::new(vec![7u8; 4]).into_raw();
+        let id = header.register(block.as_ptr() as usize);
+        header.outstanding.fetch_add(1, Ordering::SeqCst);
+        header.obligation.publish_submission(|| ());
+        id
+    }
+
+    static FORGED_FREES: AtomicUsize = AtomicUsize::new(0);
+
+    /// Frees nothing: the forged header below lives on the stack.
+    unsafe fn forged_free(_: NonNull<OpHeader>) {
+        FORGED_FREES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn foreign_and_stale_completions_are_ignored() {
+        let header = IoHeader::default();
+        let calls = AtomicUsize::new(0);
+        let claimed = core::mem::ManuallyDrop::new(Claimed::default());
+        let callback = |c: &IoCompletion| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            if let Some(op) = c.claim::<Vec<u8>>() {
+                claimed.lock().unwrap().push(op);
+            }
+        };
+        let id = one_outstanding(&header);
+        let io = 0x1230 as PTP_IO;
+        let settled = |n: usize| (calls.load(Ordering::SeqCst), header.outstanding.load(Ordering::SeqCst), n);
+
+        // A foreign OVERLAPPED on the stack, inside something laid out like
+        // an operation block of the same payload type.
+        let mut forged =
+            OpHeader { overlapped: OVERLAPPED::default(), type_id: TypeId::of::<Vec<u8>>(), free: forged_free };
+        let p = (&raw mut forged).cast::<c_void>();
+        // SAFETY: `p` is not in the registry.
+        unsafe { deliver(&header, &callback, p, 0, 4, io) };
+        assert_eq!(settled(FORGED_FREES.load(Ordering::SeqCst)), (0, 1, 0), "a foreign completion was delivered");
+        assert!(header.obligation.is_owed(), "a foreign completion settled the drain");
+
+        // The real completion is delivered once...
+        let address = id.overlapped_address() as *mut c_void;
+        // SAFETY: the operation never reached the kernel, so it is done with it.
+        unsafe { deliver(&header, &callback, address, 0, 4, io) };
+        assert_eq!(settled(0), (1, 0, 0));
+        assert!(!header.obligation.is_owed());
+        assert_eq!(claimed.lock().unwrap()[0].payload(), &[7u8; 4]);
+        // ...and a second packet for the same (still allocated) address is stale.
+        // SAFETY: the address is no longer in the registry.
+        unsafe { deliver(&header, &callback, address, 0, 4, io) };
+        assert_eq!(settled(0), (1, 0, 0), "a delivered address was delivered again");
+        assert_eq!(lock(&header.registry).take(id.overlapped_address()), None);
+
+        // A null OVERLAPPED (a packet posted without one).
+        // SAFETY: null is never in the registry.
+        unsafe { deliver(&header, &callback, core::ptr::null_mut(), 0, 0, io) };
+        assert_eq!(settled(0), (1, 0, 0));
+        drop(core::mem::ManuallyDrop::into_inner(claimed));
+    }
+
+    /// With the `trace` feature, a foreign completion leaves its record (in a
+    /// child process: the filter is read once per process).
+    #[cfg(feature = "trace")]
+    #[test]
+    fn foreign_completions_are_traced() {
+        const NAME: &str = "io::tests::foreign_completions_are_traced";
+        const CHILD: &str = "WINDOWS_THREADPOOL_IO_TEST_CHILD";
+        const DONE: i32 = 0x5A;
+        if std::env::var_os(CHILD).is_some() {
+            assert!(crate::trace::wants("io"), "the child's filter does not arm io");
+            let header = IoHeader::default();
+            let id = one_outstanding(&header);
+            let mut ov = OVERLAPPED::default();
+            // SAFETY: `ov` is not in the registry.
+            unsafe {
+                deliver(&header, &|_: &IoCompletion| unreachable!(), (&raw mut ov).cast(), 4321, 0, 0xABC0 as PTP_IO)
+            };
+            let dump = crate::trace::dump();
+            let row = dump.lines().find(|l| l.contains(" io trampoline-foreign ")).unwrap_or_else(|| panic!("{dump}"));
+            assert!(row.ends_with("io=0xabc0 result=4321"), "{row}");
+            assert_eq!(header.outstanding.load(Ordering::SeqCst), 1);
+            // SAFETY: the operation never reached the kernel.
+            unsafe { deliver(&header, &|_: &IoCompletion| {}, id.overlapped_address() as *mut c_void, 0, 0, 0) };
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            std::process::exit(DONE);
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env(crate::trace::imp::FILTER_VAR, "io")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(DONE),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -5,6 +5,9 @@
 
 mod support;
 use support::Gate;
+#[cfg(feature = "trace")]
+#[path = "support/rows.rs"]
+mod rows;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::OpenOptions;
@@ -21,7 +24,8 @@ use windows_sys::Win32::Foundation::{
     GENERIC_WRITE, INVALID_HANDLE_VALUE,
 };
 use windows_sys::Win32::Storage::FileSystem::{
-    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX, WriteFile,
+    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX, ReadFile,
+    WriteFile,
 };
 use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
 use windows_sys::Win32::System::Pipes::{
@@ -1019,4 +1023,150 @@ fn as_raw_is_the_live_io_object() {
     assert_eq!(a.as_raw(), a.as_raw(), "stable for the object's life");
     // SAFETY: `a.as_raw()` is live; no operation is outstanding, so the drain returns at once.
     unsafe { windows_sys::Win32::System::Threading::WaitForThreadpoolIoCallbacks(a.as_raw(), 0) };
+}
+
+/// One overlapped call on `handle`, issued outside any object with its own
+/// event, and waited for. The `OVERLAPPED` is returned so it outlives any
+/// completion packet still queued for it.
+fn foreign_io(handle: &OwnedHandle, write: bool, offset: u32, buf: &mut [u8]) -> (Box<OVERLAPPED>, OwnedHandle) {
+    // SAFETY: default attributes, manual reset, unsignalled, unnamed; checked.
+    let event = unsafe { CreateEventW(core::ptr::null(), 1, 0, core::ptr::null()) };
+    assert!(!event.is_null());
+    // SAFETY: a fresh handle nothing else owns.
+    let event = unsafe { OwnedHandle::from_raw_handle(event) };
+    let mut ov = Box::new(OVERLAPPED { hEvent: event.as_raw_handle(), ..Default::default() });
+    ov.Anonymous.Anonymous.Offset = offset;
+    let (h, len, mut n) = (handle.as_raw_handle(), buf.len() as u32, 0);
+    // SAFETY: `ov`, its event and `buf` outlive the call, which is waited for.
+    unsafe {
+        let r = if write {
+            WriteFile(h, buf.as_ptr(), len, core::ptr::null_mut(), &mut *ov)
+        } else {
+            ReadFile(h, buf.as_mut_ptr(), len, core::ptr::null_mut(), &mut *ov)
+        };
+        assert!(io::issue_result(r).is_ok(), "foreign I/O: {}", std::io::Error::last_os_error());
+        assert_ne!(GetOverlappedResult(h, &*ov, &mut n, 1), 0);
+    }
+    assert_eq!(n, len);
+    (ov, event)
+}
+
+/// Waits until the pool has taken every completion packet queued before
+/// this call: an operation on a second object completes after them (Wine
+/// has one completion port for all I/O objects, first in, first out).
+fn flush_completions() {
+    let file = TempFile::with_contents("flush", &pattern(64));
+    let (cb, rx) = sender::<Vec<u8>>();
+    let probe = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let id = probe.read_at(0, vec![0u8; 8]).unwrap();
+    assert_eq!(recv(&rx).id, id);
+    probe.wait();
+}
+
+/// Overlapped I/O on a duplicate of the bound handle (`handle()` then
+/// `try_clone_to_owned`) sends its completions to the object's port, with no
+/// `StartThreadpoolIo` behind them. Under Wine 8 the pool drops such a packet
+/// when no start is pending, and otherwise pairs it with a pending start of
+/// the object's, delivers it to the trampoline, and later drops the started
+/// operation's own packet (`docs/wine.md`). The trampoline must ignore the
+/// foreign completion: the callback never sees it and `outstanding` stays.
+/// Runs in a child process, which leaves with the lost operation still
+/// outstanding (a rundown would wait for it forever).
+#[test]
+fn foreign_completions_on_a_duplicate_handle_are_ignored() {
+    const NAME: &str = "foreign_completions_on_a_duplicate_handle_are_ignored";
+    let scenario = || {
+        let (server, client) = io::pipe_pair().unwrap();
+        let (cb, rx) = sender::<Vec<u8>>();
+        let io = ThreadpoolIo::new(server, cb, None).unwrap();
+        let dup = io.handle().try_clone_to_owned().unwrap();
+        let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+        let mut keep = Vec::new();
+        let mut foreign = BTreeSet::new();
+        let mut note = |(ov, ev): (Box<OVERLAPPED>, OwnedHandle)| {
+            foreign.insert(&*ov as *const OVERLAPPED as u64);
+            keep.push((ov, ev));
+        };
+
+        // No start pending: 8 foreign writes into the client's buffer.
+        for _ in 0..8 {
+            note(foreign_io(&dup, true, 0, &mut [1u8; 4]));
+        }
+        flush_completions();
+        assert!(rx.try_recv().is_err(), "a foreign completion reached the callback");
+        assert_eq!(io.outstanding(), 0);
+
+        // A start pending: the object's own read waits for data while a
+        // foreign write completes.
+        io.read(vec![0u8; 4]).unwrap();
+        note(foreign_io(&dup, true, 0, &mut [2u8; 4]));
+        flush_completions();
+        if support::on_wine() {
+            // The foreign packet took the start: once its callback has run
+            // (Wine's drain waits for pending starts too, and none is left),
+            // the object's own read is the one whose completion is lost.
+            // SAFETY: a live I/O object; FALSE cancels nothing.
+            unsafe { windows_sys::Win32::System::Threading::WaitForThreadpoolIoCallbacks(io.as_raw(), 0) };
+            client.write(b"data".to_vec()).unwrap();
+            client.wait();
+            flush_completions();
+            assert!(rx.try_recv().is_err(), "Wine delivered the read the foreign packet displaced");
+            assert_eq!(io.outstanding(), 1, "the displaced read never completes");
+        } else {
+            assert!(rx.try_recv().is_err(), "a foreign completion reached the callback");
+        }
+        // The lost read keeps `io` from ever running down.
+        core::mem::forget(io);
+        (foreign, keep)
+    };
+    #[cfg(not(feature = "trace"))]
+    support::child(NAME, &[], || drop(scenario())).assert_completed();
+    #[cfg(feature = "trace")]
+    support::traced_child(NAME, "io", || {
+        let (foreign, keep) = scenario();
+        let rows = rows::rows(&windows_threadpool::trace::dump());
+        let on = |event: &str| {
+            rows.iter().filter(|r| r.is("io", event) && foreign.contains(&r.slot("overlapped").unwrap())).count()
+        };
+        let ignored = rows.iter().filter(|r| r.is("io", "trampoline-foreign")).count();
+        assert_eq!(on("trampoline-left"), 0, "a foreign completion was delivered: {rows:#?}");
+        assert_eq!(ignored, on("trampoline-entered"), "every foreign completion that arrived was ignored");
+        if support::on_wine() {
+            assert_eq!(ignored, 1, "Wine delivers exactly the packet that found a start pending: {rows:#?}");
+        }
+        drop(keep);
+    });
+}
+
+/// Teardown follows the order `CloseThreadpoolIo` documents: every
+/// operation has completed (rundown) and the handle is closed before the
+/// object is.
+#[cfg(feature = "trace")]
+#[test]
+fn teardown_closes_the_handle_before_the_io_object() {
+    support::traced_child("teardown_closes_the_handle_before_the_io_object", "io,syscall", || {
+        let (s, c) = io::pipe_pair().unwrap();
+        let (cb, calls) = counter();
+        let io = ThreadpoolIo::new(s, cb, None).unwrap();
+        let (raw, handle) = (io.as_raw() as u64, io.handle().as_raw_handle() as u64);
+        for _ in 0..4 {
+            io.read(vec![0u8; 8]).unwrap();
+        }
+        support::teardown_owing("ThreadpoolIo", || drop(io));
+        assert_eq!(calls.load(SeqCst), 4);
+        drop(c);
+        let rows = rows::rows(&windows_threadpool::trace::dump());
+        let find = |target: &str, event: &str, slot: &str, value: u64| {
+            rows.iter()
+                .position(|r| r.is(target, event) && r.slot(slot) == Some(value))
+                .unwrap_or_else(|| panic!("no {target} {event} {slot}={value:#x}: {rows:#?}"))
+        };
+        let ended = find("io", "rundown-ended", "io", raw);
+        let handle_closed = find("syscall-leave", "CloseHandle", "handle", handle);
+        let io_closed = find("syscall-enter", "CloseThreadpoolIo", "io", raw);
+        assert!(ended < handle_closed, "the handle was closed before the rundown ended");
+        assert!(handle_closed < io_closed, "CloseThreadpoolIo ran before the handle was closed");
+        let delivered = rows[..handle_closed].iter().filter(|r| r.is("io", "trampoline-left")).count();
+        assert_eq!(delivered, 4, "every completion was delivered before the handle was closed");
+    });
 }
