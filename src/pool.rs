@@ -140,6 +140,11 @@ pub const PREWARM_TIMEOUT: Duration = Duration::from_secs(2);
 /// On timeout the queued invocation is cancelled before the work object is
 /// torn down, so the call never blocks past its bound.
 pub fn prewarm_default_pool() -> bool {
+    prewarm(None, PREWARM_TIMEOUT)
+}
+
+/// [`prewarm_default_pool`] on the pool of `env`, waiting at most `timeout`.
+fn prewarm(env: Option<&mut crate::CallbackEnviron<'_>>, timeout: Duration) -> bool {
     let ran = Arc::new((Mutex::new(false), Condvar::new()));
     let signal = Arc::clone(&ran);
     let Ok(work) = ThreadpoolWork::new(
@@ -148,14 +153,14 @@ pub fn prewarm_default_pool() -> bool {
             *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
             cv.notify_all();
         },
-        None,
+        env,
     ) else {
         return false;
     };
     work.submit();
     let (lock, cv) = &*ran;
     let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-    let (guard, _) = cv.wait_timeout_while(guard, PREWARM_TIMEOUT, |ran| !*ran).unwrap_or_else(|e| e.into_inner());
+    let (guard, _) = cv.wait_timeout_while(guard, timeout, |ran| !*ran).unwrap_or_else(|e| e.into_inner());
     let ran = *guard;
     drop(guard);
     if !ran {
@@ -163,4 +168,52 @@ pub fn prewarm_default_pool() -> bool {
         work.cancel_pending();
     }
     ran
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CallbackEnviron, ThreadpoolWork};
+    use std::sync::mpsc;
+
+    /// The timeout path: the pool's only thread is held, so the prewarm item
+    /// stays queued; prewarm must cancel it and return `false` without waiting
+    /// for the held thread. Without the cancel, its teardown would drain the
+    /// queued item, which cannot run until the gate opens, and the opener
+    /// below opens it only after its deadline, which the test then reports.
+    #[test]
+    fn prewarm_gives_up_and_cancels_when_no_thread_runs_its_item() {
+        let pool = ThreadpoolPool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&pool);
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let g = Arc::clone(&gate);
+        let blocker = ThreadpoolWork::new(
+            move || {
+                entered_tx.send(()).unwrap();
+                let (lock, cv) = &*g;
+                let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+            },
+            Some(&mut env),
+        )
+        .unwrap();
+        blocker.submit();
+        entered_rx.recv().unwrap();
+        let (returned_tx, returned_rx) = mpsc::channel::<()>();
+        let g = Arc::clone(&gate);
+        let opener = std::thread::spawn(move || {
+            // Deadline only: it decides the hang case, never the pass.
+            let in_time = returned_rx.recv_timeout(Duration::from_secs(30)).is_ok();
+            *g.0.lock().unwrap() = true;
+            g.1.notify_all();
+            in_time
+        });
+        let ran = prewarm(Some(&mut env), Duration::from_millis(20));
+        returned_tx.send(()).unwrap();
+        assert!(opener.join().unwrap(), "prewarm waited for the held thread instead of cancelling its item");
+        assert!(!ran, "prewarm reported a run although the pool's only thread was held");
+        blocker.wait();
+    }
 }
