@@ -62,6 +62,7 @@ use std::os::windows::io::BorrowedHandle;
 
 use crate::callback_env::CallbackEnviron;
 use crate::heal::Registration;
+use crate::reentry;
 use crate::timer::{Period, PeriodicTick, TimerCore, TimerFiring};
 use crate::trace::EventInfo;
 use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
@@ -101,6 +102,8 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 
 /// What the group needs from each member it owns.
 trait Member: Send + Sync {
+    /// The context pointer, which identifies the member to its callbacks.
+    fn context(&self) -> *const c_void;
     /// Stops whatever could queue another callback before the native release
     /// (`cancel`: the release discards queued callbacks); returns the member
     /// type's name if it still owed a drain.
@@ -110,12 +113,18 @@ trait Member: Send + Sync {
 }
 
 impl Member for WorkCore {
+    fn context(&self) -> *const c_void {
+        WorkCore::context(self)
+    }
     fn before_release(&self, _cancel: bool) -> Option<&'static str> {
         self.drain_owed().then_some("WorkMember")
     }
 }
 
 impl Member for TimerCore {
+    fn context(&self) -> *const c_void {
+        TimerCore::context(self)
+    }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
         let name = if self.is_periodic() { "PeriodicTimerMember" } else { "TimerMember" };
         self.quiesce_for_teardown(cancel).then_some(name)
@@ -126,6 +135,9 @@ impl Member for TimerCore {
 }
 
 impl Member for WaitCore {
+    fn context(&self) -> *const c_void {
+        WaitCore::context(self)
+    }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
         self.quiesce_for_release(cancel).then_some("WaitMember")
     }
@@ -279,6 +291,21 @@ impl CleanupGroup {
         Ok(Self { raw, members: Mutex::new(Vec::new()) })
     }
 
+    /// Whether this thread is inside the callback of one of the members: a
+    /// release from here would wait for that callback, that is for itself.
+    fn in_member_callback(&self) -> bool {
+        reentry::in_callback_of(self.lock().iter().map(|m| m.member.context()))
+    }
+
+    /// Panics if this thread is inside a member's callback (`call` would wait
+    /// for itself).
+    #[track_caller]
+    fn forbid_release_in_member_callback(&self, call: &str) {
+        if self.in_member_callback() {
+            reentry::drain_would_wait_for_itself(call, "a member's");
+        }
+    }
+
     /// The number of members the group currently owns (created and not yet
     /// released).
     pub fn owned_resources(&self) -> usize {
@@ -372,7 +399,11 @@ impl CleanupGroup {
     /// callback (`CloseThreadpoolCleanupGroupMembers(.., FALSE, ..)`), closes
     /// them, then frees their contexts and closes their wait targets. The
     /// group can create new members afterwards.
+    ///
+    /// # Panics
+    /// If called from a member's callback: it would wait for itself.
     pub fn close_members(&mut self) {
+        self.forbid_release_in_member_callback("CleanupGroup::close_members");
         self.release(false, false);
     }
 
@@ -381,8 +412,12 @@ impl CleanupGroup {
     /// (`CloseThreadpoolCleanupGroupMembers(.., TRUE, ..)`), then has the
     /// self-heal machinery repair every pool the members used (see
     /// `docs/self-heal.md`). Requires the default `self-heal` feature.
+    ///
+    /// # Panics
+    /// If called from a member's callback: it would wait for itself.
     #[cfg(feature = "self-heal")]
     pub fn close_members_cancelling(&mut self) {
+        self.forbid_release_in_member_callback("CleanupGroup::close_members_cancelling");
         self.release(true, true);
     }
 
@@ -394,7 +429,11 @@ impl CleanupGroup {
     /// pool with no worker, so that nothing queued to it runs. The caller
     /// takes on the obligation to make each pool the members used dispatch
     /// again, for instance by submitting work to it.
+    ///
+    /// # Panics
+    /// If called from a member's callback: it would wait for itself.
     pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
+        self.forbid_release_in_member_callback("CleanupGroup::close_members_cancelling_no_heal_tracking");
         self.release(true, false);
     }
 
@@ -447,6 +486,14 @@ impl CleanupGroup {
 
 impl Drop for CleanupGroup {
     fn drop(&mut self) {
+        if self.in_member_callback() {
+            // The release would wait for the callback running this drop: hand
+            // the whole ordinary teardown, members and all, to another thread.
+            let members = std::mem::take(&mut *self.lock());
+            let rest = CleanupGroup { raw: self.raw, members: Mutex::new(members) };
+            reentry::hand_off(move || drop(rest));
+            return;
+        }
         self.release(false, false);
         // SAFETY: the members were released above; the group is closed once.
         trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });
@@ -461,17 +508,29 @@ impl WorkMember<'_> {
     }
 
     /// Returns after every invocation submitted so far has run.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::wait");
         self.core.drain(false);
     }
 
     /// Same as [`wait`](Self::wait) (a work object has nothing to stop).
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::stop_and_drain");
         self.core.drain(false);
     }
 
     /// Discards queued invocations and waits for the running ones.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::cancel_pending");
         self.core.drain(true);
     }
 }
@@ -493,12 +552,20 @@ impl WaitMember<'_> {
     }
 
     /// Returns after every queued and running callback has finished.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::wait");
         self.core.drain(false);
     }
 
     /// Brings the member to rest; see [`crate::wait::ThreadpoolWait::stop_and_drain`].
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::stop_and_drain");
         self.core.stop_and_drain();
     }
 
@@ -507,7 +574,11 @@ impl WaitMember<'_> {
     /// # Safety
     /// As [`crate::wait::ThreadpoolWait::try_cancel_pending_no_heal_tracking`]:
     /// the caller takes on the obligation to make the pool dispatch again.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::try_cancel_pending_no_heal_tracking");
         self.core.cancel_pending();
     }
 
@@ -515,7 +586,11 @@ impl WaitMember<'_> {
     /// self-heal machinery repair the pool; see
     /// [`crate::wait::ThreadpoolWait::try_cancel_pending`].
     #[cfg(feature = "self-heal")]
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn try_cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::try_cancel_pending");
         self.core.cancel_pending_and_heal();
     }
 }
@@ -544,17 +619,29 @@ impl TimerMember<'_> {
     }
 
     /// Returns after every firing already queued or running has finished.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::wait");
         self.core.drain(false);
     }
 
     /// Suppresses re-arms, disarms and drains; the member can be armed again.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::stop_and_drain");
         self.core.stop_and_drain();
     }
 
     /// Discards a queued firing and waits for a running one.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::cancel_pending");
         self.core.drain(true);
     }
 }
@@ -587,12 +674,20 @@ impl PeriodicTimerMember<'_> {
     }
 
     /// Returns after every tick already queued or running has finished.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "PeriodicTimerMember::wait");
         self.core.drain(false);
     }
 
     /// Stops the timer and drains; it can be started again.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "PeriodicTimerMember::stop_and_drain");
         self.core.stop_and_drain();
     }
 }

@@ -50,6 +50,8 @@ mod obligation;
 #[cfg(windows)]
 pub mod pool;
 #[cfg(windows)]
+mod reentry;
+#[cfg(windows)]
 pub mod timer;
 #[cfg(windows)]
 pub mod wait;

@@ -100,6 +100,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
+use crate::reentry;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -443,6 +444,7 @@ impl TimerCore {
         trampoline: unsafe extern "system" fn(PTP_CALLBACK_INSTANCE, *mut c_void, PTP_TIMER),
         env: Option<&mut CallbackEnviron<'_>>,
     ) -> io::Result<Self> {
+        reentry::ensure_slot()?;
         let (env, pool) = env_parts(env);
         let ctx = Context::new(TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
@@ -482,6 +484,11 @@ impl TimerCore {
 
     pub(crate) fn raw(&self) -> PTP_TIMER {
         self.raw
+    }
+
+    /// The context pointer, which identifies the timer to its callbacks.
+    pub(crate) fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
     }
 
     /// Arms with a raw due time (see the module docs), `period` and `window` in ms.
@@ -594,6 +601,17 @@ impl TimerCore {
         Ok(())
     }
 
+    /// The non-blocking part of a teardown from the timer's own callback:
+    /// suppresses re-arms for good and disarms; returns whether a drain was
+    /// owed. A callback cannot drain its own timer, so one that a tick has
+    /// already stopped owes no drain.
+    pub(crate) fn stop_for_own_teardown(&self) -> bool {
+        self.header().settle_if_disarmed();
+        let owed = self.drain_owed();
+        self.suppress_and_disarm();
+        owed
+    }
+
     /// Quiesces, closes the object, then frees the context, in that order;
     /// returns whether a drain was owed.
     pub(crate) fn close(self) -> bool {
@@ -614,6 +632,7 @@ unsafe extern "system" fn one_shot_trampoline<F>(
 ) where
     F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
 {
+    let _scope = reentry::CallbackScope::enter(context);
     trace_record!("timer", "trampoline-entered", timer, 0);
     // SAFETY: `context` is the `Shared` this trampoline was created with; the
     // owner frees it only after disarming and draining every callback.
@@ -637,6 +656,7 @@ unsafe extern "system" fn periodic_trampoline<F>(
 ) where
     F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
 {
+    let _scope = reentry::CallbackScope::enter(context);
     trace_record!("timer-periodic", "trampoline-entered", timer, 0);
     // SAFETY: as in `one_shot_trampoline`.
     let shared = unsafe { ctx::get::<TimerHeader, F>(context) };
@@ -821,21 +841,33 @@ impl ThreadpoolTimer {
     /// Returns after every callback already queued or running has finished
     /// (`WaitForThreadpoolTimerCallbacks(.., FALSE)`). It does not wait for a
     /// due time still in the future: that firing is not queued yet.
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::wait");
         self.core().drain(false);
     }
 
     /// Discards a firing that is queued but has not started and waits for a
     /// running one (`WaitForThreadpoolTimerCallbacks(.., TRUE)`). The timer
     /// stays armed: a future due time still fires.
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::cancel_pending");
         self.core().drain(true);
     }
 
     /// Suppresses re-arm requests, disarms and drains, like `Drop` but
     /// without closing: when it returns no firing is running or queued, and
     /// none will start until the timer is armed again (which it may be).
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::stop_and_drain");
         self.core().stop_and_drain();
     }
 
@@ -847,10 +879,12 @@ impl ThreadpoolTimer {
 
 impl Drop for ThreadpoolTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolTimer");
+        if let Some(core) = self.core.take() {
+            reentry::tear_down(core.context(), core, TimerCore::stop_for_own_teardown, |core, owed| {
+                if core.close() || owed {
+                    crate::obligation::report_drain_owed("ThreadpoolTimer");
+                }
+            });
         }
     }
 }
@@ -1021,14 +1055,22 @@ impl ThreadpoolPeriodicTimer {
     /// Returns after every tick already queued or running has finished. A
     /// running timer keeps ticking: to stop and wait, use
     /// [`stop_and_drain`](Self::stop_and_drain).
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolPeriodicTimer::wait");
         self.core().drain(false);
     }
 
     /// Stops the timer and drains, like `Drop` but without closing: when it
     /// returns no tick is running or queued, and none will start until the
     /// timer is started again.
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolPeriodicTimer::stop_and_drain");
         self.core().stop_and_drain();
     }
 
@@ -1040,10 +1082,12 @@ impl ThreadpoolPeriodicTimer {
 
 impl Drop for ThreadpoolPeriodicTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolPeriodicTimer");
+        if let Some(core) = self.core.take() {
+            reentry::tear_down(core.context(), core, TimerCore::stop_for_own_teardown, |core, owed| {
+                if core.close() || owed {
+                    crate::obligation::report_drain_owed("ThreadpoolPeriodicTimer");
+                }
+            });
         }
     }
 }
