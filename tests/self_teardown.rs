@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::io::{self, IoCompletion, ThreadpoolIo};
 use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
@@ -350,6 +351,58 @@ fn io_dropped_from_its_completion() {
     client.write(b"ping".to_vec()).unwrap();
     freed.wait_freed_once();
     client.stop_and_drain();
+}
+
+/// On a one-thread pool, a completion callback drops its I/O object while a
+/// second read is outstanding. The teardown cancels that read and waits for
+/// its completion, which only the pool's one thread can deliver once the
+/// dropping callback has returned: the teardown must not need that thread.
+/// The outstanding read was owed a drain, which `fail-fast` reports.
+#[test]
+fn io_on_a_one_thread_pool_dropped_with_a_read_outstanding() {
+    let out = support::child("io_on_a_one_thread_pool_dropped_with_a_read_outstanding", &[], || {
+        let pool = ThreadpoolPool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&pool);
+        let (cap, freed) = Captured::new(2);
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let (server, client) = io::pipe_pair().unwrap();
+        let slot: Slot<ThreadpoolIo> = Slot::default();
+        let (s, r) = (Arc::clone(&slot), Arc::clone(&results));
+        let server = ThreadpoolIo::new(
+            server,
+            move |c: &IoCompletion| {
+                r.lock().unwrap().push(c.io_result());
+                drop_from(&s);
+                cap.returning();
+            },
+            Some(&mut env),
+        )
+        .unwrap();
+        {
+            let mut l = slot.lock().unwrap();
+            let server = l.insert(server);
+            server.read(vec![0u8; 4]).unwrap();
+            server.read(vec![0u8; 4]).unwrap();
+        }
+        let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+        client.write(b"ping".to_vec()).unwrap();
+        freed.wait_freed_once();
+        let mut results = results.lock().unwrap().clone();
+        results.sort();
+        assert_eq!(results, [0, ERROR_OPERATION_ABORTED], "one read completes, the teardown cancels the other");
+        client.stop_and_drain();
+        if cfg!(feature = "fail-fast") {
+            await_abort();
+        }
+    });
+    assert_freed_once_in_child(&out, "self-teardown: captured state freed after 2 callbacks returned");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(&out, "ThreadpoolIo was torn down with a drain still owed");
+    } else {
+        out.assert_completed();
+    }
 }
 
 /// A member's callback drops the group: the release, which waits for that
