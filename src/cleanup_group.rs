@@ -24,6 +24,13 @@
 //! A group can be reused after a release; `Drop` releases what is left, then
 //! closes the group.
 //!
+//! A member's callback may drop the group: the release, which would wait for
+//! that callback, is handed whole to another thread and completes once the
+//! callback has returned. [`CleanupGroup::close_members`] (or a cancelling
+//! variant) called from a member's callback panics instead, as does a
+//! member's own drain called from its callback: each would wait for itself
+//! (see the [crate docs](crate#a-callback-that-reaches-its-own-object)).
+//!
 //! Thread-pool I/O is deliberately not a member type: a `TP_IO` must not be
 //! closed while an operation is outstanding, which a bulk release cannot
 //! guarantee. Use the `io` module's `ThreadpoolIo` on its own.

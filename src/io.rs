@@ -71,6 +71,12 @@
 //! cancelling queued callbacks), closes the `TP_IO`, then closes the handle.
 //! A pipe read nobody will ever satisfy cannot hang teardown.
 //!
+//! The callback may drop the last owner of its own I/O object: the teardown
+//! (rundown included) then runs on another thread and completes once the
+//! callback has returned. `run_down`, `stop_and_drain` and `wait` called
+//! from the object's own callback panic: they would wait for themselves (see
+//! the [crate docs](crate#a-callback-that-reaches-its-own-object)).
+//!
 //! `WaitForThreadpoolIoCallbacks` also waits for every started operation
 //! whose completion has not arrived (measured under Wine; correct whether or
 //! not Windows does the same), so the drain runs only once nothing is

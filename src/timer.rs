@@ -66,9 +66,16 @@
 //! `WaitForThreadpoolTimerCallbacks(.., FALSE)` (never cancels), closes the
 //! timer, then frees the callback. A drain waits only for callbacks already
 //! queued or running: a due time still in the future has queued nothing,
-//! which is why the disarm comes first. A callback must not drain its own
-//! timer (`wait`, `stop_and_drain`, or dropping the last owner): the drain
-//! would wait for the callback itself.
+//! which is why the disarm comes first.
+//!
+//! A callback may drop the last owner of its own timer (a one-shot that drops
+//! itself after firing, a tick that ends its periodic timer): the drop
+//! suppresses re-arms and disarms at once, and the drain, close and free run
+//! on another thread once the callback has returned (see the
+//! [crate docs](crate#a-callback-that-reaches-its-own-object)). A tick that
+//! calls [`PeriodicTick::stop`] before dropping its timer leaves no drain
+//! owed. `wait`, `stop_and_drain` and `cancel_pending` called from the
+//! timer's own callback panic: the drain would wait for the callback itself.
 //!
 //! A timer dropped while it still owes a drain (a one-shot armed and not yet
 //! fired, or re-armed by its last firing; a periodic timer started and not
@@ -756,7 +763,9 @@ const _: () = {
 /// [`TimerFiring::rearm_after`] schedules the next firing without overlap.
 /// `Drop` suppresses any pending re-arm, disarms, drains (never cancels),
 /// closes the timer, then frees the callback; dropping an armed timer owes a
-/// drain (see [the module docs](crate::timer#teardown)).
+/// drain (see [the module docs](crate::timer#teardown)). The callback may
+/// drop the timer's last owner (the teardown then completes once it returns);
+/// draining the timer from its own callback panics.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex, Condvar};
@@ -900,7 +909,10 @@ impl Drop for ThreadpoolTimer {
 ///
 /// `Drop` stops the timer, drains (never cancels), closes it, then frees the
 /// callback; dropping a running timer owes a drain (see
-/// [the module docs](crate::timer#teardown)).
+/// [the module docs](crate::timer#teardown)). A tick may drop the timer's
+/// last owner (the teardown then completes once the ticks still queued or
+/// running have returned; call [`PeriodicTick::stop`] first to owe nothing);
+/// draining the timer from its own tick panics.
 ///
 /// ```
 /// use std::sync::Arc;

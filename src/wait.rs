@@ -44,6 +44,14 @@
 //! for every queued and running callback, never cancels), closes the wait
 //! object, closes the target handle, and frees the callback.
 //!
+//! The callback may drop the last owner of its own wait: the drop refuses
+//! re-arms and disarms at once, and the rest of the teardown runs on another
+//! thread once the callback has returned (a re-arm through the activation
+//! after the drop returns `Ok(false)`). Draining the wait from its own
+//! callback (`wait`, `stop_and_drain`, the cancellations) panics: it would
+//! wait for itself. See the
+//! [crate docs](crate#a-callback-that-reaches-its-own-object).
+//!
 //! Under Wine, `SetThreadpoolWait(.., NULL, ..)` does not stop the pool from
 //! queueing a callback: Wine's wait thread may still be blocked on a handle
 //! array built before the disarm, and when that wait completes it queues the

@@ -188,6 +188,14 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
 /// Each [`submit`](Self::submit) queues one invocation of the callback on the
 /// pool. `Drop` drains (waits for every queued and running invocation, never
 /// cancels), closes the object, then frees the callback.
+///
+/// The callback may drop the last owner of its own work object: the teardown
+/// then completes on another thread once the callback (and every submission
+/// still queued) has run. [`wait`](Self::wait),
+/// [`stop_and_drain`](Self::stop_and_drain) and
+/// [`cancel_pending`](Self::cancel_pending) called from the callback panic
+/// instead: they would wait for themselves (see the
+/// [crate docs](crate#a-callback-that-reaches-its-own-object)).
 pub struct ThreadpoolWork {
     core: Option<WorkCore>,
 }
