@@ -30,6 +30,13 @@
 //! callbacks pending, and never released) is what the `fail-fast` feature
 //! reports, after the group has been closed.
 //!
+//! A member's callback may drop the group: the release, which would wait for
+//! that callback, is handed whole to another thread and completes once the
+//! callback has returned. [`CleanupGroup::close_members`] (or a cancelling
+//! variant) called from a member's callback panics instead, as does a
+//! member's own drain called from its callback: each would wait for itself
+//! (see the [crate docs](crate#a-callback-that-reaches-its-own-object)).
+//!
 //! Thread-pool I/O is deliberately not a member type: a `TP_IO` must not be
 //! closed while an operation is outstanding, which a bulk release cannot
 //! guarantee. Use the `io` module's `ThreadpoolIo` on its own.
@@ -69,6 +76,7 @@ use std::os::windows::io::BorrowedHandle;
 
 use crate::callback_env::CallbackEnviron;
 use crate::heal::Registration;
+use crate::reentry;
 use crate::timer::{Period, PeriodicTick, TimerCore, TimerFiring};
 use crate::trace::EventInfo;
 use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
@@ -108,6 +116,8 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 
 /// What the group needs from each member it owns.
 trait Member: Send + Sync {
+    /// The context pointer, which identifies the member to its callbacks.
+    fn context(&self) -> *const c_void;
     /// Stops whatever could queue another callback before the native release
     /// (`cancel`: the release discards queued callbacks); returns the member
     /// type's name if it still owed a drain.
@@ -117,12 +127,18 @@ trait Member: Send + Sync {
 }
 
 impl Member for WorkCore {
+    fn context(&self) -> *const c_void {
+        WorkCore::context(self)
+    }
     fn before_release(&self, _cancel: bool) -> Option<&'static str> {
         self.drain_owed().then_some("WorkMember")
     }
 }
 
 impl Member for TimerCore {
+    fn context(&self) -> *const c_void {
+        TimerCore::context(self)
+    }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
         let name = if self.is_periodic() { "PeriodicTimerMember" } else { "TimerMember" };
         self.quiesce_for_teardown(cancel).then_some(name)
@@ -133,6 +149,9 @@ impl Member for TimerCore {
 }
 
 impl Member for WaitCore {
+    fn context(&self) -> *const c_void {
+        WaitCore::context(self)
+    }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
         self.quiesce_for_release(cancel).then_some("WaitMember")
     }
@@ -311,6 +330,21 @@ impl CleanupGroup {
         Ok(Self { raw, members: Mutex::new(Vec::new()) })
     }
 
+    /// Whether this thread is inside the callback of one of the members: a
+    /// release from here would wait for that callback, that is for itself.
+    fn in_member_callback(&self) -> bool {
+        reentry::in_callback_of(self.lock().iter().map(|m| m.member().context()))
+    }
+
+    /// Panics if this thread is inside a member's callback (`call` would wait
+    /// for itself).
+    #[track_caller]
+    fn forbid_release_in_member_callback(&self, call: &str) {
+        if self.in_member_callback() {
+            reentry::drain_would_wait_for_itself(call, "a member's");
+        }
+    }
+
     /// The number of members the group currently owns (created and not yet
     /// released).
     pub fn owned_resources(&self) -> usize {
@@ -412,7 +446,11 @@ impl CleanupGroup {
     /// queued is stopped and drained here, which is not a drain owed, so the
     /// `fail-fast` feature has nothing to report. Only dropping a group whose
     /// members were never released this way reports.
+    ///
+    /// # Panics
+    /// If called from a member's callback: it would wait for itself.
     pub fn close_members(&mut self) {
+        self.forbid_release_in_member_callback("CleanupGroup::close_members");
         // An explicit release settles what was owed: nothing to report.
         let _settled = self.release(false, false);
     }
@@ -422,8 +460,12 @@ impl CleanupGroup {
     /// (`CloseThreadpoolCleanupGroupMembers(.., TRUE, ..)`), then has the
     /// self-heal machinery repair every pool the members used (see
     /// `docs/self-heal.md`). Requires the default `self-heal` feature.
+    ///
+    /// # Panics
+    /// If called from a member's callback: it would wait for itself.
     #[cfg(feature = "self-heal")]
     pub fn close_members_cancelling(&mut self) {
+        self.forbid_release_in_member_callback("CleanupGroup::close_members_cancelling");
         let _settled = self.release(true, true);
     }
 
@@ -435,7 +477,11 @@ impl CleanupGroup {
     /// pool with no worker, so that nothing queued to it runs. The caller
     /// takes on the obligation to make each pool the members used dispatch
     /// again, for instance by submitting work to it.
+    ///
+    /// # Panics
+    /// If called from a member's callback: it would wait for itself.
     pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
+        self.forbid_release_in_member_callback("CleanupGroup::close_members_cancelling_no_heal_tracking");
         let _settled = self.release(true, false);
     }
 
@@ -491,6 +537,14 @@ impl Drop for CleanupGroup {
     /// group open. A group whose members were all released by
     /// `close_members` (or a cancelling release) has nothing to report.
     fn drop(&mut self) {
+        if self.in_member_callback() {
+            // The release would wait for the callback running this drop: hand
+            // the whole ordinary teardown, members and all, to another thread.
+            let members = std::mem::take(&mut *self.lock());
+            let rest = CleanupGroup { raw: self.raw, members: Mutex::new(members) };
+            reentry::hand_off(move || drop(rest));
+            return;
+        }
         let owed = self.release(false, false);
         // SAFETY: the members were released above; the group is closed once.
         trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });
@@ -508,17 +562,29 @@ impl WorkMember<'_> {
     }
 
     /// Returns after every invocation submitted so far has run.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::wait");
         self.core.drain(false);
     }
 
     /// Same as [`wait`](Self::wait) (a work object has nothing to stop).
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::stop_and_drain");
         self.core.drain(false);
     }
 
     /// Discards queued invocations and waits for the running ones.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::cancel_pending");
         self.core.drain(true);
     }
 }
@@ -540,12 +606,20 @@ impl WaitMember<'_> {
     }
 
     /// Returns after every queued and running callback has finished.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::wait");
         self.core.drain(false);
     }
 
     /// Brings the member to rest; see [`crate::wait::ThreadpoolWait::stop_and_drain`].
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::stop_and_drain");
         self.core.stop_and_drain();
     }
 
@@ -554,7 +628,11 @@ impl WaitMember<'_> {
     /// # Safety
     /// As [`crate::wait::ThreadpoolWait::try_cancel_pending_no_heal_tracking`]:
     /// the caller takes on the obligation to make the pool dispatch again.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::try_cancel_pending_no_heal_tracking");
         self.core.cancel_pending();
     }
 
@@ -562,7 +640,11 @@ impl WaitMember<'_> {
     /// self-heal machinery repair the pool; see
     /// [`crate::wait::ThreadpoolWait::try_cancel_pending`].
     #[cfg(feature = "self-heal")]
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn try_cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::try_cancel_pending");
         self.core.cancel_pending_and_heal();
     }
 }
@@ -591,17 +673,29 @@ impl TimerMember<'_> {
     }
 
     /// Returns after every firing already queued or running has finished.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::wait");
         self.core.drain(false);
     }
 
     /// Suppresses re-arms, disarms and drains; the member can be armed again.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::stop_and_drain");
         self.core.stop_and_drain();
     }
 
     /// Discards a queued firing and waits for a running one.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::cancel_pending");
         self.core.drain(true);
     }
 }
@@ -634,12 +728,20 @@ impl PeriodicTimerMember<'_> {
     }
 
     /// Returns after every tick already queued or running has finished.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "PeriodicTimerMember::wait");
         self.core.drain(false);
     }
 
     /// Stops the timer and drains; it can be started again.
+    ///
+    /// # Panics
+    /// If called from this member's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core.context(), "PeriodicTimerMember::stop_and_drain");
         self.core.stop_and_drain();
     }
 }

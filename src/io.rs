@@ -113,6 +113,12 @@
 //! finished before it is called, and for no I/O to be caused after. A pipe
 //! read nobody will ever satisfy cannot hang teardown.
 //!
+//! The callback may drop the last owner of its own I/O object: the teardown
+//! (rundown included) then runs on another thread and completes once the
+//! callback has returned. `run_down`, `stop_and_drain` and `wait` called
+//! from the object's own callback panic: they would wait for themselves (see
+//! the [crate docs](crate#a-callback-that-reaches-its-own-object)).
+//!
 //! `WaitForThreadpoolIoCallbacks` also waits for every started operation
 //! whose completion has not arrived (measured under Wine; correct whether or
 //! not Windows does the same), so the drain runs only once nothing is
@@ -175,6 +181,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
+use crate::reentry;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -959,6 +966,7 @@ impl IoCore {
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
+        reentry::ensure_slot()?;
         let (env, pool) = env_parts(env);
         let ctx = Context::new(IoHeader::default(), callback);
         let pv = ctx.as_ptr();
@@ -984,6 +992,11 @@ impl IoCore {
 
     fn header(&self) -> &IoHeader {
         self.ctx.header()
+    }
+
+    /// The context pointer, which identifies the object to its callbacks.
+    fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
     }
 
     /// Registers, starts and issues one operation; on a synchronous failure
@@ -1249,6 +1262,7 @@ unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'stati
     bytes: usize,
     io: PTP_IO,
 ) {
+    let _scope = reentry::CallbackScope::enter(context);
     trace_record!("io", "trampoline-entered", overlapped, io_result);
     // SAFETY: `context` is the `Shared` this trampoline was created with; the
     // owner frees it only after every completion was delivered and every
@@ -1509,9 +1523,10 @@ impl ThreadpoolIo {
     /// been delivered and every callback has returned. Idempotent; the object
     /// stays usable. Operations issued while it runs are cancelled too.
     ///
-    /// Must not be called from this object's callback (it would wait for
-    /// itself).
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
     pub fn run_down(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolIo::run_down");
         self.core().run_down();
     }
 
@@ -1519,25 +1534,40 @@ impl ThreadpoolIo {
     /// type uses for "bring it to rest": call it before dropping an object
     /// with operations outstanding (the `fail-fast` feature reports a drop
     /// that still owed this).
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolIo::stop_and_drain");
         self.core().run_down();
     }
 
     /// Returns once every outstanding operation has completed and every
     /// callback has returned, without cancelling anything: a pipe read no
-    /// one satisfies makes it wait forever. Must not be called from this
-    /// object's callback.
+    /// one satisfies makes it wait forever.
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolIo::wait");
         self.core().settle(false);
     }
 }
 
 impl Drop for ThreadpoolIo {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolIo");
+        if let Some(core) = self.core.take() {
+            // From its own callback: the rundown (which cancels) is handed off.
+            reentry::tear_down(
+                core.context(),
+                core,
+                |core| core.header().obligation.is_owed(),
+                |core, owed| {
+                    if core.close() || owed {
+                        crate::obligation::report_drain_owed("ThreadpoolIo");
+                    }
+                },
+            );
         }
     }
 }

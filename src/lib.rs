@@ -11,6 +11,30 @@
 //! 3. close the pool object;
 //! 4. free the callback's heap context.
 //!
+//! # A callback that reaches its own object
+//! A drain waits for every running callback, including the one that calls
+//! it, so it can never complete inside a callback of the object it drains.
+//! - **Dropping the last owner from the object's own callback works** (a
+//!   one-shot timer that drops itself after firing, a work item that removes
+//!   itself from a registry, a wait whose handler owns it). The drop does
+//!   step 1 at once and hands steps 2 to 4, the same teardown, to another
+//!   thread: a one-off callback on the process default pool (never the
+//!   object's own pool, whose only thread may be the one still inside the
+//!   callback). The drop returns at once; the teardown completes once the
+//!   callback has returned, and what the callback captured is freed then,
+//!   exactly once. A cleanup group dropped from one of its members' callbacks
+//!   hands its whole release off the same way. A drain owed at that moment
+//!   (work submissions not yet started, a periodic timer its tick did not
+//!   stop) is reported as for any teardown.
+//! - **Draining from the object's own callback panics** (`wait`,
+//!   `stop_and_drain`, `cancel_pending`, `run_down`, and a cleanup group's
+//!   `close_members` from a member's callback): it could never return. In a
+//!   callback the panic aborts the process, with a message naming the call.
+//!
+//! "Own callback" means the callback's own thread, which the trampolines
+//! mark: a thread the callback starts and waits for is not recognised, and a
+//! drop or drain there still waits for the callback, forever.
+//!
 //! Callbacks run on pool threads through `extern "system"` trampolines with no
 //! `catch_unwind`: a callback that panics aborts the process, since an unwind
 //! may not cross the FFI boundary.
@@ -54,6 +78,8 @@ pub mod io;
 mod obligation;
 #[cfg(windows)]
 pub mod pool;
+#[cfg(windows)]
+mod reentry;
 #[cfg(windows)]
 pub mod timer;
 #[cfg(windows)]

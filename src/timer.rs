@@ -72,9 +72,16 @@
 //! `WaitForThreadpoolTimerCallbacks(.., FALSE)` (never cancels), closes the
 //! timer, then frees the callback. A drain waits only for callbacks already
 //! queued or running: a due time still in the future has queued nothing,
-//! which is why the disarm comes first. A callback must not drain its own
-//! timer (`wait`, `stop_and_drain`, or dropping the last owner): the drain
-//! would wait for the callback itself.
+//! which is why the disarm comes first.
+//!
+//! A callback may drop the last owner of its own timer (a one-shot that drops
+//! itself after firing, a tick that ends its periodic timer): the drop
+//! suppresses re-arms and disarms at once, and the drain, close and free run
+//! on another thread once the callback has returned (see the
+//! [crate docs](crate#a-callback-that-reaches-its-own-object)). A tick that
+//! calls [`PeriodicTick::stop`] before dropping its timer leaves no drain
+//! owed. `wait`, `stop_and_drain` and `cancel_pending` called from the
+//! timer's own callback panic: the drain would wait for the callback itself.
 //!
 //! A timer dropped while it still owes a drain (a one-shot armed and not yet
 //! fired, or re-armed by its last firing; a periodic timer started and not
@@ -107,6 +114,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
+use crate::reentry;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -473,6 +481,7 @@ impl TimerCore {
         trampoline: unsafe extern "system" fn(PTP_CALLBACK_INSTANCE, *mut c_void, PTP_TIMER),
         env: Option<&mut CallbackEnviron<'_>>,
     ) -> io::Result<Self> {
+        reentry::ensure_slot()?;
         let (env, pool) = env_parts(env);
         let ctx = Context::new(TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
@@ -512,6 +521,11 @@ impl TimerCore {
 
     pub(crate) fn raw(&self) -> PTP_TIMER {
         self.raw
+    }
+
+    /// The context pointer, which identifies the timer to its callbacks.
+    pub(crate) fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
     }
 
     /// Arms with a raw due time (see the module docs), `period` and `window` in ms.
@@ -622,6 +636,17 @@ impl TimerCore {
         Ok(())
     }
 
+    /// The non-blocking part of a teardown from the timer's own callback:
+    /// suppresses re-arms for good and disarms; returns whether a drain was
+    /// owed. A callback cannot drain its own timer, so one that a tick has
+    /// already stopped owes no drain.
+    pub(crate) fn stop_for_own_teardown(&self) -> bool {
+        self.header().settle_if_disarmed();
+        let owed = self.drain_owed();
+        self.suppress_and_disarm();
+        owed
+    }
+
     /// Quiesces, closes the object, then frees the context, in that order;
     /// returns whether a drain was owed.
     pub(crate) fn close(self) -> bool {
@@ -642,6 +667,7 @@ unsafe extern "system" fn one_shot_trampoline<F>(
 ) where
     F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
 {
+    let _scope = reentry::CallbackScope::enter(context);
     trace_record!("timer", "trampoline-entered", timer, 0);
     // SAFETY: `context` is the `Shared` this trampoline was created with; the
     // owner frees it only after disarming and draining every callback.
@@ -665,6 +691,7 @@ unsafe extern "system" fn periodic_trampoline<F>(
 ) where
     F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
 {
+    let _scope = reentry::CallbackScope::enter(context);
     trace_record!("timer-periodic", "trampoline-entered", timer, 0);
     // SAFETY: as in `one_shot_trampoline`.
     let shared = unsafe { ctx::get::<TimerHeader, F>(context) };
@@ -764,7 +791,9 @@ const _: () = {
 /// [`TimerFiring::rearm_after`] schedules the next firing without overlap.
 /// `Drop` suppresses any pending re-arm, disarms, drains (never cancels),
 /// closes the timer, then frees the callback; dropping an armed timer owes a
-/// drain (see [the module docs](crate::timer#teardown)).
+/// drain (see [the module docs](crate::timer#teardown)). The callback may
+/// drop the timer's last owner (the teardown then completes once it returns);
+/// draining the timer from its own callback panics.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex, Condvar};
@@ -852,14 +881,22 @@ impl ThreadpoolTimer {
     /// Returns after every callback already queued or running has finished
     /// (`WaitForThreadpoolTimerCallbacks(.., FALSE)`). It does not wait for a
     /// due time still in the future: that firing is not queued yet.
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::wait");
         self.core().drain(false);
     }
 
     /// Discards a firing that is queued but has not started and waits for a
     /// running one (`WaitForThreadpoolTimerCallbacks(.., TRUE)`). The timer
     /// stays armed: a future due time still fires.
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::cancel_pending");
         self.core().drain(true);
     }
 
@@ -873,7 +910,11 @@ impl ThreadpoolTimer {
     /// returns is absorbed (it arms nothing; `set_*` still returns `Ok`). An
     /// arm still in progress when it returns, or made after, is a new
     /// arming, ordered after the stop.
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::stop_and_drain");
         self.core().stop_and_drain();
     }
 
@@ -885,10 +926,12 @@ impl ThreadpoolTimer {
 
 impl Drop for ThreadpoolTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolTimer");
+        if let Some(core) = self.core.take() {
+            reentry::tear_down(core.context(), core, TimerCore::stop_for_own_teardown, |core, owed| {
+                if core.close() || owed {
+                    crate::obligation::report_drain_owed("ThreadpoolTimer");
+                }
+            });
         }
     }
 }
@@ -904,7 +947,10 @@ impl Drop for ThreadpoolTimer {
 ///
 /// `Drop` stops the timer, drains (never cancels), closes it, then frees the
 /// callback; dropping a running timer owes a drain (see
-/// [the module docs](crate::timer#teardown)).
+/// [the module docs](crate::timer#teardown)). A tick may drop the timer's
+/// last owner (the teardown then completes once the ticks still queued or
+/// running have returned; call [`PeriodicTick::stop`] first to owe nothing);
+/// draining the timer from its own tick panics.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -1059,7 +1105,11 @@ impl ThreadpoolPeriodicTimer {
     /// Returns after every tick already queued or running has finished. A
     /// running timer keeps ticking: to stop and wait, use
     /// [`stop_and_drain`](Self::stop_and_drain).
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolPeriodicTimer::wait");
         self.core().drain(false);
     }
 
@@ -1067,7 +1117,11 @@ impl ThreadpoolPeriodicTimer {
     /// returns no tick is running or queued, and none will start until the
     /// timer is started again. Starts that race it are undone or absorbed
     /// as for [`ThreadpoolTimer::stop_and_drain`].
+    ///
+    /// # Panics
+    /// If called from this timer's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolPeriodicTimer::stop_and_drain");
         self.core().stop_and_drain();
     }
 
@@ -1079,10 +1133,12 @@ impl ThreadpoolPeriodicTimer {
 
 impl Drop for ThreadpoolPeriodicTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolPeriodicTimer");
+        if let Some(core) = self.core.take() {
+            reentry::tear_down(core.context(), core, TimerCore::stop_for_own_teardown, |core, owed| {
+                if core.close() || owed {
+                    crate::obligation::report_drain_owed("ThreadpoolPeriodicTimer");
+                }
+            });
         }
     }
 }

@@ -44,6 +44,14 @@
 //! for every queued and running callback, never cancels), closes the wait
 //! object, closes the target handle, and frees the callback.
 //!
+//! The callback may drop the last owner of its own wait: the drop refuses
+//! re-arms and disarms at once, and the rest of the teardown runs on another
+//! thread once the callback has returned (a re-arm through the activation
+//! after the drop returns `Ok(false)`). Draining the wait from its own
+//! callback (`wait`, `stop_and_drain`, the cancellations) panics: it would
+//! wait for itself. See the
+//! [crate docs](crate#a-callback-that-reaches-its-own-object).
+//!
 //! Under Wine, `SetThreadpoolWait(.., NULL, ..)` does not stop the pool from
 //! queueing a callback: Wine's wait thread may still be blocked on a handle
 //! array built before the disarm, and when that wait completes it queues the
@@ -78,6 +86,7 @@ use crate::ctx::{self, Context};
 use crate::heal::Registration;
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
+use crate::reentry;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -599,6 +608,7 @@ unsafe extern "system" fn trampoline<F>(
 ) where
     F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
 {
+    let _scope = reentry::CallbackScope::enter(context);
     let result = if result == WAIT_TIMEOUT { WaitResult::TimedOut } else { WaitResult::Signalled };
     let timed_out = result == WaitResult::TimedOut;
     // SAFETY: `context` is the `Shared` this trampoline was created with; the
@@ -639,6 +649,7 @@ impl WaitCore {
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
+        reentry::ensure_slot()?;
         let (env, pool) = env_parts(env);
         let header = WaitHeader {
             obligation: DrainObligation::default(),
@@ -667,6 +678,20 @@ impl WaitCore {
 
     fn header(&self) -> &WaitHeader {
         self.ctx.header()
+    }
+
+    /// The context pointer, which identifies the wait to its callbacks.
+    pub(crate) fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
+    }
+
+    /// The non-blocking part of a teardown from the wait's own callback:
+    /// refuses re-arms for good and disarms (the teardown that follows
+    /// decides on the Wine flush); returns whether a drain was owed.
+    pub(crate) fn stop_for_own_teardown(&self) -> bool {
+        let owed = self.drain_owed();
+        self.suppress_and_disarm();
+        owed
     }
 
     pub(crate) fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
@@ -943,7 +968,11 @@ impl ThreadpoolWait {
 
     /// Returns after every callback queued or running has finished. It does
     /// not disarm: a later signal still runs the callback.
+    ///
+    /// # Panics
+    /// If called from this wait's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWait::wait");
         self.core().drain(false);
     }
 
@@ -951,7 +980,11 @@ impl ThreadpoolWait {
     /// waits for every queued and running callback, then accepts re-arms
     /// again. On return nothing is armed, queued or running; the wait may be
     /// armed again.
+    ///
+    /// # Panics
+    /// If called from this wait's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWait::stop_and_drain");
         self.core().stop_and_drain();
     }
 
@@ -964,7 +997,14 @@ impl ThreadpoolWait {
     /// pool with no worker, so that nothing queued to it runs. The caller
     /// takes on the obligation to make the pool dispatch again, for instance
     /// by submitting work to it (see `pool::prewarm_default_pool`).
+    ///
+    /// # Panics
+    /// If called from this wait's own callback: it would wait for itself.
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
+        reentry::forbid_drain_in_own_callback(
+            self.core().context(),
+            "ThreadpoolWait::try_cancel_pending_no_heal_tracking",
+        );
         self.core().cancel_pending();
     }
 
@@ -973,8 +1013,12 @@ impl ThreadpoolWait {
     /// cancellation may have wedged (a work submission to it, within about
     /// 250 ms; see `docs/self-heal.md`). It does not disarm. Requires the
     /// default `self-heal` feature.
+    ///
+    /// # Panics
+    /// If called from this wait's own callback: it would wait for itself.
     #[cfg(feature = "self-heal")]
     pub fn try_cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWait::try_cancel_pending");
         self.core().cancel_pending_and_heal();
     }
 
@@ -986,10 +1030,12 @@ impl ThreadpoolWait {
 
 impl Drop for ThreadpoolWait {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolWait");
+        if let Some(core) = self.core.take() {
+            reentry::tear_down(core.context(), core, WaitCore::stop_for_own_teardown, |core, owed| {
+                if core.close() || owed {
+                    crate::obligation::report_drain_owed("ThreadpoolWait");
+                }
+            });
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
+use crate::reentry;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -91,6 +92,7 @@ impl WorkCore {
     where
         F: Fn() + Send + Sync + 'static,
     {
+        reentry::ensure_slot()?;
         let (env, pool) = env_parts(env);
         let ctx = Context::new(WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
@@ -111,6 +113,11 @@ impl WorkCore {
 
     pub(crate) fn raw(&self) -> PTP_WORK {
         self.raw
+    }
+
+    /// The context pointer, which identifies the object to its callbacks.
+    pub(crate) fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
     }
 
     pub(crate) fn submit(&self) {
@@ -166,6 +173,7 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
     context: *mut c_void,
     work: PTP_WORK,
 ) {
+    let _scope = reentry::CallbackScope::enter(context);
     trace_record!("work", "trampoline-entered", work, 0);
     // SAFETY: `context` is the `Shared` this trampoline was created with; the
     // owner frees it only after draining every callback.
@@ -180,6 +188,14 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
 /// Each [`submit`](Self::submit) queues one invocation of the callback on the
 /// pool. `Drop` drains (waits for every queued and running invocation, never
 /// cancels), closes the object, then frees the callback.
+///
+/// The callback may drop the last owner of its own work object: the teardown
+/// then completes on another thread once the callback (and every submission
+/// still queued) has run. [`wait`](Self::wait),
+/// [`stop_and_drain`](Self::stop_and_drain) and
+/// [`cancel_pending`](Self::cancel_pending) called from the callback panic
+/// instead: they would wait for themselves (see the
+/// [crate docs](crate#a-callback-that-reaches-its-own-object)).
 pub struct ThreadpoolWork {
     core: Option<WorkCore>,
 }
@@ -217,20 +233,32 @@ impl ThreadpoolWork {
 
     /// Returns after every invocation submitted so far, queued ones included,
     /// has run.
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
     pub fn wait(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWork::wait");
         self.core().drain(false);
     }
 
     /// Same as [`wait`](Self::wait): a work object has nothing to stop, so
     /// draining is all that brings it to rest. Kept for symmetry with the other
     /// object types.
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWork::stop_and_drain");
         self.core().drain(false);
     }
 
     /// Discards queued invocations that have not started and waits for the
     /// running ones (`WaitForThreadpoolWorkCallbacks(.., TRUE)`).
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
+        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWork::cancel_pending");
         self.core().drain(true);
     }
 
@@ -242,10 +270,13 @@ impl ThreadpoolWork {
 
 impl Drop for ThreadpoolWork {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take()
-            && core.close()
-        {
-            crate::obligation::report_drain_owed("ThreadpoolWork");
+        if let Some(core) = self.core.take() {
+            // From its own callback: nothing to stop; the rest is handed off.
+            reentry::tear_down(core.context(), core, WorkCore::drain_owed, |core, owed| {
+                if core.close() || owed {
+                    crate::obligation::report_drain_owed("ThreadpoolWork");
+                }
+            });
         }
     }
 }

@@ -20,6 +20,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("heal/registry.rs", include_str!("../heal/registry.rs")),
     ("io.rs", include_str!("../io.rs")),
     ("pool.rs", include_str!("../pool.rs")),
+    ("reentry.rs", include_str!("../reentry.rs")),
     ("timer.rs", include_str!("../timer.rs")),
     ("wait.rs", include_str!("../wait.rs")),
     ("work.rs", include_str!("../work.rs")),

@@ -1,0 +1,213 @@
+//! Callbacks that reach their own object.
+//!
+//! A drain (`WaitFor*Callbacks`, a cleanup group's release, an I/O rundown)
+//! waits for every running callback, including the one that calls it, so a
+//! drain issued from an object's own callback can never return. Dropping the
+//! last owner from inside the callback is ordinary Rust code (a one-shot
+//! timer that drops itself after firing, a work item that removes itself from
+//! a registry), so it must not hang; an explicit drain from there cannot
+//! complete, so it panics (in a callback, that aborts the process) with a
+//! message naming the call.
+//!
+//! **Which callback is running.** Every trampoline enters a
+//! [`CallbackScope`] first: it stores the object's context pointer in a
+//! thread-local slot for the duration of the callback and restores the
+//! previous value when the trampoline returns. A context pointer identifies
+//! its object while the object lives, and the object outlives every callback,
+//! so "the slot holds my context" means "this thread is inside my callback".
+//! The slot is a raw Win32 TLS index (`TlsAlloc`, taken once per process when
+//! the first object is created), not `std::thread_local!`: on targets without
+//! native thread-locals (`x86_64-pc-windows-gnu` among them) std allocates
+//! each thread's value lazily on first use and registers a destructor, which
+//! a pool thread's first callback would pay. The raw slot holds the pointer
+//! itself: a callback pays one `TlsGetValue` and two `TlsSetValue` (about
+//! 13 ns together, measured under Wine), and nothing is allocated.
+//!
+//! **Own-callback teardown.** [`tear_down`] runs an object's ordinary
+//! teardown, unless the calling thread is inside that object's callback. Then
+//! it does the non-blocking part here (refuse re-arms and disarm, so nothing
+//! new is queued) and hands the ordinary teardown, the same function, to
+//! another thread: a one-off callback on the process default pool
+//! (`TrySubmitThreadpoolCallback` with no environment), or a new thread if
+//! that submission fails. Its drain waits for the callback that dropped the
+//! object to return, so what the callback captured is freed exactly once,
+//! after it returns. The default pool, never the object's own: a private pool
+//! limited to one thread would have to run the handoff on the thread that is
+//! still inside the callback, and the handoff's drain also waits for the
+//! object's queued callbacks, which need that pool's threads.
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::io;
+
+use windows_sys::Win32::System::Threading::{
+    PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsAlloc, TlsFree, TlsGetValue, TlsSetValue, TrySubmitThreadpoolCallback,
+};
+
+/// The TLS index holding the context of the callback running on each thread
+/// (null outside callbacks); `TLS_OUT_OF_INDEXES` until allocated.
+static SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
+
+/// Allocates the slot if it is not yet allocated. Every object calls this
+/// before it is created, so its trampolines always find the slot.
+pub(crate) fn ensure_slot() -> io::Result<()> {
+    if SLOT.load(Ordering::Acquire) != TLS_OUT_OF_INDEXES {
+        return Ok(());
+    }
+    // SAFETY: no preconditions.
+    let slot = unsafe { TlsAlloc() };
+    if slot == TLS_OUT_OF_INDEXES {
+        return Err(io::Error::last_os_error());
+    }
+    if SLOT.compare_exchange(TLS_OUT_OF_INDEXES, slot, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // Another thread allocated first; give this index back.
+        // SAFETY: `slot` was allocated above and never published.
+        unsafe { TlsFree(slot) };
+    }
+    Ok(())
+}
+
+/// The context of the callback running on this thread, null outside one.
+fn current() -> *const c_void {
+    let slot = SLOT.load(Ordering::Acquire);
+    if slot == TLS_OUT_OF_INDEXES {
+        return core::ptr::null();
+    }
+    // SAFETY: `slot` is an allocated index, never freed.
+    unsafe { TlsGetValue(slot) }
+}
+
+/// Marks this thread as inside the callback of the object whose context is
+/// `context`, until dropped. The first statement of every trampoline.
+pub(crate) struct CallbackScope {
+    slot: u32,
+    outer: *mut c_void,
+}
+
+impl CallbackScope {
+    #[inline]
+    pub(crate) fn enter(context: *mut c_void) -> Self {
+        // The object was created after `ensure_slot`, and its callback runs
+        // after its creation, so the slot is allocated.
+        let slot = SLOT.load(Ordering::Relaxed);
+        // SAFETY: `slot` is an allocated index (an invalid one only fails the calls).
+        let outer = unsafe { TlsGetValue(slot) };
+        // SAFETY: as above.
+        unsafe { TlsSetValue(slot, context) };
+        Self { slot, outer }
+    }
+}
+
+impl Drop for CallbackScope {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `slot` is the index `enter` used.
+        unsafe { TlsSetValue(self.slot, self.outer) };
+    }
+}
+
+/// Whether this thread is inside the callback of the object whose context is
+/// `context`.
+pub(crate) fn in_own_callback(context: *const c_void) -> bool {
+    current() == context
+}
+
+/// Whether this thread is inside the callback of any of `contexts`.
+pub(crate) fn in_callback_of(mut contexts: impl Iterator<Item = *const c_void>) -> bool {
+    let now = current();
+    !now.is_null() && contexts.any(|c| c == now)
+}
+
+/// Panics if this thread is inside the callback of the object whose context
+/// is `context`: `call` (`"Type::method"`) would wait for that callback,
+/// that is for itself.
+#[track_caller]
+pub(crate) fn forbid_drain_in_own_callback(context: *const c_void, call: &str) {
+    if in_own_callback(context) {
+        drain_would_wait_for_itself(call, "the object's own");
+    }
+}
+
+/// The one message for a drain from a callback it would wait for; `whose`
+/// names the callback ("the object's own", "a member's").
+#[cold]
+#[track_caller]
+pub(crate) fn drain_would_wait_for_itself(call: &str, whose: &str) -> ! {
+    panic!("windows-threadpool: {call}() called from {whose} callback can never return (it would wait for itself)")
+}
+
+/// Tears `object` down with `finish(object, false)`, its ordinary teardown.
+/// From inside the callback of the object whose context is `context`, runs
+/// `stop` here (the non-blocking part: stop queuing callbacks; it returns
+/// whether a drain is owed at this moment, the moment an ordinary teardown
+/// checks) and hands `finish(object, owed)` to another thread (see the module
+/// docs). `finish` reports a drain owed if its argument or its own check
+/// says so.
+pub(crate) fn tear_down<T: Send + 'static>(
+    context: *const c_void,
+    object: T,
+    stop: fn(&T) -> bool,
+    finish: fn(T, bool),
+) {
+    if in_own_callback(context) {
+        let owed = stop(&object);
+        hand_off(move || finish(object, owed));
+    } else {
+        finish(object, false);
+    }
+}
+
+/// A teardown handed to another thread, owned through a raw pointer.
+struct HandoffPtr<F>(*mut F);
+
+// SAFETY: the pointer owns an `F: Send`, and only the thread it is moved to
+// uses it.
+unsafe impl<F: Send> Send for HandoffPtr<F> {}
+
+impl<F: FnOnce()> HandoffPtr<F> {
+    /// Runs the handoff and frees it.
+    ///
+    /// # Safety
+    /// `self.0` came from `Box::into_raw` and has not been run.
+    unsafe fn run(self) {
+        // SAFETY: guaranteed by the caller.
+        let f = unsafe { Box::from_raw(self.0) };
+        f();
+    }
+}
+
+/// Aborts the process if dropped: armed on the fallback thread, so a panic
+/// there (a `fail-fast` report) ends the process as it would on a pool thread.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        std::process::abort();
+    }
+}
+
+unsafe extern "system" fn run_handoff<F: FnOnce()>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void) {
+    // SAFETY: `context` is the handoff `hand_off` submitted, run once, here.
+    unsafe { HandoffPtr(context.cast::<F>()).run() };
+}
+
+/// Runs `teardown` on another thread: a one-off callback on the process
+/// default pool, or a new thread if that cannot be submitted. If neither can
+/// be had, what `teardown` owns is leaked, which is safe (nothing is freed
+/// while a callback may use it).
+pub(crate) fn hand_off<F: FnOnce() + Send + 'static>(teardown: F) {
+    let h = Box::into_raw(Box::new(teardown));
+    // SAFETY: `run_handoff::<F>` takes ownership of `h` exactly when the
+    // submission succeeds; a null environment is the process default pool.
+    if unsafe { TrySubmitThreadpoolCallback(Some(run_handoff::<F>), h.cast(), core::ptr::null()) } != 0 {
+        return;
+    }
+    let h = HandoffPtr(h);
+    // On failure the closure is dropped unrun, holding only the raw pointer.
+    let _ = std::thread::Builder::new().name("windows-threadpool teardown".into()).spawn(move || {
+        let abort = AbortOnUnwind;
+        // SAFETY: the submission failed, so this thread owns the handoff.
+        unsafe { h.run() };
+        core::mem::forget(abort);
+    });
+}

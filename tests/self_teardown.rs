@@ -1,0 +1,667 @@
+//! An object torn down from inside its own callback: dropping the last owner
+//! there completes once the callback returns, and frees what the callback
+//! captured exactly once, after it returned; a drain called from there panics
+//! (and, being in a callback, aborts the process) with a message naming the
+//! call, instead of waiting for itself forever.
+//!
+//! A broken teardown hangs rather than fails, so every wait here has a
+//! deadline and a missed deadline fails the test. Panics abort, so each drain
+//! case runs in a child process (`support::child`); a child that does not
+//! abort within the deadline exits normally, which fails its parent.
+#![cfg(windows)]
+
+mod support;
+use support::Gate;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
+use windows_threadpool::cleanup_group::CleanupGroup;
+use windows_threadpool::io::{self, IoCompletion, ThreadpoolIo};
+use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
+use windows_threadpool::wait::{Event, ThreadpoolWait};
+use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+
+/// How long a teardown may take before the test calls it a hang.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// Where an object's owner lives: its own callback takes it out and drops it.
+type Slot<T> = Arc<Mutex<Option<T>>>;
+
+/// What the state a callback captured reports about its own drop.
+#[derive(Default)]
+struct Freed {
+    drops: Mutex<usize>,
+    cv: Condvar,
+    /// Set if the state was dropped before the callbacks it expected had returned.
+    early: AtomicBool,
+    /// Callbacks that finished (the last statement of each).
+    returned: AtomicUsize,
+}
+
+/// Captured by a callback; its drop is counted.
+struct Captured {
+    freed: Arc<Freed>,
+    /// Callbacks that must have returned before this is dropped.
+    expect_returned: usize,
+}
+
+impl Captured {
+    fn new(expect_returned: usize) -> (Self, Arc<Freed>) {
+        let freed = Arc::new(Freed::default());
+        (Self { freed: Arc::clone(&freed), expect_returned }, freed)
+    }
+
+    /// The last statement of a callback.
+    fn returning(&self) {
+        self.freed.returned.fetch_add(1, SeqCst);
+    }
+}
+
+impl Drop for Captured {
+    fn drop(&mut self) {
+        let returned = self.freed.returned.load(SeqCst);
+        if returned < self.expect_returned {
+            self.freed.early.store(true, SeqCst);
+            eprintln!("self-teardown: captured state freed EARLY, {returned} callbacks had returned");
+        } else {
+            // Unbuffered, so a child that aborts right after still shows it.
+            eprintln!("self-teardown: captured state freed after {returned} callbacks returned");
+        }
+        *self.freed.drops.lock().unwrap() += 1;
+        self.freed.cv.notify_all();
+    }
+}
+
+impl Freed {
+    /// Waits (at most [`DEADLINE`]) for the captured state to be dropped, and
+    /// checks it was dropped once, after the callbacks returned.
+    #[track_caller]
+    fn wait_freed_once(&self) {
+        let g = self.drops.lock().unwrap();
+        let (g, _) = self.cv.wait_timeout_while(g, DEADLINE, |n| *n == 0).unwrap();
+        assert_eq!(*g, 1, "the captured state was not freed within {DEADLINE:?} (a teardown waiting for itself?)");
+        drop(g);
+        assert!(!self.early.load(SeqCst), "the captured state was freed before the callback returned");
+    }
+
+    fn drops(&self) -> usize {
+        *self.drops.lock().unwrap()
+    }
+}
+
+/// Takes the owner out of `slot` and drops it, here.
+fn drop_from(slot: &Mutex<Option<impl Sized>>) -> bool {
+    let owner = slot.lock().unwrap().take();
+    let had = owner.is_some();
+    drop(owner);
+    had
+}
+
+/// A child whose teardown reports a drain owed with `fail-fast` (and so
+/// aborts, possibly before its own checks ran) shows on stderr that the
+/// captured state was freed exactly once, after the callbacks returned.
+#[track_caller]
+fn assert_freed_once_in_child(out: &support::ChildOutcome, freed: &str) {
+    assert_eq!(out.stderr.matches("self-teardown: captured state freed").count(), 1, "{out:#?}");
+    assert!(out.stderr.contains(freed), "{out:#?}");
+}
+
+/// In a child process whose scenario should end in an abort: gives the abort
+/// time to come, then returns (and the child exits normally, which fails the
+/// parent).
+fn await_abort() {
+    std::thread::sleep(DEADLINE);
+}
+
+// ---------------------------------------------------------------------------
+// Dropping the last owner from the object's own callback
+
+#[test]
+fn work_dropped_from_its_own_callback() {
+    let (cap, freed) = Captured::new(1);
+    let slot: Slot<ThreadpoolWork> = Slot::default();
+    let s = Arc::clone(&slot);
+    let work = ThreadpoolWork::new(
+        move || {
+            assert!(drop_from(&s));
+            cap.returning();
+        },
+        None,
+    )
+    .unwrap();
+    slot.lock().unwrap().insert(work).submit();
+    freed.wait_freed_once();
+    assert!(slot.lock().unwrap().is_none());
+}
+
+/// Every submission is dispatched (so nothing is owed) and all are running
+/// when the first drops the object; the teardown waits for all of them. Each
+/// is submitted once the previous one runs: Wine adds a pool thread only when
+/// a submission finds every thread busy.
+#[test]
+fn work_dropped_by_the_first_of_several_running_callbacks() {
+    const N: usize = 3;
+    let (cap, freed) = Captured::new(N);
+    let entered = Arc::new(support::Counter::default());
+    let dropped = Arc::new(Gate::default());
+    let slot: Slot<ThreadpoolWork> = Slot::default();
+    let (s, e, d) = (Arc::clone(&slot), Arc::clone(&entered), Arc::clone(&dropped));
+    let work = ThreadpoolWork::new(
+        move || {
+            if e.bump() == 1 {
+                e.wait_for(N);
+                assert!(drop_from(&s));
+                d.open();
+            } else {
+                d.wait();
+            }
+            cap.returning();
+        },
+        None,
+    )
+    .unwrap();
+    *slot.lock().unwrap() = Some(work);
+    for i in 1..=N {
+        slot.lock().unwrap().as_ref().expect("dropped only once all have entered").submit();
+        entered.wait_for(i);
+    }
+    freed.wait_freed_once();
+    assert_eq!(freed.returned.load(SeqCst), N);
+}
+
+/// On a private pool limited to one thread, the first callback drops the
+/// object while the other submissions are queued behind it on that thread:
+/// the teardown must not need that thread for itself. The queued submissions
+/// still run. They were owed a drain, so with `fail-fast` the teardown then
+/// reports it (from the thread it was handed to, which aborts the process).
+#[test]
+fn work_on_a_one_thread_pool_dropped_with_submissions_queued() {
+    let out = support::child("work_on_a_one_thread_pool_dropped_with_submissions_queued", &[], || {
+        const N: usize = 3;
+        let pool = ThreadpoolPool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&pool);
+        let (cap, freed) = Captured::new(N);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let slot: Slot<ThreadpoolWork> = Slot::default();
+        let (s, r) = (Arc::clone(&slot), Arc::clone(&runs));
+        let gate = Arc::new(Gate::default());
+        let g = Arc::clone(&gate);
+        let work = ThreadpoolWork::new(
+            move || {
+                if r.fetch_add(1, SeqCst) == 0 {
+                    // Hold the only thread until every submission is queued.
+                    g.wait();
+                    assert!(drop_from(&s));
+                }
+                cap.returning();
+            },
+            Some(&mut env),
+        )
+        .unwrap();
+        {
+            let mut l = slot.lock().unwrap();
+            let w = l.insert(work);
+            for _ in 0..N {
+                w.submit();
+            }
+        }
+        gate.open();
+        freed.wait_freed_once();
+        assert_eq!(runs.load(SeqCst), N, "every queued submission runs");
+        if cfg!(feature = "fail-fast") {
+            await_abort();
+        }
+    });
+    assert_freed_once_in_child(&out, "self-teardown: captured state freed after 3 callbacks returned");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(
+            &out,
+            support::AbortKind::CannotUnwind,
+            "ThreadpoolWork was torn down with a drain still owed",
+        );
+    } else {
+        out.assert_completed();
+    }
+}
+
+/// The firing also asks to be re-armed; the drop refuses that re-arm, so the
+/// timer fires once.
+#[test]
+fn one_shot_timer_dropped_from_its_firing() {
+    let (cap, freed) = Captured::new(1);
+    let firings = Arc::new(AtomicUsize::new(0));
+    let slot: Slot<ThreadpoolTimer> = Slot::default();
+    let (s, f) = (Arc::clone(&slot), Arc::clone(&firings));
+    let timer = ThreadpoolTimer::new(
+        move |firing| {
+            f.fetch_add(1, SeqCst);
+            firing.rearm_after(Duration::ZERO).unwrap();
+            assert!(drop_from(&s));
+            cap.returning();
+        },
+        None,
+    )
+    .unwrap();
+    slot.lock().unwrap().insert(timer).set_after(Duration::ZERO).unwrap();
+    freed.wait_freed_once();
+    assert_eq!(firings.load(SeqCst), 1, "the re-arm requested before the drop was applied");
+}
+
+/// A tick stops its timer, then drops it: nothing is owed (even with
+/// `fail-fast`), and the teardown waits for every tick still queued.
+#[test]
+fn periodic_timer_stopped_and_dropped_from_a_tick() {
+    // Ticks queued before the stop may still run (on Wine) and find the slot empty.
+    let (cap, freed) = Captured::new(1);
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let slot: Slot<ThreadpoolPeriodicTimer> = Slot::default();
+    let (s, t) = (Arc::clone(&slot), Arc::clone(&ticks));
+    let timer = ThreadpoolPeriodicTimer::new(
+        Duration::from_millis(1),
+        move |tick| {
+            if t.fetch_add(1, SeqCst) + 1 == 3 {
+                tick.stop();
+                assert!(drop_from(&s));
+            }
+            cap.returning();
+        },
+        None,
+    )
+    .unwrap();
+    slot.lock().unwrap().insert(timer).start();
+    freed.wait_freed_once();
+    assert!(ticks.load(SeqCst) >= 3);
+}
+
+/// A tick drops its running timer without stopping it first: the teardown
+/// stops and drains it; the timer was still running, so it owed a drain,
+/// which `fail-fast` reports.
+#[test]
+fn periodic_timer_dropped_running_from_a_tick() {
+    let out = support::child("periodic_timer_dropped_running_from_a_tick", &[], || {
+        let (cap, freed) = Captured::new(1);
+        let slot: Slot<ThreadpoolPeriodicTimer> = Slot::default();
+        let s = Arc::clone(&slot);
+        let timer = ThreadpoolPeriodicTimer::new(
+            Duration::from_millis(1),
+            move |_| {
+                drop_from(&s);
+                cap.returning();
+            },
+            None,
+        )
+        .unwrap();
+        slot.lock().unwrap().insert(timer).start();
+        freed.wait_freed_once();
+        if cfg!(feature = "fail-fast") {
+            await_abort();
+        }
+    });
+    assert_freed_once_in_child(&out, "self-teardown: captured state freed after");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(
+            &out,
+            support::AbortKind::CannotUnwind,
+            "ThreadpoolPeriodicTimer was torn down with a drain still owed",
+        );
+    } else {
+        out.assert_completed();
+    }
+}
+
+/// After the drop, the activation's re-arm is refused: the wait is torn down.
+#[test]
+fn wait_dropped_from_its_activation() {
+    let (cap, freed) = Captured::new(1);
+    let rearmed = Arc::new(Mutex::new(None));
+    let event = Event::new(false, false).unwrap();
+    let slot: Slot<ThreadpoolWait> = Slot::default();
+    let (s, r) = (Arc::clone(&slot), Arc::clone(&rearmed));
+    let wait = ThreadpoolWait::new(
+        event.try_clone().unwrap().into(),
+        move |act| {
+            assert!(drop_from(&s));
+            *r.lock().unwrap() = Some(act.rearm(None).unwrap());
+            cap.returning();
+        },
+        None,
+    )
+    .unwrap();
+    slot.lock().unwrap().insert(wait).arm(None).unwrap();
+    event.set().unwrap();
+    freed.wait_freed_once();
+    assert_eq!(*rearmed.lock().unwrap(), Some(false), "a re-arm after the drop must be refused");
+}
+
+#[test]
+fn io_dropped_from_its_completion() {
+    let (cap, freed) = Captured::new(1);
+    let (server, client) = io::pipe_pair().unwrap();
+    let slot: Slot<ThreadpoolIo> = Slot::default();
+    let s = Arc::clone(&slot);
+    let server = ThreadpoolIo::new(
+        server,
+        move |c: &IoCompletion| {
+            assert!(c.error().is_none(), "{:?}", c.error());
+            assert!(drop_from(&s));
+            cap.returning();
+        },
+        None,
+    )
+    .unwrap();
+    slot.lock().unwrap().insert(server).read(vec![0u8; 4]).unwrap();
+    let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+    client.write(b"ping".to_vec()).unwrap();
+    freed.wait_freed_once();
+    client.stop_and_drain();
+}
+
+/// On a one-thread pool, a completion callback drops its I/O object while a
+/// second read is outstanding. The teardown cancels that read and waits for
+/// its completion, which only the pool's one thread can deliver once the
+/// dropping callback has returned: the teardown must not need that thread.
+/// The outstanding read was owed a drain, which `fail-fast` reports.
+#[test]
+fn io_on_a_one_thread_pool_dropped_with_a_read_outstanding() {
+    let out = support::child("io_on_a_one_thread_pool_dropped_with_a_read_outstanding", &[], || {
+        let pool = ThreadpoolPool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let mut env = CallbackEnviron::new();
+        env.set_pool(&pool);
+        let (cap, freed) = Captured::new(2);
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let (server, client) = io::pipe_pair().unwrap();
+        let slot: Slot<ThreadpoolIo> = Slot::default();
+        let (s, r) = (Arc::clone(&slot), Arc::clone(&results));
+        let server = ThreadpoolIo::new(
+            server,
+            move |c: &IoCompletion| {
+                r.lock().unwrap().push(c.io_result());
+                drop_from(&s);
+                cap.returning();
+            },
+            Some(&mut env),
+        )
+        .unwrap();
+        {
+            let mut l = slot.lock().unwrap();
+            let server = l.insert(server);
+            server.read(vec![0u8; 4]).unwrap();
+            server.read(vec![0u8; 4]).unwrap();
+        }
+        let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+        client.write(b"ping".to_vec()).unwrap();
+        freed.wait_freed_once();
+        let mut results = results.lock().unwrap().clone();
+        results.sort();
+        assert_eq!(results, [0, ERROR_OPERATION_ABORTED], "one read completes, the teardown cancels the other");
+        client.stop_and_drain();
+        if cfg!(feature = "fail-fast") {
+            await_abort();
+        }
+    });
+    assert_freed_once_in_child(&out, "self-teardown: captured state freed after 2 callbacks returned");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(
+            &out,
+            support::AbortKind::CannotUnwind,
+            "ThreadpoolIo was torn down with a drain still owed",
+        );
+    } else {
+        out.assert_completed();
+    }
+}
+
+/// A member's callback drops the group: the release, which waits for that
+/// callback, is handed off; every member's state is freed once.
+#[test]
+fn cleanup_group_dropped_from_a_members_callback() {
+    let (cap, freed) = Captured::new(1);
+    let (idle_cap, idle_freed) = Captured::new(0);
+    let slot: Slot<CleanupGroup> = Slot::default();
+    let gate = Arc::new(Gate::default());
+    let group = CleanupGroup::new().unwrap();
+    {
+        let (s, g) = (Arc::clone(&slot), Arc::clone(&gate));
+        let member = group
+            .create_work(
+                move || {
+                    g.wait();
+                    assert!(drop_from(&s));
+                    cap.returning();
+                },
+                None,
+            )
+            .unwrap();
+        member.submit();
+        group
+            .create_work(
+                move || {
+                    let _ = &idle_cap;
+                },
+                None,
+            )
+            .unwrap();
+    }
+    *slot.lock().unwrap() = Some(group);
+    gate.open();
+    freed.wait_freed_once();
+    idle_freed.wait_freed_once();
+    assert_eq!((freed.drops(), idle_freed.drops()), (1, 1));
+}
+
+// ---------------------------------------------------------------------------
+// Draining from the object's own callback panics
+
+/// An object its own callback can reach.
+type Own<T> = Arc<OnceLock<T>>;
+
+fn work_calling(drain: fn(&ThreadpoolWork)) {
+    let own: Own<ThreadpoolWork> = Own::default();
+    let o = Arc::clone(&own);
+    let work = ThreadpoolWork::new(move || drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(work);
+    own.get().unwrap().submit();
+}
+
+fn timer_calling(drain: fn(&ThreadpoolTimer)) {
+    let own: Own<ThreadpoolTimer> = Own::default();
+    let o = Arc::clone(&own);
+    let timer = ThreadpoolTimer::new(move |_| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(timer);
+    own.get().unwrap().set_after(Duration::ZERO).unwrap();
+}
+
+fn periodic_calling(drain: fn(&ThreadpoolPeriodicTimer)) {
+    let own: Own<ThreadpoolPeriodicTimer> = Own::default();
+    let o = Arc::clone(&own);
+    let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(1), move |_| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(timer);
+    own.get().unwrap().start_after(Duration::ZERO).unwrap();
+}
+
+fn wait_calling(drain: fn(&ThreadpoolWait)) {
+    let own: Own<ThreadpoolWait> = Own::default();
+    let o = Arc::clone(&own);
+    let event = Event::new(false, false).unwrap();
+    let wait = ThreadpoolWait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(wait);
+    own.get().unwrap().arm(None).unwrap();
+    event.set().unwrap();
+}
+
+fn io_calling(drain: fn(&ThreadpoolIo)) {
+    let own: Own<ThreadpoolIo> = Own::default();
+    let o = Arc::clone(&own);
+    let (server, client) = io::pipe_pair().unwrap();
+    let server = ThreadpoolIo::new(server, move |_: &IoCompletion| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(server);
+    own.get().unwrap().read(vec![0u8; 4]).unwrap();
+    let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+    client.write(b"ping".to_vec()).unwrap();
+    // Never torn down: the process is to abort while its write may be outstanding.
+    std::mem::forget(client);
+}
+
+/// A group that lives as long as the process, so its members can be reached
+/// from their own callbacks.
+fn static_group() -> &'static CleanupGroup {
+    Box::leak(Box::new(CleanupGroup::new().unwrap()))
+}
+
+fn work_member_calling(drain: fn(&windows_threadpool::cleanup_group::WorkMember<'static>)) {
+    let own = Arc::new(OnceLock::new());
+    let o = Arc::clone(&own);
+    let member = static_group().create_work(move || drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(member);
+    own.get().unwrap().submit();
+}
+
+fn timer_member_calling(drain: fn(&windows_threadpool::cleanup_group::TimerMember<'static>)) {
+    let own = Arc::new(OnceLock::new());
+    let o = Arc::clone(&own);
+    let member = static_group().create_timer(move |_| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(member);
+    own.get().unwrap().set_after(Duration::ZERO).unwrap();
+}
+
+fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::PeriodicTimerMember<'static>)) {
+    let own = Arc::new(OnceLock::new());
+    let o = Arc::clone(&own);
+    let member =
+        static_group().create_periodic_timer(Duration::from_millis(1), move |_| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(member);
+    own.get().unwrap().start_after(Duration::ZERO).unwrap();
+}
+
+fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<'static>)) {
+    let own = Arc::new(OnceLock::new());
+    let o = Arc::clone(&own);
+    let event = Event::new(false, false).unwrap();
+    let member =
+        static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap()), None).unwrap();
+    let _ = own.set(member);
+    own.get().unwrap().arm(None).unwrap();
+    event.set().unwrap();
+}
+
+/// A member's callback calls `release` on its own group.
+fn group_releasing_from_a_member(release: fn(&mut CleanupGroup)) {
+    let slot: Slot<CleanupGroup> = Slot::default();
+    let gate = Arc::new(Gate::default());
+    let group = CleanupGroup::new().unwrap();
+    {
+        let (s, g) = (Arc::clone(&slot), Arc::clone(&gate));
+        let member = group
+            .create_work(
+                move || {
+                    g.wait();
+                    release(s.lock().unwrap().as_mut().unwrap());
+                },
+                None,
+            )
+            .unwrap();
+        member.submit();
+    }
+    *slot.lock().unwrap() = Some(group);
+    gate.open();
+}
+
+/// One child-process test per drain method: the callback calls it on its own
+/// object and must abort with the message naming `call`.
+macro_rules! drain_from_own_callback_panics {
+    ($($(#[$attr:meta])* $name:ident: $scenario:expr, $call:literal, $whose:literal;)*) => {$(
+        #[test]
+        $(#[$attr])*
+        fn $name() {
+            let out = support::child(stringify!($name), &[], || {
+                $scenario;
+                await_abort();
+            });
+            support::assert_panicked_and_aborted(
+                &out,
+                support::AbortKind::CannotUnwind,
+                concat!("windows-threadpool: ", $call, "() called from ", $whose,
+                    " callback can never return (it would wait for itself)"),
+            );
+        }
+    )*};
+}
+
+drain_from_own_callback_panics! {
+    work_wait_from_own_callback_panics:
+        work_calling(|w| w.wait()), "ThreadpoolWork::wait", "the object's own";
+    work_stop_and_drain_from_own_callback_panics:
+        work_calling(|w| w.stop_and_drain()), "ThreadpoolWork::stop_and_drain", "the object's own";
+    work_cancel_pending_from_own_callback_panics:
+        work_calling(|w| w.cancel_pending()), "ThreadpoolWork::cancel_pending", "the object's own";
+    timer_wait_from_own_callback_panics:
+        timer_calling(|t| t.wait()), "ThreadpoolTimer::wait", "the object's own";
+    timer_stop_and_drain_from_own_callback_panics:
+        timer_calling(|t| t.stop_and_drain()), "ThreadpoolTimer::stop_and_drain", "the object's own";
+    timer_cancel_pending_from_own_callback_panics:
+        timer_calling(|t| t.cancel_pending()), "ThreadpoolTimer::cancel_pending", "the object's own";
+    periodic_wait_from_own_callback_panics:
+        periodic_calling(|t| t.wait()), "ThreadpoolPeriodicTimer::wait", "the object's own";
+    periodic_stop_and_drain_from_own_callback_panics:
+        periodic_calling(|t| t.stop_and_drain()), "ThreadpoolPeriodicTimer::stop_and_drain", "the object's own";
+    wait_wait_from_own_callback_panics:
+        wait_calling(|w| w.wait()), "ThreadpoolWait::wait", "the object's own";
+    wait_stop_and_drain_from_own_callback_panics:
+        wait_calling(|w| w.stop_and_drain()), "ThreadpoolWait::stop_and_drain", "the object's own";
+    #[cfg(feature = "self-heal")]
+    wait_try_cancel_pending_from_own_callback_panics:
+        wait_calling(|w| w.try_cancel_pending()), "ThreadpoolWait::try_cancel_pending", "the object's own";
+    wait_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
+        // SAFETY: the process aborts before the pool could need a repair.
+        wait_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
+        "ThreadpoolWait::try_cancel_pending_no_heal_tracking", "the object's own";
+    io_run_down_from_own_callback_panics:
+        io_calling(|i| i.run_down()), "ThreadpoolIo::run_down", "the object's own";
+    io_stop_and_drain_from_own_callback_panics:
+        io_calling(|i| i.stop_and_drain()), "ThreadpoolIo::stop_and_drain", "the object's own";
+    io_wait_from_own_callback_panics:
+        io_calling(|i| i.wait()), "ThreadpoolIo::wait", "the object's own";
+    work_member_wait_from_own_callback_panics:
+        work_member_calling(|w| w.wait()), "WorkMember::wait", "the object's own";
+    work_member_stop_and_drain_from_own_callback_panics:
+        work_member_calling(|w| w.stop_and_drain()), "WorkMember::stop_and_drain", "the object's own";
+    work_member_cancel_pending_from_own_callback_panics:
+        work_member_calling(|w| w.cancel_pending()), "WorkMember::cancel_pending", "the object's own";
+    timer_member_wait_from_own_callback_panics:
+        timer_member_calling(|t| t.wait()), "TimerMember::wait", "the object's own";
+    timer_member_stop_and_drain_from_own_callback_panics:
+        timer_member_calling(|t| t.stop_and_drain()), "TimerMember::stop_and_drain", "the object's own";
+    timer_member_cancel_pending_from_own_callback_panics:
+        timer_member_calling(|t| t.cancel_pending()), "TimerMember::cancel_pending", "the object's own";
+    periodic_member_wait_from_own_callback_panics:
+        periodic_member_calling(|t| t.wait()), "PeriodicTimerMember::wait", "the object's own";
+    periodic_member_stop_and_drain_from_own_callback_panics:
+        periodic_member_calling(|t| t.stop_and_drain()), "PeriodicTimerMember::stop_and_drain", "the object's own";
+    wait_member_wait_from_own_callback_panics:
+        wait_member_calling(|w| w.wait()), "WaitMember::wait", "the object's own";
+    wait_member_stop_and_drain_from_own_callback_panics:
+        wait_member_calling(|w| w.stop_and_drain()), "WaitMember::stop_and_drain", "the object's own";
+    #[cfg(feature = "self-heal")]
+    wait_member_try_cancel_pending_from_own_callback_panics:
+        wait_member_calling(|w| w.try_cancel_pending()), "WaitMember::try_cancel_pending", "the object's own";
+    wait_member_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
+        // SAFETY: the process aborts before the pool could need a repair.
+        wait_member_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
+        "WaitMember::try_cancel_pending_no_heal_tracking", "the object's own";
+    close_members_from_a_members_callback_panics:
+        group_releasing_from_a_member(|g| g.close_members()), "CleanupGroup::close_members", "a member's";
+    #[cfg(feature = "self-heal")]
+    close_members_cancelling_from_a_members_callback_panics:
+        group_releasing_from_a_member(|g| g.close_members_cancelling()),
+        "CleanupGroup::close_members_cancelling", "a member's";
+    close_members_cancelling_no_heal_tracking_from_a_members_callback_panics:
+        // SAFETY: the process aborts before the pool could need a repair.
+        group_releasing_from_a_member(|g| unsafe { g.close_members_cancelling_no_heal_tracking() }),
+        "CleanupGroup::close_members_cancelling_no_heal_tracking", "a member's";
+}
