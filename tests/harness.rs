@@ -34,7 +34,8 @@ fn abort_in_child_exits_with_the_abort_status() {
 }
 
 /// A panic leaving an `extern "system"` function aborts with the same status
-/// as `abort`, after the panic's message and std's "cannot unwind" line.
+/// as `abort`, after the panic's message and one of std's two lines for a
+/// stopped unwind.
 #[test]
 fn panic_in_an_extern_system_function_aborts() {
     extern "system" fn cannot_unwind() {
@@ -70,4 +71,6 @@ fn abort_checks_reject_every_other_outcome() {
     assert!(r.is_err(), "an abort without the cannot-unwind line passed as one");
     support::assert_panicked_and_aborted(&explicit, AbortKind::Explicit, "boom");
     support::assert_panicked_and_aborted(&outcome(ABORT_STATUS as i32, msg), AbortKind::CannotUnwind, "boom");
+    let no_handler = "boom\nfatal runtime error: failed to initiate panic, error 5, aborting";
+    support::assert_panicked_and_aborted(&outcome(ABORT_STATUS as i32, no_handler), AbortKind::CannotUnwind, "boom");
 }
