@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         "bench" => bench::bench(target, &rest),
         "stress" => run::stress(target, &rest),
         "trace-doc" => run::trace_doc(target),
-        "coverage" => coverage::coverage(&rest),
+        "coverage" => coverage::coverage(target, &rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|coverage> [--target TRIPLE]\n\
