@@ -221,6 +221,9 @@ fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
 /// which is the Windows-gnu target under Wine on Linux and the host on Windows).
 pub fn setup(target: Option<&str>) -> Result<Platform> {
     if cfg!(windows) {
+        if let Some(t) = target {
+            add_rust_target(t)?;
+        }
         return Ok(windows_platform(target));
     }
     if let Some(t) = target.filter(|t| *t != WIN_TARGET) {
@@ -246,8 +249,8 @@ fn wine_platform() -> Platform {
     Platform { target: Some(WIN_TARGET.into()), cargo_args: vec!["--target".into(), WIN_TARGET.into()] }
 }
 
-/// On Windows nothing is prepared: tests run natively, for the host or for
-/// the target named. `.cargo/config.toml` names the Wine runner for the
+/// On Windows nothing is prepared beyond the Rust target named: tests run
+/// natively, for the host or for that target. `.cargo/config.toml` names the Wine runner for the
 /// Windows-gnu target, and cargo cannot unset a runner (an empty one is an
 /// error), so every cargo command replaces it with this program's own
 /// `exec` subcommand, which runs the test binary as it is. The `--config`

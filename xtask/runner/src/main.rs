@@ -89,6 +89,9 @@ fn exit_code(status: ExitStatus) -> ExitCode {
     }
     #[cfg(unix)]
     if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        // Wine turns a Windows exception into an exit code, so a signal
+        // means Wine itself died (or something killed it): say which.
+        eprintln!("wine-runner: wine was killed by signal {sig}; exiting with {}", 128 + sig);
         return ExitCode::from((128 + sig) as u8);
     }
     ExitCode::FAILURE
