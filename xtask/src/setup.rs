@@ -250,12 +250,14 @@ fn wine_platform() -> Platform {
 }
 
 /// On Windows nothing is prepared beyond the Rust target named: tests run
-/// natively, for the host or for that target. `.cargo/config.toml` names the Wine runner for the
-/// Windows-gnu target, and cargo cannot unset a runner (an empty one is an
-/// error), so every cargo command replaces it with this program's own
-/// `exec` subcommand, which runs the test binary as it is. The `--config`
-/// value is an array, as in the file, so it replaces the file's entry rather
-/// than being merged with it, and a path with spaces stays one argument.
+/// natively, for the host or for that target. `.cargo/config.toml` names
+/// the Wine runner for the Windows-gnu target, and cargo cannot unset a
+/// runner (an empty one is an error), so every cargo command for the target
+/// replaces it with this program's own `exec` subcommand, which runs the
+/// test binary as it is. The `--config` value is an array, as in the file,
+/// so it replaces the file's entry rather than being merged with it, and a
+/// path with spaces stays one argument. The host must be MSVC: on a gnu host
+/// cargo would run `cargo xtask` itself through the Wine runner.
 fn windows_platform(target: Option<&str>) -> Platform {
     let mut cargo_args = Vec::new();
     if let Some(t) = target {
