@@ -32,27 +32,25 @@ fn machine() -> String {
     format!("{os}, {cpu}, {cores} cores, {mem} memory; {wine} (the Windows program runs under Wine)")
 }
 
-pub fn bench(rest: &[String]) -> Result<()> {
+pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     let quick = rest.iter().any(|a| a == "--quick");
-    let p = setup::setup()?;
+    if let Some(a) = rest.iter().find(|a| *a != "--quick") {
+        return Err(format!("unexpected argument {a:?}"));
+    }
+    let p = setup::setup(target)?;
     let root = workspace_root();
     let t0 = std::time::Instant::now();
-    let mut build = Command::new("cargo");
-    build.current_dir(&root).args(["build", "--release", "--quiet", "-p", "wtp-bench"]).args(p.target_args());
-    if !build.status().map_err(|e| e.to_string())?.success() {
+    if !p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench"]).status().map_err(|e| e.to_string())?.success() {
         return Err("building the benchmark program failed".into());
     }
-    let exe = match p.target {
-        Some(t) => root.join("target").join(t).join("release").join("wtp-bench.exe"),
-        None => root.join("target").join("release").join("wtp-bench.exe"),
-    };
+    let exe = p.bin_dir("release")?.join("wtp-bench.exe");
     let runner = || match p.target {
-        Some(_) => {
+        Some(_) if !cfg!(windows) => {
             let mut c = Command::new(root.join("xtask/wine-run"));
             c.arg(&exe);
             c
         }
-        None => Command::new(&exe),
+        _ => Command::new(&exe),
     };
     let mut run = runner();
     if quick {
@@ -68,11 +66,7 @@ pub fn bench(rest: &[String]) -> Result<()> {
     }
     let mut table = String::from_utf8_lossy(&out.stdout).into_owned();
     // The trace workload again, in a build with the recorder: disarmed, then armed.
-    let mut build = Command::new("cargo");
-    build
-        .current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "trace"])
-        .args(p.target_args());
+    let mut build = p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "trace"]);
     if !build.status().map_err(|e| e.to_string())?.success() {
         return Err("building the benchmark program with the trace feature failed".into());
     }

@@ -1,21 +1,33 @@
 //! Project tooling. `cargo xtask <command>`:
 //!
 //! - `setup`: make this machine able to build and run the Windows target
-//!   (on Linux: Wine, mingw, the Rust target, a proved Wine prefix).
-//! - `test`: setup, then the whole test matrix; ends with `N passed, N failed`.
+//!   (on Linux: Wine, mingw, the Rust targets, the Wine runner, a proved Wine prefix).
+//! - `test`: setup, then format, the whole test matrix with per-configuration
+//!   counts, the stress scenarios at scale 1, lints and docs; ends with
+//!   `N passed, N failed`.
 //! - `demo`: run `examples/tour.rs`.
 //! - `bench`: run the benchmarks and write `docs/benchmarks.md`.
 //! - `trace-doc`: regenerate the event table in `docs/trace.md`.
 //! - `stress`: setup, then the opt-in stress scenarios (`tests/*_stress.rs`),
 //!   one at a time, with their reports.
+//! - `coverage`: line coverage of the library's tests, where it can be measured.
+//! - `exec`: run a program as it is (the test runner on a Windows host).
+//!
+//! On Linux everything runs for `x86_64-pc-windows-gnu` under Wine. On
+//! Windows tests run natively for the host target, or for the target named
+//! by `--target` (setup, test, demo, stress, bench, trace-doc accept it).
 
 mod bench;
+mod coverage;
 mod run;
 mod setup;
 
 use std::process::ExitCode;
 
+/// The target tests run for under Wine on Linux.
 pub const WIN_TARGET: &str = "x86_64-pc-windows-gnu";
+/// Checked (never linked) on Linux, so its cfg stays buildable.
+pub const MSVC_TARGET: &str = "x86_64-pc-windows-msvc";
 pub const LIB: &str = "windows-threadpool";
 
 fn main() -> ExitCode {
@@ -24,22 +36,43 @@ fn main() -> ExitCode {
         Some((c, r)) => (c.as_str(), r),
         None => ("help", &[][..]),
     };
+    if cmd == "exec" {
+        // Verbatim: these are the test binary's own arguments.
+        return match setup::exec(rest) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("xtask exec: {e}");
+                ExitCode::from(127)
+            }
+        };
+    }
+    let (target, rest) = match take_target(rest) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("xtask {cmd}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let target = target.as_deref();
     let result = match cmd {
-        "setup" => setup::setup().map(|_| ()),
-        "test" => run::test(rest),
-        "demo" => run::demo(),
-        "bench" => bench::bench(rest),
-        "stress" => run::stress(rest),
-        "trace-doc" => run::trace_doc(),
+        "setup" => setup::setup(target).map(|_| ()),
+        "test" => run::test(target, &rest),
+        "demo" => run::demo(target),
+        "bench" => bench::bench(target, &rest),
+        "stress" => run::stress(target, &rest),
+        "trace-doc" => run::trace_doc(target),
+        "coverage" => coverage::coverage(target, &rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc>\n\
-                 \n  setup      prepare this machine (Linux: Wine prefix, mingw, Rust target)\
-                 \n  test       setup, then tests, clippy and rustdoc in every feature configuration\
+                "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|coverage> [--target TRIPLE]\n\
+                 \n  setup      prepare this machine (Linux: Wine prefix and runner, mingw, Rust targets)\
+                 \n  test       setup, then fmt, tests, stress at scale 1, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
-                 \n  trace-doc  regenerate the event table in docs/trace.md"
+                 \n  trace-doc  regenerate the event table in docs/trace.md\
+                 \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
+                 \n\n--target: on Windows, test that target natively instead of the host's"
             );
             return ExitCode::from(2);
         }
@@ -50,5 +83,38 @@ fn main() -> ExitCode {
             eprintln!("xtask {cmd}: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Splits `--target T` (or `--target=T`) off a command's arguments.
+fn take_target(args: &[String]) -> Result<(Option<String>, Vec<String>), String> {
+    let (mut target, mut rest) = (None, Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            rest.push(a.clone());
+            rest.extend(it.by_ref().cloned());
+        } else if a == "--target" {
+            target = Some(it.next().ok_or("--target needs a target triple")?.clone());
+        } else if let Some(t) = a.strip_prefix("--target=") {
+            target = Some(t.to_string());
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    Ok((target, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_is_taken_from_anywhere_before_a_double_dash() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(take_target(&args(&["--quick", "--target", "t1"])), Ok((Some("t1".into()), args(&["--quick"]))));
+        assert_eq!(take_target(&args(&["--target=t2"])), Ok((Some("t2".into()), vec![])));
+        assert_eq!(take_target(&args(&["--", "--target", "x"])), Ok((None, args(&["--", "--target", "x"]))));
+        assert!(take_target(&args(&["--target"])).is_err());
     }
 }

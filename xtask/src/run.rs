@@ -1,22 +1,30 @@
 //! `cargo xtask test`, `demo`, `stress` and `trace-doc`.
+//!
+//! A green `cargo xtask test` means every check ran and passed: a
+//! configuration that ran no test or no doctest fails, a test that passed
+//! only on a retry (FLAKY, if a nextest configuration ever retries) fails,
+//! and each configuration's count is printed so a shrinking suite shows.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
-use crate::LIB;
-use crate::setup::{self, Platform, Result, workspace_root};
+use crate::setup::{self, Platform, Result};
+use crate::{LIB, MSVC_TARGET};
 
 /// The feature configurations every check runs in.
 const CONFIGS: [(&str, &[&str]); 3] =
     [("default", &[]), ("no-default-features", &["--no-default-features"]), ("all-features", &["--all-features"])];
 
-#[derive(Default)]
+/// Enables the stress scenarios in the test binaries that carry them.
+const STRESS_VAR: &str = "WINDOWS_THREADPOOL_STRESS";
+const STRESS_SCALE_VAR: &str = "WINDOWS_THREADPOOL_STRESS_SCALE";
+
+#[derive(Debug, Default)]
 struct Tally {
     passed: u64,
     failed: u64,
     failures: Vec<String>,
-    /// Tests that passed only on nextest's retry, listed in the summary.
-    flaky: Vec<String>,
 }
 
 impl Tally {
@@ -24,18 +32,55 @@ impl Tally {
         if ok {
             self.passed += 1;
         } else {
-            self.failed += 1;
-            self.failures.push(what);
+            self.fail(what);
         }
+    }
+
+    fn fail(&mut self, what: String) {
+        self.failed += 1;
+        self.failures.push(what);
+    }
+
+    /// Adds one test run's results. A run without counts (a build failure),
+    /// a run of no test, a FLAKY pass and a failing runner are failures.
+    fn account(&mut self, what: &str, ok: bool, counts: Option<Counts>) {
+        let Some(c) = counts else {
+            return self.fail(format!("{what}: did not run (build failure?)"));
+        };
+        self.passed += c.passed.saturating_sub(c.flaky.len() as u64);
+        self.failed += c.failed;
+        if c.failed > 0 {
+            self.failures.push(format!("{what}: {} failed", c.failed));
+        }
+        for name in &c.flaky {
+            self.fail(format!("{what}: FLAKY (passed only on a retry): {name}"));
+        }
+        if c.run == 0 {
+            self.fail(format!("{what}: no test ran"));
+        } else if !ok && c.failed == 0 && c.flaky.is_empty() {
+            self.fail(format!("{what}: the runner failed"));
+        }
+    }
+
+    fn finish(&self, cmd: &str) -> Result<()> {
+        for f in &self.failures {
+            println!("xtask {cmd}: FAILED {f}");
+        }
+        println!("{} passed, {} failed", self.passed, self.failed);
+        if self.failed == 0 && self.failures.is_empty() { Ok(()) } else { Err("failures above".into()) }
     }
 }
 
-fn cargo(p: &Platform, args: &[&str]) -> Command {
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    // The target goes before any `--`, which starts the tool's own arguments.
-    let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
-    c.current_dir(workspace_root()).args(&args[..split]).args(p.target_args()).args(&args[split..]);
-    c
+/// What one test run reported.
+#[derive(Debug, Default, PartialEq)]
+struct Counts {
+    /// Tests that ran (passed, failed or flaky).
+    run: u64,
+    /// Passed, including those that passed only on a retry.
+    passed: u64,
+    failed: u64,
+    /// Tests that passed only on a retry.
+    flaky: Vec<String>,
 }
 
 /// Runs `cmd`, echoing its output as it arrives, and returns (success, all output).
@@ -69,7 +114,7 @@ fn run_tee(cmd: &mut Command) -> (bool, String) {
 }
 
 fn has_nextest() -> bool {
-    Command::new("cargo")
+    setup::cargo()
         .args(["nextest", "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -77,27 +122,60 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Counts from nextest's closing `N tests run: N passed, N failed, ...` line.
-fn parse_nextest(text: &str) -> Option<(u64, u64)> {
+/// Counts from nextest's closing `N tests run: N passed (N flaky), N failed, ...`
+/// line, and the names on its `FLAKY` lines.
+fn parse_nextest(text: &str) -> Option<Counts> {
     let line = text.lines().rev().find(|l| l.contains(" run: ") && l.contains("passed"))?;
-    let (_, counts) = line.split_once(" run: ")?;
-    let (mut passed, mut failed) = (0, 0);
-    for part in counts.split(',') {
-        let mut words = part.split_whitespace();
-        let n: u64 = words.next()?.parse().ok()?;
-        match words.next()? {
-            "passed" => passed += n,
-            "skipped" => {}
-            _ => failed += n,
+    let (head, tail) = line.split_once(" run: ")?;
+    // "... 7 tests" or, for a cancelled run, "... 3/7 tests": the number that ran.
+    let run_word = head.split_whitespace().rev().nth(1)?;
+    let mut c = Counts { run: run_word.split('/').next()?.parse().ok()?, ..Counts::default() };
+    // Parenthesised notes ("(1 flaky, 1 leaky)") qualify a count; set them apart.
+    let (mut counts, mut notes, mut depth) = (String::new(), String::new(), 0u32);
+    for ch in tail.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.saturating_sub(1);
+                notes.push(',');
+            }
+            _ if depth > 0 => notes.push(ch),
+            _ => counts.push(ch),
         }
     }
-    Some((passed, failed))
+    for part in counts.split(',') {
+        let mut words = part.split_whitespace();
+        let Some(n) = words.next() else { continue };
+        let n: u64 = n.parse().ok()?;
+        match words.next()? {
+            "passed" => c.passed += n,
+            "skipped" => {}
+            _ => c.failed += n,
+        }
+    }
+    let flaky: u64 = notes
+        .split(',')
+        .filter_map(|note| note.trim().strip_suffix(" flaky").and_then(|n| n.trim().parse::<u64>().ok()))
+        .sum();
+    // "FLAKY 2/2 [   0.012s] (2/2) crate::binary test_name"
+    for line in text.lines().filter_map(|l| l.trim_start().strip_prefix("FLAKY ")) {
+        let name = line.split_once("] ").map_or(line, |(_, rest)| rest).trim();
+        let name = name.strip_prefix('(').and_then(|n| n.split_once(") ")).map_or(name, |(_, rest)| rest);
+        if !c.flaky.iter().any(|f| f == name) {
+            c.flaky.push(name.to_string());
+        }
+    }
+    // A FLAKY count without its lines still counts, unnamed.
+    while (c.flaky.len() as u64) < flaky {
+        c.flaky.push("(unnamed)".into());
+    }
+    Some(c)
 }
 
 /// Sums libtest's `test result: ok. N passed; N failed; ...` lines.
-fn parse_libtest(text: &str) -> Option<(u64, u64)> {
+fn parse_libtest(text: &str) -> Option<Counts> {
     let mut seen = false;
-    let (mut passed, mut failed) = (0, 0);
+    let mut c = Counts::default();
     for line in text.lines().filter_map(|l| l.trim().strip_prefix("test result: ")) {
         seen = true;
         for part in line.split(';') {
@@ -105,105 +183,149 @@ fn parse_libtest(text: &str) -> Option<(u64, u64)> {
             let n = words.iter().position(|w| *w == "passed" || *w == "failed");
             if let Some(i) = n.filter(|&i| i > 0) {
                 let v: u64 = words[i - 1].parse().unwrap_or(0);
-                if words[i] == "passed" { passed += v } else { failed += v }
+                if words[i] == "passed" { c.passed += v } else { c.failed += v }
             }
         }
     }
-    seen.then_some((passed, failed))
+    c.run = c.passed + c.failed;
+    seen.then_some(c)
 }
 
-fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) {
+/// Runs the tests (nextest when installed, else libtest) and the doctests
+/// of one feature configuration; returns its `N tests + N doctests` line.
+fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) -> String {
     let lib = ["-p", LIB];
     let (ok, counts) = if has_nextest() {
         let mut args = vec!["nextest", "run", "--no-fail-fast"];
         args.extend(lib);
         args.extend(flags);
-        let (ok, text) = run_tee(&mut cargo(p, &args));
-        let flaky =
-            text.lines().filter(|l| l.trim_start().starts_with("FLAKY")).map(|l| format!("{config}: {}", l.trim()));
-        tally.flaky.extend(flaky);
+        let (ok, text) = run_tee(&mut p.cargo(&args));
         (ok, parse_nextest(&text))
     } else {
         let mut args = vec!["test", "--no-fail-fast", "--lib", "--tests", "--examples"];
         args.extend(lib);
         args.extend(flags);
-        let (ok, text) = run_tee(&mut cargo(p, &args));
+        let (ok, text) = run_tee(&mut p.cargo(&args));
         (ok, parse_libtest(&text))
     };
-    account(tally, format!("tests ({config})"), ok, counts);
+    let ran = counts.as_ref().map_or(0, |c| c.run);
+    tally.account(&format!("tests ({config})"), ok, counts);
 
     let mut args = vec!["test", "--doc", "--no-fail-fast"];
     args.extend(lib);
     args.extend(flags);
-    let (ok, text) = run_tee(&mut cargo(p, &args));
-    account(tally, format!("doctests ({config})"), ok, parse_libtest(&text));
+    let (ok, text) = run_tee(&mut p.cargo(&args));
+    let counts = parse_libtest(&text);
+    let doc_ran = counts.as_ref().map_or(0, |c| c.run);
+    tally.account(&format!("doctests ({config})"), ok, counts);
+    format!("{config}: {ran} tests + {doc_ran} doctests")
 }
 
-fn account(tally: &mut Tally, what: String, ok: bool, counts: Option<(u64, u64)>) {
-    match counts {
-        Some((passed, failed)) => {
-            tally.passed += passed;
-            tally.failed += failed;
-            if failed > 0 {
-                tally.failures.push(format!("{what}: {failed} failed"));
-            } else if !ok {
-                // The runner failed without a failing test: count the run itself.
-                tally.check(format!("{what}: runner failed"), false);
-            }
-        }
-        None => tally.check(format!("{what}: did not run (build failure?)"), false),
+/// Runs every `*_stress` test binary's scenarios, one at a time, with
+/// their reports, at `scale`; returns how many ran.
+fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str) -> u64 {
+    let (ok, counts) = if has_nextest() {
+        let args =
+            ["nextest", "run", "-p", LIB, "-E", "binary(/_stress$/)", "-j", "1", "--no-fail-fast", "--no-capture"];
+        let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
+        (ok, parse_nextest(&text))
+    } else {
+        let args = ["test", "-p", LIB, "--test", "*_stress", "--no-fail-fast"];
+        let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
+        (ok, parse_libtest(&text))
+    };
+    let ran = counts.as_ref().map_or(0, |c| c.run);
+    tally.account(&format!("stress scenarios (scale {scale})"), ok, counts);
+    ran
+}
+
+/// The Wine runner's retries of its start-up failure signature since
+/// `clear_runner_log`: not failures, but never silent.
+fn runner_retries() -> Vec<String> {
+    setup::runner_log()
+        .ok()
+        .and_then(|log| std::fs::read_to_string(log).ok())
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn clear_runner_log() {
+    if let Ok(log) = setup::runner_log() {
+        let _ = std::fs::remove_file(log);
     }
 }
 
-pub fn test(rest: &[String]) -> Result<()> {
+fn report_runner_retries(cmd: &str) {
+    for r in runner_retries() {
+        println!("xtask {cmd}: wine-runner retried (not a failure): {r}");
+    }
+}
+
+/// `cargo xtask test [--target T]`.
+pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     if !rest.is_empty() {
         return Err(format!("unexpected arguments {rest:?}"));
     }
-    let p = setup::setup()?;
-    let t0 = std::time::Instant::now();
+    let p = setup::setup(target)?;
+    let host = Platform::host();
+    let t0 = Instant::now();
+    clear_runner_log();
     let mut tally = Tally::default();
+
+    let (ok, _) = run_tee(&mut host.cargo(&["fmt", "--all", "--check"]));
+    tally.check("rustfmt (cargo fmt --all --check)".into(), ok);
+
+    let mut per_config = Vec::new();
     for (config, flags) in CONFIGS {
-        tests(&p, &mut tally, config, flags);
+        per_config.push(tests(&p, &mut tally, config, flags));
         let mut args = vec!["clippy", "--quiet", "-p", LIB, "--all-targets"];
         args.extend(flags);
         args.extend(["--", "-D", "warnings"]);
-        let (ok, _) = run_tee(&mut cargo(&p, &args));
+        let (ok, _) = run_tee(&mut p.cargo(&args));
         tally.check(format!("clippy ({config})"), ok);
     }
+
+    let t_stress = Instant::now();
+    let scenarios = stress_scenarios(&p, &mut tally, "1");
+    let stress_line = format!("stress: {scenarios} scenarios at scale 1 in {:.1}s", t_stress.elapsed().as_secs_f64());
+
     let (ok, _) =
-        run_tee(&mut cargo(&p, &["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
+        run_tee(&mut p.cargo(&["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
     tally.check("clippy (benchmarks)".into(), ok);
     let (ok, _) = run_tee(
-        cargo(&p, &["doc", "--quiet", "--no-deps", "-p", LIB, "--all-features", "--document-private-items"])
+        p.cargo(&["doc", "--quiet", "--no-deps", "-p", LIB, "--all-features", "--document-private-items"])
             .env("RUSTDOCFLAGS", "-D warnings"),
     );
     tally.check("rustdoc (all features, private items)".into(), ok);
-    let host = Platform { target: None };
+    if !cfg!(windows) {
+        // The MSVC target cannot link here, but its cfg can be checked (and linted).
+        let msvc = ["clippy", "--quiet", "--target", MSVC_TARGET, "-p", LIB, "--all-targets", "--all-features"];
+        let (ok, _) = run_tee(&mut host.cargo(&[&msvc[..], &["--", "-D", "warnings"]].concat()));
+        tally.check(format!("clippy ({MSVC_TARGET}, all features, no link)"), ok);
+    }
     // Off Windows the library is an empty crate: the whole workspace must
     // still build and lint for the host.
     let (ok, _) =
-        run_tee(&mut cargo(&host, &["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]));
+        run_tee(&mut host.cargo(&["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]));
     tally.check("host build of the workspace".into(), ok);
-    let (ok, text) = run_tee(&mut cargo(&host, &["test", "--quiet", "-p", "xtask"]));
-    account(&mut tally, "tooling tests".into(), ok, parse_libtest(&text));
+    let (ok, text) = run_tee(&mut host.cargo(&["test", "--quiet", "-p", "xtask", "-p", "wine-runner"]));
+    tally.account("tooling tests", ok, parse_libtest(&text));
 
     println!("xtask test: finished in {:.0}s", t0.elapsed().as_secs_f64());
-    for f in &tally.flaky {
-        println!("xtask test: passed on retry (FLAKY) {f}");
+    for line in per_config.iter().chain([&stress_line]) {
+        println!("xtask test: {line}");
     }
-    for f in &tally.failures {
-        println!("xtask test: FAILED {f}");
-    }
-    println!("{} passed, {} failed", tally.passed, tally.failed);
-    if tally.failed == 0 && tally.failures.is_empty() { Ok(()) } else { Err("failures above".into()) }
+    report_runner_retries("test");
+    tally.finish("test")
 }
 
 /// Regenerates the event table in `docs/trace.md` from the crate's event
 /// table, by running the test that checks it with the bless variable set.
-pub fn trace_doc() -> Result<()> {
-    let p = setup::setup()?;
+pub fn trace_doc(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
     let test = "trace::tests::docs_reference_section_is_generated_from_the_event_table";
-    let status = cargo(&p, &["test", "--quiet", "-p", LIB, "--lib", "--", test, "--exact", "--nocapture"])
+    let status = p
+        .cargo(&["test", "--quiet", "-p", LIB, "--lib", "--", test, "--exact", "--nocapture"])
         .env("WINDOWS_THREADPOOL_BLESS", "1")
         .stdin(Stdio::null())
         .status()
@@ -211,53 +333,31 @@ pub fn trace_doc() -> Result<()> {
     if status.success() { Ok(()) } else { Err(format!("regenerating docs/trace.md failed: {status}")) }
 }
 
-pub fn demo() -> Result<()> {
-    let p = setup::setup()?;
-    let status = cargo(&p, &["run", "--quiet", "-p", LIB, "--example", "tour"])
+pub fn demo(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
+    let status = p
+        .cargo(&["run", "--quiet", "-p", LIB, "--example", "tour"])
         .stdin(Stdio::null())
         .status()
         .map_err(|e| format!("cargo run: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("the tour failed: {status}")) }
 }
 
-/// Enables the stress scenarios in the test binaries that carry them.
-const STRESS_VAR: &str = "WINDOWS_THREADPOOL_STRESS";
-const STRESS_SCALE_VAR: &str = "WINDOWS_THREADPOOL_STRESS_SCALE";
-
-/// Runs every `*_stress` test binary's scenarios, one at a time, printing
-/// their reports. `WINDOWS_THREADPOOL_STRESS_SCALE` passes through.
-pub fn stress(rest: &[String]) -> Result<()> {
+/// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`.
+pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
     if !rest.is_empty() {
         return Err(format!("unexpected arguments {rest:?}"));
     }
-    let p = setup::setup()?;
+    let p = setup::setup(target)?;
     let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
     println!("xtask stress: scale {scale}");
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
+    clear_runner_log();
     let mut tally = Tally::default();
-    let (ok, counts) = if has_nextest() {
-        let args =
-            ["nextest", "run", "-p", LIB, "-E", "binary(/_stress$/)", "-j", "1", "--no-fail-fast", "--no-capture"];
-        let (ok, text) = run_tee(cargo(&p, &args).env(STRESS_VAR, "1"));
-        (ok, parse_nextest(&text))
-    } else {
-        let args = ["test", "-p", LIB, "--test", "*_stress", "--no-fail-fast"];
-        let (ok, text) = run_tee(cargo(&p, &args).env(STRESS_VAR, "1"));
-        (ok, parse_libtest(&text))
-    };
-    account(&mut tally, "stress scenarios".into(), ok, counts);
-    println!("xtask stress: finished in {:.0}s (scale {scale})", t0.elapsed().as_secs_f64());
-    for f in &tally.failures {
-        println!("xtask stress: FAILED {f}");
-    }
-    println!("{} passed, {} failed", tally.passed, tally.failed);
-    if tally.passed > 0 && tally.failed == 0 && tally.failures.is_empty() {
-        Ok(())
-    } else if tally.passed == 0 && tally.failures.is_empty() {
-        Err("no stress scenario ran".into())
-    } else {
-        Err("failures above".into())
-    }
+    let ran = stress_scenarios(&p, &mut tally, &scale);
+    println!("xtask stress: {ran} scenarios at scale {scale} in {:.1}s", t0.elapsed().as_secs_f64());
+    report_runner_retries("stress");
+    tally.finish("stress")
 }
 
 #[cfg(test)]
@@ -267,16 +367,46 @@ mod tests {
     #[test]
     fn nextest_summary_counts_every_non_pass_as_failure() {
         let text = "junk\n     Summary [   1.1s] 7 tests run: 4 passed, 1 failed, 2 timed out, 0 skipped\n";
-        assert_eq!(parse_nextest(text), Some((4, 3)));
-        assert_eq!(parse_nextest("     Summary [   0.1s] 1 test run: 1 passed, 3 skipped"), Some((1, 0)));
+        assert_eq!(parse_nextest(text), Some(Counts { run: 7, passed: 4, failed: 3, flaky: vec![] }));
+        let one = parse_nextest("     Summary [   0.1s] 1 test run: 1 passed, 3 skipped").unwrap();
+        assert_eq!((one.run, one.passed, one.failed), (1, 1, 0));
+        let cancelled = parse_nextest("     Summary [   0.1s] 2/9 tests run: 1 passed, 1 failed, 0 skipped").unwrap();
+        assert_eq!((cancelled.run, cancelled.failed), (2, 1));
         assert_eq!(parse_nextest("error: could not compile"), None);
+    }
+
+    #[test]
+    fn nextest_flaky_passes_are_named_and_fail_the_tally() {
+        // As nextest 0.9 prints it (NEXTEST_RETRIES=1, a test failing once).
+        let text = "  TRY 2 PASS [   0.012s] (2/2) rt::a flaky\n\
+                    ────────────\n     Summary [   0.288s] 2 tests run: 2 passed (1 flaky, 1 leaky), 0 skipped\n   \
+                    FLAKY 2/2 [   0.012s] (2/2) rt::a flaky\n";
+        let c = parse_nextest(text).unwrap();
+        assert_eq!(c, Counts { run: 2, passed: 2, failed: 0, flaky: vec!["rt::a flaky".into()] });
+        let mut tally = Tally::default();
+        tally.account("tests (default)", true, Some(c));
+        assert_eq!((tally.passed, tally.failed), (1, 1));
+        assert!(tally.finish("test").is_err());
+    }
+
+    #[test]
+    fn an_empty_or_missing_run_fails_the_tally() {
+        let mut tally = Tally::default();
+        tally.account("doctests", true, parse_libtest("test result: ok. 0 passed; 0 failed; 0 ignored"));
+        assert_eq!(tally.failures, ["doctests: no test ran"]);
+        let mut tally = Tally::default();
+        tally.account("tests", false, None);
+        assert_eq!(tally.failed, 1);
+        let mut tally = Tally::default();
+        tally.account("tests", true, parse_libtest("test result: ok. 3 passed; 0 failed; 1 ignored"));
+        assert!(tally.finish("test").is_ok());
     }
 
     #[test]
     fn libtest_results_are_summed() {
         let text =
             "test result: ok. 3 passed; 0 failed; 1 ignored\nx\ntest result: FAILED. 2 passed; 5 failed; 0 ignored\n";
-        assert_eq!(parse_libtest(text), Some((5, 5)));
+        assert_eq!(parse_libtest(text), Some(Counts { run: 10, passed: 5, failed: 5, flaky: vec![] }));
         assert_eq!(parse_libtest("error[E0433]"), None);
     }
 }

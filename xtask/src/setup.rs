@@ -1,36 +1,176 @@
-//! `cargo xtask setup`: idempotent preparation of the machine.
+//! `cargo xtask setup`: idempotent preparation of the machine, and the
+//! paths and cargo commands every other command uses.
 //!
-//! On Windows there is nothing to do. On Linux the Windows target runs under
+//! On Windows there is nothing to prepare (see [`windows_platform`] for the
+//! one thing cargo is told). On Linux the Windows target runs under
 //! Wine, and a fresh prefix is not fit for that until three things are fixed
 //! (see `shared/wine-facts.md`): Rust's std imports `ProcessPrng` from a DLL
 //! Wine 8 lacks (we build a shim), Wine's auto-debugger can turn a crash into
 //! exit code 0 (we clear it), and output capture is slow without a persistent
-//! wineserver (we start one). Each fix is then proved by a probe executable.
+//! wineserver (we start one). Test binaries run through `xtask/wine-run`,
+//! whose engine (`xtask/runner`) setup builds and installs into the prefix.
+//! Each fix, and the runner, is then proved by a probe executable.
+//!
+//! Every path into the build comes from `cargo metadata` ([`layout`]), never
+//! from an assumed `./target`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
-use crate::WIN_TARGET;
+use crate::{MSVC_TARGET, WIN_TARGET};
 
 pub type Result<T> = std::result::Result<T, String>;
 
-/// How tests run on this machine.
+/// How tests build and run on this machine.
+#[derive(Debug)]
 pub struct Platform {
-    /// `Some(target)` when cross-compiling (Linux host), `None` natively on Windows.
-    pub target: Option<&'static str>,
+    /// The target the library's tests build for: the Windows-gnu target under
+    /// Wine on Linux; on Windows the one `--target` named, or the host (`None`).
+    pub target: Option<String>,
+    /// Arguments every cargo command for `target` takes (`--target`, and on
+    /// Windows the runner override).
+    cargo_args: Vec<String>,
 }
 
 impl Platform {
-    pub fn target_args(&self) -> Vec<&'static str> {
-        match self.target {
-            Some(t) => vec!["--target", t],
-            None => vec![],
+    /// Cargo arguments for building and running on this platform's target.
+    pub fn cargo_args(&self) -> &[String] {
+        &self.cargo_args
+    }
+
+    /// `cargo <args>` for this platform's target: its arguments go before any
+    /// `--` (which starts the tool's own arguments). Under Wine, the runner
+    /// logs every retry it makes to [`runner_log`].
+    pub fn cargo(&self, args: &[&str]) -> Command {
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let mut c = cargo();
+        c.args(&args[..split]).args(self.cargo_args()).args(&args[split..]);
+        if self.target.as_deref() == Some(WIN_TARGET)
+            && !cfg!(windows)
+            && let Ok(log) = runner_log()
+        {
+            c.env(RUNNER_LOG_VAR, log);
         }
+        c
+    }
+
+    /// The host itself, with no `--target`.
+    pub fn host() -> Platform {
+        Platform { target: None, cargo_args: Vec::new() }
+    }
+
+    /// Where cargo puts this target's binaries for `profile` (`debug`, `release`).
+    pub fn bin_dir(&self, profile: &str) -> Result<PathBuf> {
+        let dir = layout()?.target_dir.clone();
+        Ok(match &self.target {
+            Some(t) => dir.join(t).join(profile),
+            None => dir.join(profile),
+        })
     }
 }
 
+/// A `cargo` command: the cargo that runs this xtask (`CARGO`), in the workspace root.
+pub fn cargo() -> Command {
+    let mut c = bare_cargo();
+    c.current_dir(workspace_root());
+    c
+}
+
+fn bare_cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Paths cargo decides, from `cargo metadata`: honours `CARGO_TARGET_DIR`,
+/// `build.target-dir` and every other way cargo is told where to build.
+#[derive(Debug)]
+pub struct Layout {
+    pub workspace_root: PathBuf,
+    pub target_dir: PathBuf,
+}
+
+pub fn layout() -> Result<&'static Layout> {
+    static LAYOUT: OnceLock<std::result::Result<Layout, String>> = OnceLock::new();
+    LAYOUT
+        .get_or_init(|| {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+            let out = bare_cargo()
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args(["metadata", "--format-version", "1", "--no-deps", "--manifest-path"])
+                .arg(&manifest)
+                .stderr(Stdio::inherit())
+                .output()
+                .map_err(|e| format!("cargo metadata: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("cargo metadata failed: {}", out.status));
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            let field = |key: &str| {
+                json_string_field(&text, key)
+                    .map(PathBuf::from)
+                    .ok_or_else(|| format!("cargo metadata: no {key} in its output"))
+            };
+            Ok(Layout { workspace_root: field("workspace_root")?, target_dir: field("target_directory")? })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Read by `xtask/runner`: the file it appends a line to for every retry.
+const RUNNER_LOG_VAR: &str = "WINDOWS_THREADPOOL_RUNNER_LOG";
+
+/// Where the Wine runner logs its retries during xtask commands.
+pub fn runner_log() -> Result<PathBuf> {
+    let dir = layout()?.target_dir.join("xtask");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    Ok(dir.join("wine-runner-retries.log"))
+}
+
+/// The workspace root (cargo's, falling back to this crate's parent directory
+/// when `cargo metadata` cannot run; every later step then reports that error).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    match layout() {
+        Ok(l) => l.workspace_root.clone(),
+        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf(),
+    }
+}
+
+/// The value of the last `"key":"..."` string member in `json` (compact JSON,
+/// as cargo prints it), unescaped. The top-level members of `cargo metadata`
+/// follow its package list, so the last occurrence is the top-level one.
+pub fn json_string_field(json: &str, key: &str) -> Option<String> {
+    let pattern = format!("\"{key}\":\"");
+    let start = json.rfind(&pattern)? + pattern.len();
+    let mut out = String::new();
+    let mut chars = json[start..].chars();
+    loop {
+        match chars.next()? {
+            '"' => return Some(out),
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'r' => out.push('\r'),
+                'b' => out.push('\u{8}'),
+                'f' => out.push('\u{c}'),
+                'u' => {
+                    let mut unit = || u32::from_str_radix(&chars.by_ref().take(4).collect::<String>(), 16).ok();
+                    let hi = unit()?;
+                    let c = if (0xD800..0xDC00).contains(&hi) {
+                        if chars.next()? != '\\' || chars.next()? != 'u' {
+                            return None;
+                        }
+                        let lo = u32::from_str_radix(&chars.by_ref().take(4).collect::<String>(), 16).ok()?;
+                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo.checked_sub(0xDC00)?))?
+                    } else {
+                        char::from_u32(hi)?
+                    };
+                    out.push(c);
+                }
+                c => out.push(c),
+            },
+            c => out.push(c),
+        }
+    }
 }
 
 pub fn wine_prefix() -> PathBuf {
@@ -77,21 +217,93 @@ fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
     }
 }
 
-pub fn setup() -> Result<Platform> {
+/// Prepares this machine to build and run `target` (`None`: the default,
+/// which is the Windows-gnu target under Wine on Linux and the host on Windows).
+pub fn setup(target: Option<&str>) -> Result<Platform> {
     if cfg!(windows) {
-        println!("setup: native Windows, nothing to do");
-        return Ok(Platform { target: None });
+        if let Some(t) = target {
+            add_rust_target(t)?;
+        }
+        return Ok(windows_platform(target));
+    }
+    if let Some(t) = target.filter(|t| *t != WIN_TARGET) {
+        return Err(format!("on Linux only {WIN_TARGET} runs (under Wine); {t} is tested natively on Windows"));
     }
     let t0 = std::time::Instant::now();
     install_packages()?;
-    add_rust_target()?;
+    add_rust_target(WIN_TARGET)?;
+    // Only checked, never linked: `cargo xtask test` checks the library for MSVC's cfg.
+    add_rust_target(MSVC_TARGET)?;
     init_prefix()?;
     install_shim()?;
+    install_runner()?;
     clear_auto_debugger()?;
     start_persistent_server()?;
     prove_prefix()?;
     println!("setup: Wine prefix {} ready and proved ({:.1}s)", wine_prefix().display(), t0.elapsed().as_secs_f64());
-    Ok(Platform { target: Some(WIN_TARGET) })
+    Ok(wine_platform())
+}
+
+/// The Windows-gnu target, run under Wine by the runner `.cargo/config.toml` names.
+fn wine_platform() -> Platform {
+    Platform { target: Some(WIN_TARGET.into()), cargo_args: vec!["--target".into(), WIN_TARGET.into()] }
+}
+
+/// On Windows nothing is prepared beyond the Rust target named: tests run
+/// natively, for the host or for that target. `.cargo/config.toml` names
+/// the Wine runner for the Windows-gnu target, and cargo cannot unset a
+/// runner (an empty one is an error), so every cargo command for the target
+/// replaces it with this program's own `exec` subcommand, which runs the
+/// test binary as it is. The `--config` value is an array, as in the file,
+/// so it replaces the file's entry rather than being merged with it, and a
+/// path with spaces stays one argument. The host must be MSVC: on a gnu host
+/// cargo would run `cargo xtask` itself through the Wine runner.
+fn windows_platform(target: Option<&str>) -> Platform {
+    let mut cargo_args = Vec::new();
+    if let Some(t) = target {
+        cargo_args.extend(["--target".to_string(), t.to_string()]);
+    }
+    let me = std::env::current_exe().unwrap_or_else(|_| "xtask".into());
+    cargo_args.extend(["--config".to_string(), runner_override(&me.to_string_lossy())]);
+    println!("setup: native Windows; testing {}", target.unwrap_or("the host target"));
+    Platform { target: target.map(str::to_string), cargo_args }
+}
+
+/// `target.<gnu>.runner=["<exe>", "exec"]`, the path as a TOML basic string.
+fn runner_override(exe: &str) -> String {
+    let quoted = exe.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("target.{WIN_TARGET}.runner=[\"{quoted}\", \"exec\"]")
+}
+
+/// `cargo xtask exec <program> [args]`: runs a program as it is and exits
+/// with its exit code (the whole 32-bit code on Windows). The test runner
+/// for the Windows-gnu target on a Windows host (see [`windows_platform`]).
+pub fn exec(args: &[String]) -> Result<()> {
+    let (program, rest) = args.split_first().ok_or("usage: xtask exec <program> [args...]")?;
+    let status = Command::new(program).args(rest).status().map_err(|e| format!("{program}: {e}"))?;
+    std::process::exit(status.code().unwrap_or(1))
+}
+
+/// Runs `cmd` as root: directly when we are root, through `sudo -n` when it
+/// needs no password (a CI runner), else not at all.
+fn as_root(program: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Command> {
+    if is_root() {
+        let mut c = Command::new(program);
+        c.args(args).envs(env.iter().copied());
+        return Some(c);
+    }
+    let sudo_ok = Command::new("sudo")
+        .args(["-n", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    sudo_ok.then(|| {
+        let mut c = Command::new("sudo");
+        c.arg("-n").args(env.iter().map(|(k, v)| format!("{k}={v}"))).arg(program).args(args);
+        c
+    })
 }
 
 fn install_packages() -> Result<()> {
@@ -102,29 +314,32 @@ fn install_packages() -> Result<()> {
         return Ok(());
     }
     let pkgs = missing.join(" ");
-    if !is_root() {
+    let mut install = vec!["install", "-y", "-q"];
+    install.extend(&missing);
+    let noninteractive = [("DEBIAN_FRONTEND", "noninteractive")];
+    let (Some(mut update), Some(mut install)) =
+        (as_root("apt-get", &["update", "-q"], &[]), as_root("apt-get", &install, &noninteractive))
+    else {
         return Err(format!(
-            "missing packages; run as root:\n  apt-get update\n  DEBIAN_FRONTEND=noninteractive apt-get install -y {pkgs}"
+            "missing packages; run as root (or with passwordless sudo):\n  apt-get update\n  \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y {pkgs}"
         ));
-    }
+    };
     println!("setup: installing {pkgs}");
-    run_quiet(Command::new("apt-get").arg("update").arg("-q"), "apt-get update")?;
-    run_quiet(
-        Command::new("apt-get").args(["install", "-y", "-q"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive"),
-        "apt-get install",
-    )
+    run_quiet(&mut update, "apt-get update")?;
+    run_quiet(&mut install, "apt-get install")
 }
 
-fn add_rust_target() -> Result<()> {
+fn add_rust_target(target: &str) -> Result<()> {
     let out = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
-        .map_err(|e| format!("rustup: {e} (the Windows target needs rustup: rustup target add {WIN_TARGET})"))?;
-    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WIN_TARGET) {
+        .map_err(|e| format!("rustup: {e} (the Windows targets need rustup: rustup target add {target})"))?;
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == target) {
         return Ok(());
     }
-    println!("setup: adding Rust target {WIN_TARGET}");
-    run_quiet(Command::new("rustup").args(["target", "add", WIN_TARGET]), "rustup target add")
+    println!("setup: adding Rust target {target}");
+    run_quiet(Command::new("rustup").args(["target", "add", target]), "rustup target add")
 }
 
 fn init_prefix() -> Result<()> {
@@ -139,10 +354,30 @@ fn init_prefix() -> Result<()> {
     run_quiet(wine_cmd("wineserver").arg("-w"), "wineserver -w")
 }
 
+/// Copies `built` to `installed` when their bytes differ, through a
+/// temporary file and a rename, so a process running the old copy is
+/// never disturbed.
+fn install_file(built: &Path, installed: &Path, executable: bool) -> Result<bool> {
+    let new = std::fs::read(built).map_err(|e| format!("read {}: {e}", built.display()))?;
+    if std::fs::read(installed).ok().as_deref() == Some(&new[..]) {
+        return Ok(false);
+    }
+    let tmp = installed.with_extension("xtask-tmp");
+    std::fs::write(&tmp, &new).map_err(|e| format!("write {}: {e}", tmp.display()))?;
+    #[cfg(unix)]
+    if executable {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+    }
+    let _ = executable;
+    std::fs::rename(&tmp, installed).map_err(|e| format!("install {}: {e}", installed.display()))?;
+    Ok(true)
+}
+
 fn install_shim() -> Result<()> {
     let root = workspace_root();
-    let out_dir = root.join("target").join("xtask");
-    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+    let out_dir = layout()?.target_dir.join("xtask");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("create {}: {e}", out_dir.display()))?;
     let built = out_dir.join("bcryptprimitives.dll");
     run_quiet(
         Command::new("x86_64-w64-mingw32-gcc")
@@ -154,10 +389,20 @@ fn install_shim() -> Result<()> {
         "building the ProcessPrng shim",
     )?;
     let installed = wine_prefix().join("drive_c/windows/system32/bcryptprimitives.dll");
-    let new = std::fs::read(&built).map_err(|e| e.to_string())?;
-    if std::fs::read(&installed).ok().as_deref() != Some(&new[..]) {
-        println!("setup: installing the ProcessPrng shim into {}", installed.display());
-        std::fs::write(&installed, &new).map_err(|e| format!("install shim: {e}"))?;
+    if install_file(&built, &installed, false)? {
+        println!("setup: installed the ProcessPrng shim into {}", installed.display());
+    }
+    Ok(())
+}
+
+/// Builds `xtask/runner` for the host and installs it into the prefix, where
+/// `xtask/wine-run` (the cargo runner) finds it.
+fn install_runner() -> Result<()> {
+    run_quiet(cargo().args(["build", "--quiet", "-p", "wine-runner"]), "building the Wine runner")?;
+    let built = Platform::host().bin_dir("debug")?.join("wine-runner");
+    let installed = wine_prefix().join("wine-runner");
+    if install_file(&built, &installed, true)? {
+        println!("setup: installed the Wine runner into {}", installed.display());
     }
     Ok(())
 }
@@ -197,20 +442,23 @@ fn start_persistent_server() -> Result<()> {
     Ok(())
 }
 
+/// Runs the probes through the cargo runner itself (`xtask/wine-run`), so the
+/// proof covers the runner and the prefix together.
 fn prove_prefix() -> Result<()> {
-    let root = workspace_root();
+    let platform = wine_platform();
     run_quiet(
-        Command::new("cargo").current_dir(&root).args(["build", "--quiet", "-p", "wine-probe", "--target", WIN_TARGET]),
+        cargo().args(["build", "--quiet", "-p", "wine-probe"]).args(platform.cargo_args()),
         "building the probe executable",
     )?;
-    let exe = root.join("target").join(WIN_TARGET).join("debug").join("wine-probe.exe");
+    let exe = platform.bin_dir("debug")?.join("wine-probe.exe");
+    let runner = workspace_root().join("xtask/wine-run");
     let probe = |mode: &str| -> Result<(Option<i32>, String)> {
-        let out = wine_cmd("wine")
+        let out = Command::new(&runner)
             .arg(&exe)
             .arg(mode)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("probe {mode}: cannot start wine: {e}"))?;
+            .map_err(|e| format!("probe {mode}: cannot start {}: {e}", runner.display()))?;
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         Ok((out.status.code(), text))
     };
@@ -235,4 +483,26 @@ fn prove_prefix() -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_string_fields_are_unescaped_and_the_last_one_wins() {
+        let json = r#"{"packages":[{"metadata":{"target_directory":"nested"}}],"target_directory":"C:\\a \"b\"\/c\u00e9\ud83d\ude00","workspace_root":"/w"}"#;
+        assert_eq!(json_string_field(json, "target_directory").as_deref(), Some("C:\\a \"b\"/cé😀"));
+        assert_eq!(json_string_field(json, "workspace_root").as_deref(), Some("/w"));
+        assert_eq!(json_string_field(json, "missing"), None);
+        assert_eq!(json_string_field(r#"{"k":"unterminated"#, "k"), None);
+    }
+
+    #[test]
+    fn the_windows_runner_override_is_one_toml_array() {
+        assert_eq!(
+            runner_override(r#"C:\Users\A "B"\xtask.exe"#),
+            r#"target.x86_64-pc-windows-gnu.runner=["C:\\Users\\A \"B\"\\xtask.exe", "exec"]"#
+        );
+    }
 }
