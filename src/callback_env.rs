@@ -175,7 +175,11 @@ impl<'pool> CallbackEnviron<'pool> {
     /// from this environment or such a clone, and whoever releases the
     /// group's members (`CloseThreadpoolCleanupGroupMembers`) must not do so
     /// while an owned object of this crate created from any of them is alive:
-    /// the release closes the object under its owner. `cancel`, if given,
+    /// the release closes the object under its owner. An object dropped from
+    /// its own callback stays alive until its teardown, which is handed to
+    /// another thread, has finished, and nothing tells the caller when that
+    /// is: do not drop such an object from its own callback unless the
+    /// group's members are never released this way. `cancel`, if given,
     /// must be safe to call with the context of any such object.
     pub unsafe fn set_cleanup_group(&mut self, group: PTP_CLEANUP_GROUP, cancel: PTP_CLEANUP_GROUP_CANCEL_CALLBACK) {
         self.inner.CleanupGroup = group;

@@ -34,14 +34,21 @@
 //! after it returns. The default pool, never the object's own: a private pool
 //! limited to one thread would have to run the handoff on the thread that is
 //! still inside the callback, and the handoff's drain also waits for the
-//! object's queued callbacks, which need that pool's threads.
+//! object's queued callbacks, which need that pool's threads. The handoff
+//! holds its own reference on the module that contains this code, released
+//! only once its callback has returned (`FreeLibraryWhenCallbackReturns`):
+//! the close it performs may release the last reference an environment's
+//! `set_library` gave the object.
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::io;
 
+use windows_sys::Win32::Foundation::HMODULE;
+use windows_sys::Win32::System::LibraryLoader::{GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS, GetModuleHandleExW};
 use windows_sys::Win32::System::Threading::{
-    PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsAlloc, TlsFree, TlsGetValue, TlsSetValue, TrySubmitThreadpoolCallback,
+    FreeLibraryWhenCallbackReturns, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsAlloc, TlsFree, TlsGetValue,
+    TlsSetValue, TrySubmitThreadpoolCallback,
 };
 
 /// The TLS index holding the context of the callback running on each thread
@@ -93,9 +100,20 @@ impl CallbackScope {
         // SAFETY: `slot` is an allocated index (an invalid one only fails the calls).
         let outer = unsafe { TlsGetValue(slot) };
         // SAFETY: as above.
-        unsafe { TlsSetValue(slot, context) };
+        if unsafe { TlsSetValue(slot, context) } == 0 {
+            // Only an index in the expansion range (past the 64 inline slots)
+            // can fail here, when the thread's expansion block cannot be
+            // allocated. Unmarked, an own-callback drop would wait for itself.
+            unmarked_callback();
+        }
         Self { slot, outer }
     }
+}
+
+#[cold]
+fn unmarked_callback() -> ! {
+    eprintln!("windows-threadpool: TlsSetValue failed on entry to a callback; aborting");
+    std::process::abort()
 }
 
 impl Drop for CallbackScope {
@@ -160,19 +178,22 @@ pub(crate) fn tear_down<T: Send + 'static>(
 /// A teardown handed to another thread, owned through a raw pointer.
 struct HandoffPtr<F>(*mut F);
 
-// SAFETY: the pointer owns an `F: Send`, and only the thread it is moved to
-// uses it.
-unsafe impl<F: Send> Send for HandoffPtr<F> {}
+// SAFETY: the pointer owns an `F: Send` (a `Handoff` is `Send` when its
+// teardown is: a module handle may be released from any thread), and only the
+// thread it is moved to uses it.
+unsafe impl<F: Send> Send for HandoffPtr<Handoff<F>> {}
 
-impl<F: FnOnce()> HandoffPtr<F> {
-    /// Runs the handoff and frees it.
+impl<F: FnOnce()> HandoffPtr<Handoff<F>> {
+    /// Runs the handoff, frees it, and returns its module reference.
     ///
     /// # Safety
     /// `self.0` came from `Box::into_raw` and has not been run.
-    unsafe fn run(self) {
+    unsafe fn run(self) -> HMODULE {
         // SAFETY: guaranteed by the caller.
-        let f = unsafe { Box::from_raw(self.0) };
-        f();
+        let h = unsafe { Box::from_raw(self.0) };
+        let Handoff { module, teardown } = *h;
+        teardown();
+        module
     }
 }
 
@@ -186,9 +207,34 @@ impl Drop for AbortOnUnwind {
     }
 }
 
-unsafe extern "system" fn run_handoff<F: FnOnce()>(_instance: PTP_CALLBACK_INSTANCE, context: *mut c_void) {
+/// A handoff and the reference it holds on the module that contains this
+/// code (null if none could be taken).
+struct Handoff<F> {
+    module: HMODULE,
+    teardown: F,
+}
+
+unsafe extern "system" fn run_handoff<F: FnOnce()>(instance: PTP_CALLBACK_INSTANCE, context: *mut c_void) {
     // SAFETY: `context` is the handoff `hand_off` submitted, run once, here.
-    unsafe { HandoffPtr(context.cast::<F>()).run() };
+    let module = unsafe { HandoffPtr(context.cast::<Handoff<F>>()).run() };
+    if !module.is_null() {
+        // The pool releases the module only after this callback has returned,
+        // so its code stays mapped while it runs.
+        // SAFETY: `module` is a reference `hand_off` took and nothing else releases.
+        unsafe { FreeLibraryWhenCallbackReturns(instance, module) };
+    }
+}
+
+/// A counted reference to the module (EXE or DLL) that contains this crate's
+/// code. The object being torn down may have kept its DLL loaded
+/// (`set_library`); its close releases that reference while the handoff's
+/// code still runs, so the handoff holds its own.
+fn pin_own_module() -> HMODULE {
+    let mut module: HMODULE = core::ptr::null_mut();
+    let anchor = pin_own_module as fn() -> HMODULE as *const u16;
+    // SAFETY: `anchor` is an address inside this module; `module` is a valid out-pointer.
+    let ok = unsafe { GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS, anchor, &mut module) };
+    if ok == 0 { core::ptr::null_mut() } else { module }
 }
 
 /// Runs `teardown` on another thread: a one-off callback on the process
@@ -196,18 +242,20 @@ unsafe extern "system" fn run_handoff<F: FnOnce()>(_instance: PTP_CALLBACK_INSTA
 /// be had, what `teardown` owns is leaked, which is safe (nothing is freed
 /// while a callback may use it).
 pub(crate) fn hand_off<F: FnOnce() + Send + 'static>(teardown: F) {
-    let h = Box::into_raw(Box::new(teardown));
+    let h = Box::into_raw(Box::new(Handoff { module: pin_own_module(), teardown }));
     // SAFETY: `run_handoff::<F>` takes ownership of `h` exactly when the
     // submission succeeds; a null environment is the process default pool.
     if unsafe { TrySubmitThreadpoolCallback(Some(run_handoff::<F>), h.cast(), core::ptr::null()) } != 0 {
         return;
     }
+    // On the fallback thread the module reference is kept for good: a thread
+    // cannot release the module its own code runs in and then return into it.
     let h = HandoffPtr(h);
     // On failure the closure is dropped unrun, holding only the raw pointer.
     let _ = std::thread::Builder::new().name("windows-threadpool teardown".into()).spawn(move || {
         let abort = AbortOnUnwind;
         // SAFETY: the submission failed, so this thread owns the handoff.
-        unsafe { h.run() };
+        let _kept_for_good = unsafe { h.run() };
         core::mem::forget(abort);
     });
 }
