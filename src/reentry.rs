@@ -44,6 +44,8 @@ use windows_sys::Win32::System::Threading::{
     PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsAlloc, TlsFree, TlsGetValue, TlsSetValue, TrySubmitThreadpoolCallback,
 };
 
+use crate::placement;
+
 /// The TLS index holding the context of the callback running on each thread
 /// (null outside callbacks); `TLS_OUT_OF_INDEXES` until allocated.
 static SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
@@ -78,10 +80,15 @@ fn current() -> *const c_void {
 }
 
 /// Marks this thread as inside the callback of the object whose context is
-/// `context`, until dropped. The first statement of every trampoline.
+/// `context`, and places it as the object asks (`crate::placement`), until
+/// dropped. The first statement of every trampoline.
 pub(crate) struct CallbackScope {
     slot: u32,
     outer: *mut c_void,
+    /// Restores the thread's affinity on drop; a copy, so it needs nothing
+    /// of the context (which a drop from the callback may hand to another
+    /// thread to free).
+    _placed: placement::Restore,
 }
 
 impl CallbackScope {
@@ -94,7 +101,9 @@ impl CallbackScope {
         let outer = unsafe { TlsGetValue(slot) };
         // SAFETY: as above.
         unsafe { TlsSetValue(slot, context) };
-        Self { slot, outer }
+        // SAFETY: a trampoline's context is a live `ctx::Context`.
+        let _placed = unsafe { placement::enter(context) };
+        Self { slot, outer, _placed }
     }
 }
 
