@@ -36,6 +36,16 @@ fn wait_ms(event: &Event, ms: u32) -> u32 {
     unsafe { WaitForSingleObject(event.as_handle().as_raw_handle(), ms) }
 }
 
+/// Opens the gate when dropped, so a failing assertion does not leave a
+/// callback held while the object's teardown waits for it.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 fn signalled_within_patience(event: &Event) -> bool {
     wait_ms(event, PATIENCE.as_millis() as u32) == WAIT_OBJECT_0
 }
@@ -58,13 +68,14 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
         None,
     )
     .unwrap();
+    let opener = OpenOnDrop(Arc::clone(&gate));
     timer.set_after(Duration::ZERO).unwrap();
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
     assert_eq!(second, Err(ErrorKind::InvalidInput), "a second event for one callback must be refused");
     // The callback is still inside (held at the gate): not yet signalled.
     assert_eq!(wait_ms(done, 0), WAIT_TIMEOUT, "the event was set before the callback returned");
-    gate.open();
+    drop(opener);
     assert!(signalled_within_patience(done), "the pool did not set the event after the callback returned");
     timer.stop_and_drain();
 }
