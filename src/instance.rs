@@ -36,20 +36,21 @@
 //! scoped one: the pool's instance calls belong to the callback's thread
 //! (Wine ignores them from any other).
 //!
-//! ```compile_fail
-//! use std::sync::{Arc, Mutex};
+//! ```compile_fail,E0521
+//! use std::cell::Cell;
 //! use windows_threadpool::{ThreadpoolTimer, instance::CallbackInstance};
 //!
-//! let slot: Arc<Mutex<Option<&CallbackInstance<'static>>>> = Arc::default();
-//! let s = Arc::clone(&slot);
-//! // error: borrowed data escapes the closure
-//! let _t = ThreadpoolTimer::new(move |f| *s.lock().unwrap() = Some(f.instance()), None);
+//! thread_local! {
+//!     static KEPT: Cell<Option<&'static CallbackInstance<'static>>> = const { Cell::new(None) };
+//! }
+//! // error[E0521]: borrowed data escapes outside of closure
+//! let _t = ThreadpoolTimer::new(|f| KEPT.with(|k| k.set(Some(f.instance()))), None);
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! use windows_threadpool::ThreadpoolTimer;
 //!
-//! // error: `*mut ()` cannot be shared between threads safely
+//! // error[E0277]: `*mut ()` cannot be shared between threads safely
 //! let _t = ThreadpoolTimer::new(
 //!     |f| std::thread::scope(|s| { s.spawn(|| f.instance().may_run_long()); }),
 //!     None,
