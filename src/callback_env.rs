@@ -26,6 +26,7 @@ use windows_sys::Win32::System::Threading::{
     PTP_CLEANUP_GROUP, PTP_CLEANUP_GROUP_CANCEL_CALLBACK, TP_CALLBACK_ENVIRON_V3, TP_CALLBACK_PRIORITY,
 };
 
+use crate::placement::{Placement, ProcessorSet};
 use crate::pool::{PoolRef, ThreadpoolPool};
 
 /// `TP_CALLBACK_ENVIRON_V3::Version` for the V3 layout.
@@ -80,6 +81,9 @@ pub struct CallbackEnviron<'pool> {
     inner: TP_CALLBACK_ENVIRON_V3,
     /// Keeps the named pool open for the objects created from this environment.
     pool: PoolRef,
+    /// Where the callbacks of objects created from it run (not part of the
+    /// OS structure: applied by the trampolines, see `crate::placement`).
+    affinity: Placement,
     _pool: PhantomData<&'pool ThreadpoolPool>,
 }
 
@@ -104,6 +108,7 @@ impl core::fmt::Debug for CallbackEnviron<'_> {
             .field("cleanup_group", &(e.CleanupGroup as *const c_void))
             .field("priority", &e.CallbackPriority)
             .field("runs_long", &(self.flags() & FLAG_LONG_FUNCTION != 0))
+            .field("affinity", &self.affinity.set())
             .finish_non_exhaustive()
     }
 }
@@ -118,7 +123,7 @@ impl<'pool> CallbackEnviron<'pool> {
             Size: size_of::<TP_CALLBACK_ENVIRON_V3>() as u32,
             ..Default::default()
         };
-        Self { inner, pool: None, _pool: PhantomData }
+        Self { inner, pool: None, affinity: Placement::NONE, _pool: PhantomData }
     }
 
     /// Objects created from this environment run on `pool`
@@ -145,6 +150,25 @@ impl<'pool> CallbackEnviron<'pool> {
         // SAFETY: `u` is a union of a `u32` and a bit-field struct of the same
         // size; every bit pattern is a valid `u32`.
         unsafe { self.inner.u.Flags |= FLAG_LONG_FUNCTION };
+    }
+
+    /// Runs every callback of the objects created from this environment on
+    /// the processors of `set`: the pool thread is moved there for the
+    /// callback and its previous affinity restored afterwards. This places
+    /// callbacks, not the pool's threads; see [`crate::placement`].
+    pub fn set_affinity(&mut self, set: ProcessorSet) {
+        self.affinity = Placement::of(Some(set));
+    }
+
+    /// Callbacks of objects created from this environment run wherever the
+    /// pool thread runs (the default).
+    pub fn clear_affinity(&mut self) {
+        self.affinity = Placement::NONE;
+    }
+
+    /// The processors set by [`set_affinity`](Self::set_affinity), if any.
+    pub fn affinity(&self) -> Option<ProcessorSet> {
+        self.affinity.set()
     }
 
     /// Keeps the DLL `module` loaded while callbacks created from this
@@ -224,11 +248,11 @@ impl CallbackEnviron<'_> {
 }
 
 /// What a `Create*` call needs from an optional environment: the pointer it
-/// takes, and a reference that keeps the environment's pool open for as long
-/// as the object created from it lives.
-pub(crate) fn env_parts(env: Option<&mut CallbackEnviron<'_>>) -> (*const TP_CALLBACK_ENVIRON_V3, PoolRef) {
+/// takes, a reference that keeps the environment's pool open for as long
+/// as the object created from it lives, and the placement its context keeps.
+pub(crate) fn env_parts(env: Option<&mut CallbackEnviron<'_>>) -> (*const TP_CALLBACK_ENVIRON_V3, PoolRef, Placement) {
     match env {
-        Some(e) => (e.as_mut_ptr(), e.pool.clone()),
-        None => (core::ptr::null(), None),
+        Some(e) => (e.as_mut_ptr(), e.pool.clone(), e.affinity),
+        None => (core::ptr::null(), None, Placement::NONE),
     }
 }

@@ -3,10 +3,12 @@
 //! A pool object's callback receives one `*mut c_void` context. [`Context`]
 //! owns that allocation: a [`Shared`] made of a non-generic header `H` (state
 //! both the owner and the trampoline use, such as the drain obligation) and
-//! the user's callback `F`. `F` is erased so the public object types are not
-//! generic over the callback; the trampoline, which is generic, casts the
-//! pointer back with [`get`]. `Shared` is `repr(C)` with the header first, so
-//! the owner reaches the header without knowing `F`.
+//! the user's callback `F`, after the object's [`Placement`]. `F` is erased
+//! so the public object types are not generic over the callback; the
+//! trampoline, which is generic, casts the pointer back with [`get`].
+//! `Shared` is `repr(C)` with the placement first and the header second, so
+//! the per-callback scope reads the placement knowing neither `H` nor `F`,
+//! and the owner reaches the header without knowing `F`.
 //!
 //! The owner frees the context only after the object has been drained and
 //! closed, which is what makes a callback unable to outlive the state it
@@ -16,9 +18,13 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+use crate::placement::Placement;
+
 /// What a context points to.
 #[repr(C)]
 pub(crate) struct Shared<H, F> {
+    /// First: read by `placement::enter` through the bare context pointer.
+    placement: Placement,
     pub(crate) header: H,
     pub(crate) callback: F,
 }
@@ -37,12 +43,12 @@ unsafe impl<H: Send + Sync> Send for Context<H> {}
 unsafe impl<H: Send + Sync> Sync for Context<H> {}
 
 impl<H: Send + Sync + 'static> Context<H> {
-    pub(crate) fn new<F: Send + Sync + 'static>(header: H, callback: F) -> Self {
+    pub(crate) fn new<F: Send + Sync + 'static>(placement: Placement, header: H, callback: F) -> Self {
         unsafe fn free<T>(p: NonNull<c_void>) {
             // SAFETY: `p` came from `Box::<T>::into_raw` in `new` and is freed once.
             drop(unsafe { Box::from_raw(p.as_ptr().cast::<T>()) });
         }
-        let raw = Box::into_raw(Box::new(Shared { header, callback })).cast::<c_void>();
+        let raw = Box::into_raw(Box::new(Shared { placement, header, callback })).cast::<c_void>();
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(raw) };
         Self { ptr, free: free::<Shared<H, F>>, _header: PhantomData }
@@ -55,9 +61,11 @@ impl<H> Context<H> {
     }
 
     pub(crate) fn header(&self) -> &H {
-        // SAFETY: the allocation is a `repr(C)` `Shared<H, F>` whose first
-        // field is the header, so the pointer is also a valid `*const H`.
-        unsafe { &*self.ptr.as_ptr().cast::<H>() }
+        // SAFETY: the allocation is a live `repr(C)` `Shared<H, F>`; the
+        // offset of `header` depends only on the placement before it and on
+        // `H`, so it is the same in `Shared<H, ()>`. Only the header's place
+        // is projected, never the whole struct.
+        unsafe { &*core::ptr::addr_of!((*self.ptr.as_ptr().cast::<Shared<H, ()>>()).header) }
     }
 }
 

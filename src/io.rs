@@ -179,6 +179,7 @@ use windows_sys::core::BOOL;
 
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
+use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
@@ -679,6 +680,7 @@ impl<T> From<SubmitError<T>> for io::Error {
 ///
 /// Not `Send` or `Sync`: it lives for one callback invocation on one thread.
 pub struct IoCompletion {
+    instance: CallbackInstance<'static>,
     /// The operation's block until claimed.
     block: Cell<Option<NonNull<OpHeader>>>,
     type_id: TypeId,
@@ -688,6 +690,12 @@ pub struct IoCompletion {
 }
 
 impl IoCompletion {
+    /// The running callback's instance: what it can ask of the pool (see
+    /// [`crate::instance`]).
+    pub fn instance(&self) -> &CallbackInstance<'_> {
+        &self.instance
+    }
+
     /// The operation this completion belongs to.
     pub fn id(&self) -> OperationId {
         self.id
@@ -967,8 +975,8 @@ impl IoCore {
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
         reentry::ensure_slot()?;
-        let (env, pool) = env_parts(env);
-        let ctx = Context::new(IoHeader::default(), callback);
+        let (env, pool, placement) = env_parts(env);
+        let ctx = Context::new(placement, IoHeader::default(), callback);
         let pv = ctx.as_ptr();
         let h = handle.as_raw_handle();
         // The error is read inside the bracket: recording may overwrite it.
@@ -1255,7 +1263,7 @@ impl<B: AsRef<[u8]>> BufferFor<true> for B {
 }
 
 unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'static>(
-    _instance: PTP_CALLBACK_INSTANCE,
+    instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
     overlapped: *mut c_void,
     io_result: u32,
@@ -1270,7 +1278,7 @@ unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'stati
     let shared = unsafe { ctx::get::<IoHeader, F>(context) };
     // SAFETY: the pool delivers this completion once, and it names an
     // operation of this object only if that operation has completed.
-    unsafe { deliver(&shared.header, &shared.callback, overlapped, io_result, bytes, io) };
+    unsafe { deliver_in(instance, &shared.header, &shared.callback, overlapped, io_result, bytes, io) };
 }
 
 /// The completion path: hands the operation at `overlapped` to `callback`,
@@ -1287,8 +1295,10 @@ unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'stati
 /// # Safety
 /// If `overlapped` is the address of an operation in `header`'s registry,
 /// that operation's completion is what is being delivered: the kernel is
-/// done with its block.
-pub(crate) unsafe fn deliver<F: Fn(&IoCompletion)>(
+/// done with its block. `instance` is the running callback's (or null, in
+/// unit tests whose callbacks do not use it).
+pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
+    instance: PTP_CALLBACK_INSTANCE,
     header: &IoHeader,
     callback: &F,
     overlapped: *mut c_void,
@@ -1307,6 +1317,7 @@ pub(crate) unsafe fn deliver<F: Fn(&IoCompletion)>(
     let type_id = unsafe { (*block).type_id };
     header.obligation.dispatched();
     let completion = IoCompletion {
+        instance: CallbackInstance::new(instance),
         block: Cell::new(NonNull::new(block)),
         type_id,
         id: OperationId { slot, address: overlapped as usize, generation },
@@ -1584,6 +1595,19 @@ mod tests {
         STATUS_MORE_ENTRIES, STATUS_NO_MORE_FILES, STATUS_OBJECT_NAME_EXISTS, STATUS_PIPE_BROKEN, STATUS_SUCCESS,
         STATUS_WAIT_1,
     };
+
+    /// [`deliver_in`] with no callback instance: these callbacks never use it.
+    unsafe fn deliver<F: Fn(&IoCompletion)>(
+        header: &IoHeader,
+        callback: &F,
+        overlapped: *mut c_void,
+        io_result: u32,
+        bytes: usize,
+        io: PTP_IO,
+    ) {
+        // SAFETY: the caller's guarantee, as for `deliver_in`.
+        unsafe { deliver_in(0, header, callback, overlapped, io_result, bytes, io) }
+    }
 
     #[test]
     fn completion_is_queued_for_every_status_but_an_error() {

@@ -41,8 +41,10 @@
 //!
 //! Modules: [`callback_env`] (the `TP_CALLBACK_ENVIRON_V3` an object is
 //! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
-//! [`io`], [`cleanup_group`], and [`trace`] (an optional in-process record of
-//! what the crate does).
+//! [`io`], [`cleanup_group`], [`instance`] (what a running callback can ask
+//! of the pool), [`placement`] (running an object's callbacks on chosen
+//! processors), and [`trace`] (an optional in-process record of what the
+//! crate does).
 //!
 //! On targets other than Windows the crate is empty.
 #![cfg_attr(not(windows), allow(unused))]
@@ -73,9 +75,13 @@ pub mod heal;
 #[cfg(all(windows, not(feature = "test-hooks")))]
 mod heal;
 #[cfg(windows)]
+pub mod instance;
+#[cfg(windows)]
 pub mod io;
 #[cfg(windows)]
 mod obligation;
+#[cfg(windows)]
+pub mod placement;
 #[cfg(windows)]
 pub mod pool;
 #[cfg(windows)]
@@ -90,7 +96,11 @@ pub mod work;
 #[cfg(windows)]
 pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
+pub use instance::CallbackInstance;
+#[cfg(windows)]
 pub use io::ThreadpoolIo;
+#[cfg(windows)]
+pub use placement::ProcessorSet;
 #[cfg(windows)]
 pub use pool::ThreadpoolPool;
 #[cfg(windows)]

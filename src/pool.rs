@@ -15,7 +15,8 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 
 use windows_sys::Win32::System::Threading::{
-    CloseThreadpool, CreateThreadpool, PTP_POOL, SetThreadpoolThreadMaximum, SetThreadpoolThreadMinimum,
+    CloseThreadpool, CreateThreadpool, PTP_POOL, QueryThreadpoolStackInformation, SetThreadpoolStackInformation,
+    SetThreadpoolThreadMaximum, SetThreadpoolThreadMinimum, TP_POOL_STACK_INFORMATION,
 };
 
 use crate::trace::EventInfo;
@@ -34,6 +35,8 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CloseThreadpool", slots: ["pool", ""], meaning: "" },
     EventInfo { target: "syscall", event: "SetThreadpoolThreadMaximum", slots: ["pool", "threads"], meaning: "" },
     EventInfo { target: "syscall", event: "SetThreadpoolThreadMinimum", slots: ["pool", "threads"], meaning: "" },
+    EventInfo { target: "syscall", event: "SetThreadpoolStackInformation", slots: ["pool", "reserve"], meaning: "" },
+    EventInfo { target: "syscall", event: "QueryThreadpoolStackInformation", slots: ["pool", ""], meaning: "" },
 ];
 
 /// The raw pool, closed when the last reference (the [`ThreadpoolPool`] or an
@@ -117,6 +120,43 @@ impl ThreadpoolPool {
             unsafe { SetThreadpoolThreadMinimum(self.as_raw(), threads) }
         });
         if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    /// Sets the stack size of the threads the pool creates from now on
+    /// (`SetThreadpoolStackInformation`): `reserve` bytes of address space,
+    /// `commit` of them committed up front. Threads already created keep
+    /// their stacks.
+    ///
+    /// `commit` above `reserve` is rejected with
+    /// [`io::ErrorKind::InvalidInput`]. Wine 8 stores the sizes
+    /// ([`stack_size`](Self::stack_size) reads them back) but creates its
+    /// threads with the default stack (`docs/wine.md`).
+    pub fn set_stack_size(&self, reserve: usize, commit: usize) -> io::Result<()> {
+        if commit > reserve {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("set_stack_size: commit ({commit} bytes) exceeds reserve ({reserve} bytes)"),
+            ));
+        }
+        let info = TP_POOL_STACK_INFORMATION { StackReserve: reserve, StackCommit: commit };
+        let ok = trace_call!("SetThreadpoolStackInformation", self.as_raw(), reserve, {
+            // SAFETY: `self.as_raw()` is a live pool: `self` holds a
+            // reference; `info` outlives the call.
+            unsafe { SetThreadpoolStackInformation(self.as_raw(), &info) }
+        });
+        if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    /// The stack size the pool creates threads with, as `(reserve, commit)`
+    /// in bytes (`QueryThreadpoolStackInformation`).
+    pub fn stack_size(&self) -> io::Result<(usize, usize)> {
+        let mut info = TP_POOL_STACK_INFORMATION { StackReserve: 0, StackCommit: 0 };
+        let ok = trace_call!("QueryThreadpoolStackInformation", self.as_raw(), 0, {
+            // SAFETY: `self.as_raw()` is a live pool: `self` holds a
+            // reference; `info` is writable for the call.
+            unsafe { QueryThreadpoolStackInformation(self.as_raw(), &mut info) }
+        });
+        if ok == 0 { Err(io::Error::last_os_error()) } else { Ok((info.StackReserve, info.StackCommit)) }
     }
 
     /// The raw `PTP_POOL`, valid while `self` is alive.

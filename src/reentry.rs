@@ -51,6 +51,8 @@ use windows_sys::Win32::System::Threading::{
     TlsSetValue, TrySubmitThreadpoolCallback,
 };
 
+use crate::placement;
+
 /// The TLS index holding the context of the callback running on each thread
 /// (null outside callbacks); `TLS_OUT_OF_INDEXES` until allocated.
 static SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
@@ -85,10 +87,15 @@ fn current() -> *const c_void {
 }
 
 /// Marks this thread as inside the callback of the object whose context is
-/// `context`, until dropped. The first statement of every trampoline.
+/// `context`, and places it as the object asks (`crate::placement`), until
+/// dropped. The first statement of every trampoline.
 pub(crate) struct CallbackScope {
     slot: u32,
     outer: *mut c_void,
+    /// Restores the thread's affinity on drop; a copy, so it needs nothing
+    /// of the context (which a drop from the callback may hand to another
+    /// thread to free).
+    _placed: placement::Restore,
 }
 
 impl CallbackScope {
@@ -106,7 +113,9 @@ impl CallbackScope {
             // allocated. Unmarked, an own-callback drop would wait for itself.
             unmarked_callback();
         }
-        Self { slot, outer }
+        // SAFETY: a trampoline's context is a live `ctx::Context`.
+        let _placed = unsafe { placement::enter(context) };
+        Self { slot, outer, _placed }
     }
 }
 

@@ -97,7 +97,6 @@
 //! `docs/wine.md`.
 
 use core::ffi::c_void;
-use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::io;
 use std::sync::MutexGuard;
@@ -112,6 +111,7 @@ use windows_sys::Win32::System::Threading::{
 use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
+use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
@@ -482,8 +482,8 @@ impl TimerCore {
         env: Option<&mut CallbackEnviron<'_>>,
     ) -> io::Result<Self> {
         reentry::ensure_slot()?;
-        let (env, pool) = env_parts(env);
-        let ctx = Context::new(TimerHeader::new(periodic), callback);
+        let (env, pool, placement) = env_parts(env);
+        let ctx = Context::new(placement, TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
         let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
             // SAFETY: `trampoline` is instantiated for the context's callback
@@ -661,7 +661,7 @@ impl TimerCore {
 }
 
 unsafe extern "system" fn one_shot_trampoline<F>(
-    _instance: PTP_CALLBACK_INSTANCE,
+    instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
     timer: PTP_TIMER,
 ) where
@@ -675,7 +675,7 @@ unsafe extern "system" fn one_shot_trampoline<F>(
     let header = &shared.header;
     let began_at = header.generation.load(Ordering::SeqCst);
     header.obligation.dispatched();
-    let firing = TimerFiring { request: AtomicI64::new(NO_DUE), _firing: PhantomData };
+    let firing = TimerFiring { request: AtomicI64::new(NO_DUE), instance: CallbackInstance::new(instance) };
     (shared.callback)(&firing);
     let due = firing.request.load(Ordering::SeqCst);
     if due != NO_DUE {
@@ -685,7 +685,7 @@ unsafe extern "system" fn one_shot_trampoline<F>(
 }
 
 unsafe extern "system" fn periodic_trampoline<F>(
-    _instance: PTP_CALLBACK_INSTANCE,
+    instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
     timer: PTP_TIMER,
 ) where
@@ -697,8 +697,12 @@ unsafe extern "system" fn periodic_trampoline<F>(
     let shared = unsafe { ctx::get::<TimerHeader, F>(context) };
     // A tick does not settle the drain obligation: the timer stays owed
     // until it is stopped and drained.
-    let tick =
-        PeriodicTick { header: &shared.header, raw: timer, began_at: shared.header.generation.load(Ordering::SeqCst) };
+    let tick = PeriodicTick {
+        header: &shared.header,
+        raw: timer,
+        began_at: shared.header.generation.load(Ordering::SeqCst),
+        instance: CallbackInstance::new(instance),
+    };
     (shared.callback)(&tick);
     trace_record!("timer-periodic", "trampoline-left", timer, 0);
 }
@@ -711,9 +715,11 @@ unsafe extern "system" fn periodic_trampoline<F>(
 /// the delay counts from the end of this firing. It is dropped if the timer
 /// is being dropped or drained by [`ThreadpoolTimer::stop_and_drain`], or if
 /// the owner armed or disarmed the timer while this firing ran.
+///
+/// Not `Send` or `Sync`: it lives for one firing on one thread.
 pub struct TimerFiring<'a> {
     request: AtomicI64,
-    _firing: PhantomData<&'a ()>,
+    instance: CallbackInstance<'a>,
 }
 
 impl core::fmt::Debug for TimerFiring<'_> {
@@ -723,7 +729,13 @@ impl core::fmt::Debug for TimerFiring<'_> {
     }
 }
 
-impl TimerFiring<'_> {
+impl<'a> TimerFiring<'a> {
+    /// The running callback's instance: what it can ask of the pool (see
+    /// [`crate::instance`]).
+    pub fn instance(&self) -> &CallbackInstance<'a> {
+        &self.instance
+    }
+
     fn request(&self, due: i64) {
         trace_record!("timer", "rearm-requested", due, 0);
         self.request.store(due, Ordering::SeqCst);
@@ -747,10 +759,13 @@ impl TimerFiring<'_> {
 }
 
 /// What a [`ThreadpoolPeriodicTimer`]'s callback receives on each tick.
+///
+/// Not `Send` or `Sync`: it lives for one tick on one thread.
 pub struct PeriodicTick<'a> {
     header: &'a TimerHeader,
     raw: PTP_TIMER,
     began_at: u64,
+    instance: CallbackInstance<'a>,
 }
 
 impl core::fmt::Debug for PeriodicTick<'_> {
@@ -759,7 +774,13 @@ impl core::fmt::Debug for PeriodicTick<'_> {
     }
 }
 
-impl PeriodicTick<'_> {
+impl<'a> PeriodicTick<'a> {
+    /// The running callback's instance: what it can ask of the pool (see
+    /// [`crate::instance`]).
+    pub fn instance(&self) -> &CallbackInstance<'a> {
+        &self.instance
+    }
+
     /// Stops the timer from inside a tick, at once: no further tick is
     /// scheduled. Ticks already running keep running; on Wine 8 a tick
     /// already queued still runs (on Windows it is discarded). Ignored if
@@ -779,8 +800,6 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<ThreadpoolTimer>();
     send_sync::<ThreadpoolPeriodicTimer>();
-    send_sync::<TimerFiring<'static>>();
-    send_sync::<PeriodicTick<'static>>();
 };
 
 /// An owned one-shot timer (`CreateThreadpoolTimer`): each arming fires the

@@ -84,6 +84,7 @@ use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::heal::Registration;
+use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
@@ -548,10 +549,13 @@ impl WaitHeader {
 }
 
 /// What a callback is told about one activation of its wait.
+///
+/// Not `Send` or `Sync`: it lives for one activation on one thread.
 pub struct WaitActivation<'a> {
     header: &'a WaitHeader,
     wait: PTP_WAIT,
     result: WaitResult,
+    instance: CallbackInstance<'a>,
 }
 
 impl core::fmt::Debug for WaitActivation<'_> {
@@ -560,7 +564,13 @@ impl core::fmt::Debug for WaitActivation<'_> {
     }
 }
 
-impl WaitActivation<'_> {
+impl<'a> WaitActivation<'a> {
+    /// The running callback's instance: what it can ask of the pool (see
+    /// [`crate::instance`]).
+    pub fn instance(&self) -> &CallbackInstance<'a> {
+        &self.instance
+    }
+
     /// Why the callback runs.
     pub fn result(&self) -> WaitResult {
         self.result
@@ -601,7 +611,7 @@ impl WaitActivation<'_> {
 }
 
 unsafe extern "system" fn trampoline<F>(
-    _instance: PTP_CALLBACK_INSTANCE,
+    instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
     wait: PTP_WAIT,
     result: u32,
@@ -625,7 +635,7 @@ unsafe extern "system" fn trampoline<F>(
     trace_record!("wait", "trampoline-entered", wait, timed_out);
     header.activations.fetch_add(1, Ordering::SeqCst);
     header.obligation.dispatched();
-    (shared.callback)(&WaitActivation { header, wait, result });
+    (shared.callback)(&WaitActivation { header, wait, result, instance: CallbackInstance::new(instance) });
     trace_record!("wait", "trampoline-left", wait, 0);
 }
 
@@ -650,7 +660,7 @@ impl WaitCore {
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
         reentry::ensure_slot()?;
-        let (env, pool) = env_parts(env);
+        let (env, pool, placement) = env_parts(env);
         let header = WaitHeader {
             obligation: DrainObligation::default(),
             target: SendHandle(handle.raw()),
@@ -658,7 +668,7 @@ impl WaitCore {
             activations: AtomicU64::new(0),
             flush: Flush::default(),
         };
-        let ctx = Context::new(header, callback);
+        let ctx = Context::new(placement, header, callback);
         let pv = ctx.as_ptr();
         let raw = trace_call!("CreateThreadpoolWait", pv, env, {
             // SAFETY: the trampoline is instantiated for the context's type, and

@@ -93,8 +93,8 @@ impl WorkCore {
         F: Fn() + Send + Sync + 'static,
     {
         reentry::ensure_slot()?;
-        let (env, pool) = env_parts(env);
-        let ctx = Context::new(WorkHeader::default(), callback);
+        let (env, pool, placement) = env_parts(env);
+        let ctx = Context::new(placement, WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
         let raw = trace_call!("CreateThreadpoolWork", pv, env, {
             // SAFETY: the trampoline is instantiated for the context's type, and

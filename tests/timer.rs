@@ -20,15 +20,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use windows_threadpool::timer::{PeriodicTick, TimerFiring};
 use windows_threadpool::{CallbackEnviron, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolTimer, ThreadpoolWork};
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<ThreadpoolTimer>();
     send_sync::<ThreadpoolPeriodicTimer>();
-    send_sync::<TimerFiring<'static>>();
-    send_sync::<PeriodicTick<'static>>();
 };
 
 /// Bound on every wait for something that must happen.
