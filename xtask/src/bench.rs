@@ -25,8 +25,9 @@ fn machine() -> String {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = capture(&mut Command::new("nproc"));
-    let mem = capture(Command::new("sh").args(["-c", "free -h | awk '/^Mem:/{print $2}'"]));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem =
+        std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| mem_total(&m)).unwrap_or_else(|| "unknown".into());
     let os = capture(Command::new("sh").args(["-c", ". /etc/os-release && echo \"$PRETTY_NAME\""]));
     let wine = capture(setup::wine_cmd("wine").arg("--version"));
     format!("{os}, {cpu}, {cores} cores, {mem} memory; {wine} (the Windows program runs under Wine)")
@@ -46,7 +47,7 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     let exe = p.bin_dir("release")?.join("wtp-bench.exe");
     let runner = || match p.target {
         Some(_) if !cfg!(windows) => {
-            let mut c = Command::new(root.join("xtask/wine-run"));
+            let mut c = setup::wine_run();
             c.arg(&exe);
             c
         }
@@ -86,7 +87,7 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
         }
     }
     println!("{table}");
-    let date = capture(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]));
+    let date = utc_minute(std::time::SystemTime::now());
     let template = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap_or_default();
     let notes = template.split_once("<!-- notes -->").map(|(_, n)| n.to_string()).unwrap_or_default();
     let doc = format!(
@@ -104,4 +105,56 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     std::fs::write(root.join("docs/benchmarks.md"), doc).map_err(|e| e.to_string())?;
     println!("bench: wrote docs/benchmarks.md ({:.0}s)", t0.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// `MemTotal` from `/proc/meminfo`, in GiB.
+fn mem_total(meminfo: &str) -> Option<String> {
+    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)))
+}
+
+/// `YYYY-MM-DD HH:MM UTC` for `t`.
+fn utc_minute(t: std::time::SystemTime) -> String {
+    let secs = t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", s / 3600, s % 3600 / 60)
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn dates_are_computed_in_utc() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        // 2026-08-04 13:05:59 UTC (`date -u -d @1785848759`).
+        assert_eq!(utc_minute(UNIX_EPOCH + Duration::from_secs(1_785_848_759)), "2026-08-04 13:05 UTC");
+    }
+
+    #[test]
+    fn memory_is_read_from_meminfo() {
+        assert_eq!(mem_total("MemTotal:       16314372 kB\nMemFree: 1 kB\n").as_deref(), Some("15.6 GiB"));
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+    }
 }

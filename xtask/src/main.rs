@@ -1,7 +1,8 @@
 //! Project tooling. `cargo xtask <command>`:
 //!
 //! - `setup`: make this machine able to build and run the Windows target
-//!   (on Linux: Wine, mingw, the Rust targets, the Wine runner, a proved Wine prefix).
+//!   (rustfmt, clippy, cargo-nextest; on Linux also Wine, mingw, the Rust
+//!   targets, the Wine runner, a proved Wine prefix).
 //! - `test`: setup, then format, the whole test matrix with per-configuration
 //!   counts, the stress scenarios at scale 1, lints and docs; ends with
 //!   `N passed, N failed`.
@@ -31,10 +32,11 @@ pub const MSVC_TARGET: &str = "x86_64-pc-windows-msvc";
 pub const LIB: &str = "windows-threadpool";
 
 fn main() -> ExitCode {
+    setup::invocation_dir();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = match args.split_first() {
         Some((c, r)) => (c.as_str(), r),
-        None => ("help", &[][..]),
+        None => ("", &[][..]),
     };
     if cmd == "exec" {
         // Verbatim: these are the test binary's own arguments.
@@ -63,17 +65,21 @@ fn main() -> ExitCode {
         "trace-doc" => run::trace_doc(target),
         "coverage" => coverage::coverage(target, &rest),
         _ => {
-            eprintln!(
-                "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|coverage> [--target TRIPLE]\n\
-                 \n  setup      prepare this machine (Linux: Wine prefix and runner, mingw, Rust targets)\
+            let asked = matches!(cmd, "help" | "--help" | "-h");
+            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|coverage> [--target TRIPLE]\n\
+                 \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\
                  \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
-                 \n\n--target: on Windows, test that target natively instead of the host's"
-            );
+                 \n\n--target: on Windows, test that target natively instead of the host's";
+            if asked {
+                println!("{usage}");
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("{usage}");
             return ExitCode::from(2);
         }
     };

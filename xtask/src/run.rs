@@ -83,7 +83,29 @@ struct Counts {
     flaky: Vec<String>,
 }
 
-/// Runs `cmd`, echoing its output as it arrives, and returns (success, all output).
+/// `text` without ANSI escape sequences (CSI `ESC [ ... final`, and any other
+/// `ESC x` pair): a `CARGO_TERM_COLOR=always` (as CI sets it) colours
+/// the lines the parsers read even when `--color never` was asked for.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+        } else if chars.next() == Some('[') {
+            // Parameter and intermediate bytes, up to the final byte (@ to ~).
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs `cmd`, echoing its output as it arrives, and returns (success, all
+/// output with ANSI escapes stripped).
 fn run_tee(cmd: &mut Command) -> (bool, String) {
     eprintln!("xtask: running {cmd:?}");
     let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
@@ -110,16 +132,7 @@ fn run_tee(cmd: &mut Command) -> (bool, String) {
     let status = child.wait();
     let text = out.join().unwrap_or_default() + &err.join().unwrap_or_default();
     let _ = std::io::stdout().flush();
-    (status.is_ok_and(|s| s.success()), text)
-}
-
-fn has_nextest() -> bool {
-    setup::cargo()
-        .args(["nextest", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    (status.is_ok_and(|s| s.success()), strip_ansi(&text))
 }
 
 /// Counts from nextest's closing `N tests run: N passed (N flaky), N failed, ...`
@@ -191,27 +204,20 @@ fn parse_libtest(text: &str) -> Option<Counts> {
     seen.then_some(c)
 }
 
-/// Runs the tests (nextest when installed, else libtest) and the doctests
-/// of one feature configuration; returns its `N tests + N doctests` line.
+/// Runs the tests (under nextest, which setup installs: the suite needs a
+/// process per test) and the doctests of one feature configuration;
+/// returns its `N tests + N doctests` line.
 fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) -> String {
     let lib = ["-p", LIB];
-    let (ok, counts) = if has_nextest() {
-        let mut args = vec!["nextest", "run", "--no-fail-fast"];
-        args.extend(lib);
-        args.extend(flags);
-        let (ok, text) = run_tee(&mut p.cargo(&args));
-        (ok, parse_nextest(&text))
-    } else {
-        let mut args = vec!["test", "--no-fail-fast", "--lib", "--tests", "--examples"];
-        args.extend(lib);
-        args.extend(flags);
-        let (ok, text) = run_tee(&mut p.cargo(&args));
-        (ok, parse_libtest(&text))
-    };
+    let mut args = vec!["nextest", "run", "--color", "never", "--no-fail-fast"];
+    args.extend(lib);
+    args.extend(flags);
+    let (ok, text) = run_tee(&mut p.cargo(&args));
+    let counts = parse_nextest(&text);
     let ran = counts.as_ref().map_or(0, |c| c.run);
     tally.account(&format!("tests ({config})"), ok, counts);
 
-    let mut args = vec!["test", "--doc", "--no-fail-fast"];
+    let mut args = vec!["test", "--color", "never", "--doc", "--no-fail-fast"];
     args.extend(lib);
     args.extend(flags);
     let (ok, text) = run_tee(&mut p.cargo(&args));
@@ -224,16 +230,22 @@ fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) -> Strin
 /// Runs every `*_stress` test binary's scenarios, one at a time, with
 /// their reports, at `scale`; returns how many ran.
 fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str) -> u64 {
-    let (ok, counts) = if has_nextest() {
-        let args =
-            ["nextest", "run", "-p", LIB, "-E", "binary(/_stress$/)", "-j", "1", "--no-fail-fast", "--no-capture"];
-        let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
-        (ok, parse_nextest(&text))
-    } else {
-        let args = ["test", "-p", LIB, "--test", "*_stress", "--no-fail-fast"];
-        let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
-        (ok, parse_libtest(&text))
-    };
+    let args = [
+        "nextest",
+        "run",
+        "--color",
+        "never",
+        "-p",
+        LIB,
+        "-E",
+        "binary(/_stress$/)",
+        "-j",
+        "1",
+        "--no-fail-fast",
+        "--no-capture",
+    ];
+    let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
+    let counts = parse_nextest(&text);
     let ran = counts.as_ref().map_or(0, |c| c.run);
     tally.account(&format!("stress scenarios (scale {scale})"), ok, counts);
     ran
@@ -308,7 +320,8 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     let (ok, _) =
         run_tee(&mut host.cargo(&["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]));
     tally.check("host build of the workspace".into(), ok);
-    let (ok, text) = run_tee(&mut host.cargo(&["test", "--quiet", "-p", "xtask", "-p", "wine-runner"]));
+    let (ok, text) =
+        run_tee(&mut host.cargo(&["test", "--color", "never", "--quiet", "-p", "xtask", "-p", "wine-runner"]));
     tally.account("tooling tests", ok, parse_libtest(&text));
 
     println!("xtask test: finished in {:.0}s", t0.elapsed().as_secs_f64());
@@ -373,6 +386,18 @@ mod tests {
         let cancelled = parse_nextest("     Summary [   0.1s] 2/9 tests run: 1 passed, 1 failed, 0 skipped").unwrap();
         assert_eq!((cancelled.run, cancelled.failed), (2, 1));
         assert_eq!(parse_nextest("error: could not compile"), None);
+    }
+
+    #[test]
+    fn coloured_output_is_parsed_once_stripped() {
+        // As nextest 0.9.143 prints it with --color always (CARGO_TERM_COLOR=always in CI).
+        let text = "\u{1b}[32;1m     Summary\u{1b}[0m [   0.937s] \u{1b}[1m13\u{1b}[0m tests run: \u{1b}[1m13\u{1b}[0m \
+                    \u{1b}[32;1mpassed\u{1b}[0m, \u{1b}[1m0\u{1b}[0m \u{1b}[33;1mskipped\u{1b}[0m\n";
+        assert_eq!(parse_nextest(text), None, "the raw coloured line is not parseable");
+        assert_eq!(parse_nextest(&strip_ansi(text)), Some(Counts { run: 13, passed: 13, failed: 0, flaky: vec![] }));
+        let libtest = "test result: \u{1b}[32mok\u{1b}[0m. 3 passed; 0 failed; 0 ignored\n";
+        assert_eq!(parse_libtest(&strip_ansi(libtest)).map(|c| c.passed), Some(3));
+        assert_eq!(strip_ansi("a\u{1b}[1;2Hb\u{1b}7c"), "abc");
     }
 
     #[test]

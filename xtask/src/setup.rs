@@ -1,8 +1,9 @@
 //! `cargo xtask setup`: idempotent preparation of the machine, and the
 //! paths and cargo commands every other command uses.
 //!
-//! On Windows there is nothing to prepare (see [`windows_platform`] for the
-//! one thing cargo is told). On Linux the Windows target runs under
+//! Everywhere the host toolchain gets `rustfmt`, `clippy` and `cargo-nextest`
+//! when they are missing. On Windows nothing else is prepared (see
+//! [`windows_platform`] for the one thing cargo is told). On Linux the Windows target runs under
 //! Wine, and a fresh prefix is not fit for that until three things are fixed
 //! (see `shared/wine-facts.md`): Rust's std imports `ProcessPrng` from a DLL
 //! Wine 8 lacks (we build a shim), Wine's auto-debugger can turn a crash into
@@ -14,6 +15,7 @@
 //! Every path into the build comes from `cargo metadata` ([`layout`]), never
 //! from an assumed `./target`.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -77,8 +79,34 @@ pub fn cargo() -> Command {
     c
 }
 
+/// Every cargo the xtask starts runs in another directory than the one it
+/// was invoked from, so a relative target directory is made absolute
+/// against the invocation directory first, as the outer cargo resolved it.
+/// Under Wine it also names the prefix, so `xtask/wine-run` (which resolves
+/// the default from `HOME` as a shell does) uses the one setup prepared.
 fn bare_cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.envs(absolute_target_dirs(|v| std::env::var_os(v), invocation_dir()));
+    if !cfg!(windows) {
+        c.env(PREFIX_VAR, wine_prefix());
+    }
+    c
+}
+
+/// The variables naming cargo's target directory that `var` sets, each
+/// resolved against `cwd` (an absolute value stays as it is).
+fn absolute_target_dirs(var: impl Fn(&str) -> Option<OsString>, cwd: &Path) -> Vec<(&'static str, PathBuf)> {
+    ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"]
+        .into_iter()
+        .filter_map(|name| var(name).filter(|d| !d.is_empty()).map(|d| (name, cwd.join(d))))
+        .collect()
+}
+
+/// The directory `cargo xtask` was invoked from (`cargo run` keeps the
+/// caller's), pinned by `main` before anything else runs.
+pub fn invocation_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| std::env::current_dir().unwrap_or_default())
 }
 
 /// Paths cargo decides, from `cargo metadata`: honours `CARGO_TARGET_DIR`,
@@ -93,9 +121,9 @@ pub fn layout() -> Result<&'static Layout> {
     static LAYOUT: OnceLock<std::result::Result<Layout, String>> = OnceLock::new();
     LAYOUT
         .get_or_init(|| {
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+            let manifest = manifest_root().join("Cargo.toml");
             let out = bare_cargo()
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .current_dir(manifest_root())
                 .args(["metadata", "--format-version", "1", "--no-deps", "--manifest-path"])
                 .arg(&manifest)
                 .stderr(Stdio::inherit())
@@ -131,8 +159,13 @@ pub fn runner_log() -> Result<PathBuf> {
 pub fn workspace_root() -> PathBuf {
     match layout() {
         Ok(l) => l.workspace_root.clone(),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf(),
+        Err(_) => manifest_root().to_path_buf(),
     }
+}
+
+/// The workspace root as this crate was built in it.
+fn manifest_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace")
 }
 
 /// The value of the last `"key":"..."` string member in `json` (compact JSON,
@@ -173,14 +206,24 @@ pub fn json_string_field(json: &str, key: &str) -> Option<String> {
     }
 }
 
+/// The project's Wine prefix, read by `xtask/wine-run` too.
+const PREFIX_VAR: &str = "WINDOWS_THREADPOOL_WINEPREFIX";
+
 pub fn wine_prefix() -> PathBuf {
-    if let Some(p) = std::env::var_os("WINDOWS_THREADPOOL_WINEPREFIX") {
+    if let Some(p) = std::env::var_os(PREFIX_VAR) {
         return PathBuf::from(p);
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cache"));
     cache.join("windows-threadpool").join("wineprefix")
+}
+
+/// `xtask/wine-run`, the cargo runner, with the prefix setup prepared.
+pub fn wine_run() -> Command {
+    let mut c = Command::new(workspace_root().join("xtask/wine-run"));
+    c.env(PREFIX_VAR, wine_prefix());
+    c
 }
 
 /// A `Command` for a Wine program in the project's prefix, with Wine's own logging off.
@@ -220,6 +263,8 @@ fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
 /// Prepares this machine to build and run `target` (`None`: the default,
 /// which is the Windows-gnu target under Wine on Linux and the host on Windows).
 pub fn setup(target: Option<&str>) -> Result<Platform> {
+    add_rust_components()?;
+    install_nextest()?;
     if cfg!(windows) {
         if let Some(t) = target {
             add_rust_target(t)?;
@@ -301,25 +346,52 @@ fn as_root(program: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Command
         .is_ok_and(|s| s.success());
     sudo_ok.then(|| {
         let mut c = Command::new("sudo");
-        c.arg("-n").args(env.iter().map(|(k, v)| format!("{k}={v}"))).arg(program).args(args);
+        c.args(sudo_args(program, args, env));
         c
     })
 }
 
+/// `sudo`'s arguments for `program args` with `env` set: through `env(1)`,
+/// since whether sudo itself passes `VAR=value` on depends on sudoers.
+fn sudo_args(program: &str, args: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let mut v: Vec<String> = ["-n", "env"].map(String::from).into();
+    v.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    v.push(program.into());
+    v.extend(args.iter().map(|a| a.to_string()));
+    v
+}
+
+/// The Debian packages to install, given which programs are on `PATH`.
+/// `wine` provides the `wine`, `wineboot` and `wineserver` commands and
+/// `wine64` the 64-bit loader; on bookworm neither pulls the other in
+/// (`wine` is only a Recommends of `wine64`).
+fn missing_packages(have: impl Fn(&str) -> bool) -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    if !["wine", "wineboot", "wineserver"].iter().all(|b| have(b)) {
+        missing.extend(["wine", "wine64"]);
+    }
+    if !have("x86_64-w64-mingw32-gcc") {
+        missing.push("gcc-mingw-w64-x86-64");
+    }
+    missing
+}
+
 fn install_packages() -> Result<()> {
-    let wanted = [("wine", "wine64"), ("wineserver", "wine64"), ("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64")];
-    let mut missing: Vec<&str> = wanted.iter().filter(|(bin, _)| !have(bin)).map(|(_, pkg)| *pkg).collect();
-    missing.dedup();
+    let missing = missing_packages(have);
     if missing.is_empty() {
         return Ok(());
     }
     let pkgs = missing.join(" ");
+    // Waits for another apt (unattended upgrades) rather than failing at once.
+    let lock = ["-o", "DPkg::Lock::Timeout=120"];
     let mut install = vec!["install", "-y", "-q"];
+    install.extend(lock);
     install.extend(&missing);
     let noninteractive = [("DEBIAN_FRONTEND", "noninteractive")];
-    let (Some(mut update), Some(mut install)) =
-        (as_root("apt-get", &["update", "-q"], &[]), as_root("apt-get", &install, &noninteractive))
-    else {
+    let (Some(mut update), Some(mut install)) = (
+        as_root("apt-get", &[&["update", "-q"][..], &lock].concat(), &[]),
+        as_root("apt-get", &install, &noninteractive),
+    ) else {
         return Err(format!(
             "missing packages; run as root (or with passwordless sudo):\n  apt-get update\n  \
              DEBIAN_FRONTEND=noninteractive apt-get install -y {pkgs}"
@@ -328,6 +400,47 @@ fn install_packages() -> Result<()> {
     println!("setup: installing {pkgs}");
     run_quiet(&mut update, "apt-get update")?;
     run_quiet(&mut install, "apt-get install")
+}
+
+/// The host toolchain's components `cargo xtask test` uses that `installed`
+/// (`rustup component list --installed`) lacks.
+fn missing_components(installed: &str) -> Vec<&'static str> {
+    ["rustfmt", "clippy"]
+        .into_iter()
+        .filter(|c| !installed.lines().any(|l| l.trim() == *c || l.trim().starts_with(&format!("{c}-"))))
+        .collect()
+}
+
+fn add_rust_components() -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["component", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("rustup: {e} (the tooling needs rustup: https://rustup.rs)"))?;
+    let missing = missing_components(&String::from_utf8_lossy(&out.stdout));
+    if missing.is_empty() {
+        return Ok(());
+    }
+    println!("setup: adding Rust components {}", missing.join(" "));
+    run_quiet(Command::new("rustup").args(["component", "add"]).args(&missing), "rustup component add")
+}
+
+/// The suite needs nextest: some tests need a process of their own
+/// (`tests/self_heal.rs`), so `cargo test`'s one process per binary fails them.
+fn install_nextest() -> Result<()> {
+    let installed = |c: &mut Command| c.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if installed(cargo().args(["nextest", "--version"])) {
+        return Ok(());
+    }
+    println!("setup: installing cargo-nextest (cargo install cargo-nextest --locked; a few minutes)");
+    let status = cargo()
+        .args(["install", "cargo-nextest", "--locked"])
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("cargo install cargo-nextest: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo install cargo-nextest --locked failed: {status}"));
+    }
+    Ok(())
 }
 
 fn add_rust_target(target: &str) -> Result<()> {
@@ -451,14 +564,13 @@ fn prove_prefix() -> Result<()> {
         "building the probe executable",
     )?;
     let exe = platform.bin_dir("debug")?.join("wine-probe.exe");
-    let runner = workspace_root().join("xtask/wine-run");
     let probe = |mode: &str| -> Result<(Option<i32>, String)> {
-        let out = Command::new(&runner)
+        let out = wine_run()
             .arg(&exe)
             .arg(mode)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("probe {mode}: cannot start {}: {e}", runner.display()))?;
+            .map_err(|e| format!("probe {mode}: cannot start xtask/wine-run: {e}"))?;
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         Ok((out.status.code(), text))
     };
@@ -496,6 +608,45 @@ mod tests {
         assert_eq!(json_string_field(json, "workspace_root").as_deref(), Some("/w"));
         assert_eq!(json_string_field(json, "missing"), None);
         assert_eq!(json_string_field(r#"{"k":"unterminated"#, "k"), None);
+    }
+
+    #[test]
+    fn a_relative_target_dir_is_resolved_against_the_invocation_dir() {
+        let env = |name: &str| match name {
+            "CARGO_TARGET_DIR" => Some(OsString::from("reltd")),
+            "CARGO_BUILD_TARGET_DIR" => Some(OsString::from("/abs/t")),
+            _ => None,
+        };
+        assert_eq!(
+            absolute_target_dirs(env, Path::new("/caller")),
+            [("CARGO_TARGET_DIR", PathBuf::from("/caller/reltd")), ("CARGO_BUILD_TARGET_DIR", PathBuf::from("/abs/t"))]
+        );
+        assert!(absolute_target_dirs(|_| Some(OsString::new()), Path::new("/caller")).is_empty());
+        assert!(absolute_target_dirs(|_| None, Path::new("/caller")).is_empty());
+    }
+
+    #[test]
+    fn sudo_sets_the_environment_through_env() {
+        assert_eq!(
+            sudo_args("apt-get", &["install", "-y"], &[("DEBIAN_FRONTEND", "noninteractive")]),
+            ["-n", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y"]
+        );
+    }
+
+    #[test]
+    fn wine_is_installed_with_its_loader_and_only_when_missing() {
+        assert_eq!(missing_packages(|b| b != "wineboot"), ["wine", "wine64"]);
+        assert_eq!(missing_packages(|b| b != "x86_64-w64-mingw32-gcc"), ["gcc-mingw-w64-x86-64"]);
+        assert!(missing_packages(|_| true).is_empty());
+    }
+
+    #[test]
+    fn missing_components_are_found_by_name() {
+        let listed =
+            "cargo-x86_64-unknown-linux-gnu\nclippy-x86_64-unknown-linux-gnu\nrustc-x86_64-unknown-linux-gnu\n";
+        assert_eq!(missing_components(listed), ["rustfmt"]);
+        assert_eq!(missing_components("rustfmt-x86_64-pc-windows-msvc\nclippy\n"), Vec::<&str>::new());
+        assert_eq!(missing_components(""), ["rustfmt", "clippy"]);
     }
 
     #[test]
