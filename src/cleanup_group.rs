@@ -77,6 +77,7 @@ use std::os::windows::io::BorrowedHandle;
 use crate::callback_env::CallbackEnviron;
 use crate::heal::Registration;
 use crate::reentry;
+use crate::sys;
 use crate::timer::{Period, PeriodicTick, TimerCore, TimerFiring};
 use crate::trace::EventInfo;
 use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
@@ -321,11 +322,10 @@ impl core::fmt::Debug for CleanupGroup {
 impl CleanupGroup {
     /// Creates an empty group (`CreateThreadpoolCleanupGroup`).
     pub fn new() -> io::Result<Self> {
-        // SAFETY: no preconditions.
-        let raw = trace_call!("CreateThreadpoolCleanupGroup", 0, 0, { unsafe { CreateThreadpoolCleanupGroup() } });
-        if raw == 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let raw = trace_call!("CreateThreadpoolCleanupGroup", 0, 0, {
+            // SAFETY: no preconditions.
+            sys::created(unsafe { CreateThreadpoolCleanupGroup() })
+        })?;
         trace_record!("group", "created", raw, 0);
         Ok(Self { raw, members: Mutex::new(Vec::new()) })
     }

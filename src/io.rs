@@ -182,6 +182,7 @@ use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -397,11 +398,7 @@ fn connect(server: &OwnedHandle) -> io::Result<()> {
         Some(ERROR_IO_PENDING) => {
             let mut n = 0;
             // SAFETY: `ov` is the pending operation's; waiting makes it finish before `ov` dies.
-            if unsafe { GetOverlappedResult(server.as_raw_handle(), &ov, &mut n, 1) } != 0 {
-                Ok(())
-            } else {
-                Err(io::Error::last_os_error())
-            }
+            sys::check(unsafe { GetOverlappedResult(server.as_raw_handle(), &ov, &mut n, 1) })
         }
         _ => Err(err),
     }
@@ -976,8 +973,7 @@ impl IoCore {
             // SAFETY: the trampoline is instantiated for the context's type,
             // and the context outlives the object (freed only after rundown,
             // drain and close); `h` is a live handle owned by `handle`.
-            let raw = unsafe { CreateThreadpoolIo(h, Some(trampoline::<F>), pv, env) };
-            if raw == 0 { Err(io::Error::last_os_error()) } else { Ok(raw) }
+            sys::created(unsafe { CreateThreadpoolIo(h, Some(trampoline::<F>), pv, env) })
         });
         let raw = match raw {
             Ok(raw) => raw,
@@ -1132,8 +1128,7 @@ impl IoCore {
         trace_call!("CancelIoEx", h, ov, {
             // SAFETY: the registry lock is held, so the operation is still
             // outstanding and its block cannot be freed and reused under us.
-            let ok = unsafe { CancelIoEx(h, ov) };
-            if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+            sys::check(unsafe { CancelIoEx(h, ov) })
         })
     }
 
@@ -1147,8 +1142,7 @@ impl IoCore {
         let h = self.handle.as_raw_handle();
         let r = trace_call!("CancelIoEx", h, 0, {
             // SAFETY: `h` is live; a null OVERLAPPED cancels every operation on it.
-            let ok = unsafe { CancelIoEx(h, core::ptr::null()) };
-            if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+            sys::check(unsafe { CancelIoEx(h, core::ptr::null()) })
         });
         match r {
             Err(e) if e.raw_os_error() == Some(ERROR_NOT_FOUND as i32) => Ok(()),

@@ -81,6 +81,8 @@ pub mod pool;
 #[cfg(windows)]
 mod reentry;
 #[cfg(windows)]
+mod sys;
+#[cfg(windows)]
 pub mod timer;
 #[cfg(windows)]
 pub mod wait;

@@ -103,7 +103,6 @@ use std::io;
 use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime};
 
-use windows_sys::Win32::Foundation::FILETIME;
 use windows_sys::Win32::System::Threading::{
     CloseThreadpoolTimer, CreateThreadpoolTimer, IsThreadpoolTimerSet, PTP_CALLBACK_INSTANCE, PTP_TIMER,
     SetThreadpoolTimer, WaitForThreadpoolTimerCallbacks,
@@ -115,6 +114,7 @@ use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys::{self, filetime, ticks_ceil};
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -275,20 +275,12 @@ macro_rules! record_kind {
 
 /// 100 ns units between 1601-01-01 and 1970-01-01 (both UTC).
 const UNIX_EPOCH_FILETIME: i64 = 116_444_736_000_000_000;
-const TICKS_PER_SEC: u64 = 10_000_000;
 /// Marks "no re-arm requested" and, in trace records, a NULL due time; no
 /// due time this module produces is `i64::MIN`.
 const NO_DUE: i64 = i64::MIN;
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
-/// `d` in 100 ns units, rounded up; `None` above `i64::MAX`.
-fn ticks_ceil(d: Duration) -> Option<i64> {
-    let whole = d.as_secs().checked_mul(TICKS_PER_SEC)?;
-    let total = whole.checked_add(u64::from(d.subsec_nanos().div_ceil(100)))?;
-    i64::try_from(total).ok()
 }
 
 /// The `FILETIME` value for a delay: negative (relative), or 0 ("now") for zero.
@@ -349,10 +341,6 @@ pub(crate) fn period_millis(period: Duration) -> io::Result<u32> {
         )));
     }
     whole_millis("period", period)
-}
-
-fn filetime(v: i64) -> FILETIME {
-    FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 }
 }
 
 /// The context state shared by the owner and the trampoline.
@@ -485,18 +473,13 @@ impl TimerCore {
         let (env, pool) = env_parts(env);
         let ctx = Context::new(TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
+        // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
             // SAFETY: `trampoline` is instantiated for the context's callback
             // type, and the context outlives the timer (freed only after the
             // timer is disarmed, drained and closed).
-            unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) }
-        });
-        if raw == 0 {
-            // Read the error before freeing the context: the free may overwrite it.
-            let err = io::Error::last_os_error();
-            drop(ctx);
-            return Err(err);
-        }
+            sys::created(unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) })
+        })?;
         record_kind!(periodic, "created", raw, pv);
         Ok(Self { raw, ctx, pool })
     }
@@ -1146,6 +1129,8 @@ impl Drop for ThreadpoolPeriodicTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TICKS_PER_SEC: u64 = 10_000_000;
 
     #[test]
     fn delays_become_negative_counts_rounded_up() {

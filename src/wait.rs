@@ -87,6 +87,7 @@ use crate::heal::Registration;
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys::{self, filetime, ticks_ceil};
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -387,13 +388,13 @@ impl Event {
     /// Signals the event (`SetEvent`).
     pub fn set(&self) -> io::Result<()> {
         // SAFETY: `self.handle` is an open event handle.
-        check(unsafe { SetEvent(self.handle.as_raw_handle()) })
+        sys::check(unsafe { SetEvent(self.handle.as_raw_handle()) })
     }
 
     /// Resets the event to non-signalled (`ResetEvent`).
     pub fn reset(&self) -> io::Result<()> {
         // SAFETY: `self.handle` is an open event handle.
-        check(unsafe { ResetEvent(self.handle.as_raw_handle()) })
+        sys::check(unsafe { ResetEvent(self.handle.as_raw_handle()) })
     }
 
     /// Another handle to the same event, with the same access.
@@ -411,7 +412,7 @@ impl Event {
             let me = GetCurrentProcess();
             DuplicateHandle(me, self.handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
         };
-        check(ok)?;
+        sys::check(ok)?;
         // SAFETY: `out` is a new handle owned by nothing else.
         Ok(WaitOnlyEvent { handle: unsafe { OwnedHandle::from_raw_handle(out) } })
     }
@@ -448,15 +449,10 @@ impl AsHandle for WaitOnlyEvent {
     }
 }
 
-fn check(ok: BOOL) -> io::Result<()> {
-    if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// Converts a relative timeout to the negative `FILETIME` the pool takes,
 /// rounding up to whole 100 ns units so a wait never ends early.
 fn relative_filetime(timeout: Duration) -> io::Result<FILETIME> {
-    let units = timeout.as_nanos().div_ceil(100);
-    let units = i64::try_from(units).map_err(|_| {
+    let units = ticks_ceil(timeout).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
@@ -465,8 +461,7 @@ fn relative_filetime(timeout: Duration) -> io::Result<FILETIME> {
             ),
         )
     })?;
-    let v = -units;
-    Ok(FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 })
+    Ok(filetime(-units))
 }
 
 /// Whether this process runs under Wine (ntdll exports `wine_get_version`).
@@ -660,17 +655,12 @@ impl WaitCore {
         };
         let ctx = Context::new(header, callback);
         let pv = ctx.as_ptr();
+        // The error is read inside the bracket, before anything is freed.
         let raw = trace_call!("CreateThreadpoolWait", pv, env, {
             // SAFETY: the trampoline is instantiated for the context's type, and
             // the context outlives the object (freed only after drain and close).
-            unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) }
-        });
-        if raw == 0 {
-            // Read the error before freeing anything: the frees may overwrite it.
-            let err = io::Error::last_os_error();
-            drop(ctx);
-            return Err(err);
-        }
+            sys::created(unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) })
+        })?;
         trace_record!("wait", "created", raw, pv);
         let claim = Registration::new(&pool);
         Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()), claim })

@@ -29,6 +29,7 @@ use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -96,17 +97,12 @@ impl WorkCore {
         let (env, pool) = env_parts(env);
         let ctx = Context::new(WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
+        // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolWork", pv, env, {
             // SAFETY: the trampoline is instantiated for the context's type, and
             // the context outlives the object (freed only after drain and close).
-            unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) }
-        });
-        if raw == 0 {
-            // Read the error before freeing the context: the free may overwrite it.
-            let err = io::Error::last_os_error();
-            drop(ctx);
-            return Err(err);
-        }
+            sys::created(unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) })
+        })?;
         trace_record!("work", "created", raw, pv);
         Ok(Self { raw, ctx, pool })
     }

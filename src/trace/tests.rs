@@ -21,6 +21,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("io.rs", include_str!("../io.rs")),
     ("pool.rs", include_str!("../pool.rs")),
     ("reentry.rs", include_str!("../reentry.rs")),
+    ("sys.rs", include_str!("../sys.rs")),
     ("timer.rs", include_str!("../timer.rs")),
     ("wait.rs", include_str!("../wait.rs")),
     ("work.rs", include_str!("../work.rs")),
