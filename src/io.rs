@@ -180,6 +180,7 @@ use windows_sys::core::BOOL;
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
+use crate::owner::{self, Lifecycle, Owner, Phase, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::sys;
@@ -990,11 +991,6 @@ impl IoCore {
         self.ctx.header()
     }
 
-    /// The context pointer, which identifies the object to its callbacks.
-    fn context(&self) -> *const c_void {
-        self.ctx.as_ptr()
-    }
-
     /// Registers, starts and issues one operation; on a synchronous failure
     /// balances the start and gives the operation back.
     ///
@@ -1200,19 +1196,54 @@ impl IoCore {
         self.settle(true);
         trace_record!("io", "rundown-ended", self.raw, self.header().outstanding.load(Ordering::SeqCst));
     }
+}
 
-    /// Runs down, closes the handle, closes the object, then frees the
-    /// context (the order `CloseThreadpoolIo` documents); returns whether a
-    /// drain was owed (operations were still outstanding).
-    fn close(self) -> bool {
-        let outstanding = self.header().outstanding.load(Ordering::SeqCst);
-        trace_record!("io", "drop-begin", self.raw, outstanding);
+impl Lifecycle for IoCore {
+    fn owner_name(&self) -> &'static str {
+        "ThreadpoolIo"
+    }
+
+    fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
+    }
+
+    fn record(&self, phase: Phase) {
+        match phase {
+            Phase::Begin => {
+                trace_record!("io", "drop-begin", self.raw, self.header().outstanding.load(Ordering::SeqCst));
+            }
+            Phase::Drained => trace_record!("io", "drop-drained", self.raw, 0),
+        }
+    }
+
+    /// Operations whose completions were not yet delivered.
+    fn drain_owed(&self) -> bool {
         let owed = self.header().obligation.is_owed();
         if owed {
-            trace_record!("io", "drain-owed", self.raw, outstanding);
+            trace_record!("io", "drain-owed", self.raw, self.header().outstanding.load(Ordering::SeqCst));
         }
+        owed
+    }
+
+    /// Waits for every outstanding operation and callback (`cancel`:
+    /// cancels them first, and whatever is issued meanwhile).
+    fn drain(&self, cancel: bool) {
+        self.settle(cancel);
+    }
+
+    fn stop_and_drain(&self) {
         self.run_down();
-        trace_record!("io", "drop-drained", self.raw, 0);
+    }
+
+    /// Runs down: an I/O object's teardown cancels what is outstanding (a
+    /// pipe read nobody satisfies must not hang it), whatever `cancel` says.
+    fn quiesce(&self, _cancel: bool) {
+        self.run_down();
+    }
+
+    /// Closes the handle, closes the object, then frees the context (the
+    /// order `CloseThreadpoolIo` documents).
+    fn close_and_free(self) {
         let Self { raw, ctx, handle, issuing: _, pool } = self;
         let h = handle.into_raw_handle();
         // SAFETY: `h` was owned and is closed exactly once, here.
@@ -1223,7 +1254,6 @@ impl IoCore {
         drop(ctx);
         drop(pool);
         trace_record!("io", "drop-closed", raw, h);
-        owed
     }
 }
 
@@ -1325,7 +1355,7 @@ pub(crate) unsafe fn deliver<F: Fn(&IoCompletion)>(
 /// See the [module docs](self) for ownership, ids, the start/cancel balance
 /// and teardown.
 pub struct ThreadpoolIo {
-    core: Option<IoCore>,
+    core: Owner<IoCore>,
 }
 
 const _: () = {
@@ -1337,7 +1367,7 @@ const _: () = {
 
 impl core::fmt::Debug for ThreadpoolIo {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let core = self.core();
+        let core = &self.core;
         f.debug_struct("ThreadpoolIo")
             .field("raw", &(core.raw as *const c_void))
             .field("handle", &core.handle)
@@ -1355,7 +1385,7 @@ impl ThreadpoolIo {
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        Ok(Self { core: Some(IoCore::new(handle.0, callback, env)?) })
+        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, env)?) })
     }
 
     /// [`new`](Self::new) for a handle this module did not open.
@@ -1375,11 +1405,7 @@ impl ThreadpoolIo {
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        Ok(Self { core: Some(IoCore::new(handle, callback, env)?) })
-    }
-
-    fn core(&self) -> &IoCore {
-        self.core.as_ref().expect("present until drop")
+        Ok(Self { core: Owner::new(IoCore::new(handle, callback, env)?) })
     }
 
     /// The bound handle. I/O issued through it (or a duplicate) other than
@@ -1388,12 +1414,12 @@ impl ThreadpoolIo {
     /// never reach the callback (see [Completions that are not
     /// ours](self#completions-that-are-not-ours)).
     pub fn handle(&self) -> BorrowedHandle<'_> {
-        self.core().handle.as_handle()
+        self.core.handle.as_handle()
     }
 
     /// The raw `PTP_IO`, valid while `self` is alive.
     pub fn as_raw(&self) -> PTP_IO {
-        self.core().raw
+        self.core.raw
     }
 
     /// Reads into `buffer` from byte `offset` of a file (`ReadFile`). The
@@ -1408,7 +1434,7 @@ impl ThreadpoolIo {
     where
         B: AsMut<[u8]> + Send + 'static,
     {
-        self.core().read_write::<B, false>(offset, buffer)
+        self.core.read_write::<B, false>(offset, buffer)
     }
 
     /// Writes `buffer` at byte `offset` of a file (`WriteFile`); see
@@ -1417,7 +1443,7 @@ impl ThreadpoolIo {
     where
         B: AsRef<[u8]> + Send + 'static,
     {
-        self.core().read_write::<B, true>(offset, buffer)
+        self.core.read_write::<B, true>(offset, buffer)
     }
 
     /// Reads into `buffer` from a stream such as a pipe (`ReadFile` with a
@@ -1427,7 +1453,7 @@ impl ThreadpoolIo {
     where
         B: AsMut<[u8]> + Send + 'static,
     {
-        self.core().read_write::<B, false>(0, buffer)
+        self.core.read_write::<B, false>(0, buffer)
     }
 
     /// Writes `buffer` to a stream such as a pipe (`WriteFile` with a zero
@@ -1436,7 +1462,7 @@ impl ThreadpoolIo {
     where
         B: AsRef<[u8]> + Send + 'static,
     {
-        self.core().read_write::<B, true>(0, buffer)
+        self.core.read_write::<B, true>(0, buffer)
     }
 
     /// Issues any other overlapped call (`DeviceIoControl`,
@@ -1487,7 +1513,7 @@ impl ThreadpoolIo {
             issue(h, ov, unsafe { &mut *p.as_ptr() })
         };
         // SAFETY: forwarded to our caller.
-        unsafe { self.core().submit(operation, prepare, issue) }
+        unsafe { self.core.submit(operation, prepare, issue) }
     }
 
     /// Requests cancellation of one outstanding operation (`CancelIoEx`);
@@ -1498,19 +1524,19 @@ impl ThreadpoolIo {
     /// newer operation now uses; with the OS error (`ERROR_NOT_FOUND`) if the
     /// operation already completed and its completion is on its way.
     pub fn cancel(&self, id: OperationId) -> io::Result<()> {
-        self.core().cancel(id)
+        self.core.cancel(id)
     }
 
     /// Requests cancellation of every outstanding operation on the handle
     /// (`CancelIoEx` with no `OVERLAPPED`). Nothing outstanding is success.
     pub fn cancel_all(&self) -> io::Result<()> {
-        self.core().cancel_all()
+        self.core.cancel_all()
     }
 
     /// Operations started and not yet settled (their completion delivered
     /// and storage freed, or their synchronous failure balanced).
     pub fn outstanding(&self) -> usize {
-        self.core().header().outstanding.load(Ordering::SeqCst)
+        self.core.header().outstanding.load(Ordering::SeqCst)
     }
 
     /// Cancels everything outstanding and returns once every completion has
@@ -1520,8 +1546,8 @@ impl ThreadpoolIo {
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn run_down(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolIo::run_down");
-        self.core().run_down();
+        forbid_drain_in_own_callback(&*self.core, "run_down");
+        self.core.run_down();
     }
 
     /// The same as [`run_down`](Self::run_down), under the name every object
@@ -1532,8 +1558,7 @@ impl ThreadpoolIo {
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolIo::stop_and_drain");
-        self.core().run_down();
+        owner::stop_and_drain(&*self.core);
     }
 
     /// Returns once every outstanding operation has completed and every
@@ -1543,26 +1568,7 @@ impl ThreadpoolIo {
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolIo::wait");
-        self.core().settle(false);
-    }
-}
-
-impl Drop for ThreadpoolIo {
-    fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            // From its own callback: the rundown (which cancels) is handed off.
-            reentry::tear_down(
-                core.context(),
-                core,
-                |core| core.header().obligation.is_owed(),
-                |core, owed| {
-                    if core.close() || owed {
-                        crate::obligation::report_drain_owed("ThreadpoolIo");
-                    }
-                },
-            );
-        }
+        owner::wait(&*self.core);
     }
 }
 

@@ -59,6 +59,10 @@
 pub mod trace;
 
 #[cfg(windows)]
+#[macro_use]
+mod owner;
+
+#[cfg(windows)]
 mod arming;
 #[cfg(windows)]
 pub mod callback_env;

@@ -16,6 +16,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("cleanup_group.rs", include_str!("../cleanup_group.rs")),
     ("ctx.rs", include_str!("../ctx.rs")),
     ("obligation.rs", include_str!("../obligation.rs")),
+    ("owner.rs", include_str!("../owner.rs")),
     ("heal.rs", include_str!("../heal/mod.rs")),
     ("heal/registry.rs", include_str!("../heal/registry.rs")),
     ("io.rs", include_str!("../io.rs")),
