@@ -17,12 +17,11 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! The release runs in this order: every member goes through the first half
-//! of the teardown its standalone type runs (`crate::owner`): it stops what
-//! could queue another callback (timers and waits disarm and suppress
-//! re-arms) and drains; then the native release drains again
-//! (`fCancelPendingCallbacks = FALSE`) and closes all members, and the group
-//! frees their contexts and closes their wait targets.
+//! The release runs in this order (`crate::owner`): every member stops what
+//! could queue another callback (timers and waits disarm, suppress re-arms
+//! and drain), the native release drains (`fCancelPendingCallbacks = FALSE`)
+//! and closes all members, then the group frees their contexts and closes
+//! their wait targets.
 //! A group can be reused after a release; `Drop` releases what is left, then
 //! closes the group.
 //!
@@ -121,9 +120,9 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 trait Member: Send + Sync {
     /// The context pointer, which identifies the member to its callbacks.
     fn context(&self) -> *const c_void;
-    /// Stops and drains the member before the native release (`cancel`: the
-    /// release discards queued callbacks); returns the member type's name if
-    /// it still owed a drain.
+    /// Readies the member for the native release (`cancel`: the release
+    /// discards queued callbacks); returns the member type's name if it
+    /// still owed a drain.
     fn before_release(&self, cancel: bool) -> Option<&'static str>;
     /// After the native release closed the object: frees what it owned.
     fn after_release(self: Box<Self>);
@@ -134,10 +133,10 @@ impl<C: Released> Member for C {
         Lifecycle::context(self)
     }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
-        owner::quiesce_for_teardown(self, cancel).then(|| self.owner_name())
+        owner::before_release(self, cancel).then(|| self.owner_name())
     }
     fn after_release(self: Box<Self>) {
-        (*self).free();
+        owner::after_release(*self);
     }
 }
 

@@ -9,9 +9,9 @@
 //! - [`Owner`], inside a standalone type (`ThreadpoolWork`, ...): its `Drop`
 //!   runs [`tear_down`], or from the object's own callback stops it at once
 //!   and hands the rest to another thread (`crate::reentry`);
-//! - a cleanup group, which runs [`quiesce_for_teardown`] on every member,
-//!   lets the native bulk release close them all, then frees each with
-//!   [`Released::free`].
+//! - a cleanup group, which runs [`before_release`] on every member, lets
+//!   the native bulk release drain and close them all, then runs
+//!   [`after_release`] on each.
 //!
 //! The public method set of a kind is written once too, on a *view* type
 //! (`WorkObject`, `TimerObject`, ...), `#[repr(transparent)]` over the core
@@ -71,21 +71,41 @@ pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
     fn close_and_free(self);
 }
 
-/// A kind a cleanup group can own: the group's release closes the native
-/// object, then the core frees the rest.
+/// A kind a cleanup group can own: the group's native release drains and
+/// closes the object, then the core frees the rest.
 pub(crate) trait Released: Lifecycle {
+    /// What the member must do itself before the native release (`cancel`:
+    /// the release discards queued callbacks): by default quiesce, so the
+    /// release has nothing left to race.
+    fn before_release(&self, cancel: bool) {
+        self.quiesce(cancel);
+    }
     /// Frees what the core owns once the native object is closed (the
     /// `drop-closed` record).
     fn free(self);
 }
 
-/// The first half of every teardown, standalone or in a group's release:
-/// stops, drains (or cancels, then drains), and returns whether a drain was
-/// owed when it began.
-pub(crate) fn quiesce_for_teardown<C: Lifecycle>(core: &C, cancel: bool) -> bool {
+/// A group member's teardown up to the native release; returns whether a
+/// drain was owed when it began.
+pub(crate) fn before_release<C: Released>(core: &C, cancel: bool) -> bool {
     core.record(Phase::Begin);
     let owed = core.drain_owed();
-    core.quiesce(cancel);
+    core.before_release(cancel);
+    owed
+}
+
+/// A group member's teardown after the native release drained and closed it.
+pub(crate) fn after_release<C: Released>(core: C) {
+    core.record(Phase::Drained);
+    core.free();
+}
+
+/// A standalone teardown up to the close: stops, drains, and returns
+/// whether a drain was owed when it began.
+fn quiesce_for_teardown<C: Lifecycle>(core: &C) -> bool {
+    core.record(Phase::Begin);
+    let owed = core.drain_owed();
+    core.quiesce(false);
     core.record(Phase::Drained);
     owed
 }
@@ -102,7 +122,7 @@ fn stop_in_own_callback<C: Lifecycle>(core: &C) -> bool {
 /// a drain owed then or (`owed`) when it was handed off.
 fn tear_down<C: Lifecycle>(core: C, owed: bool) {
     let name = core.owner_name();
-    let owed = quiesce_for_teardown(&core, false) | owed;
+    let owed = quiesce_for_teardown(&core) | owed;
     core.close_and_free();
     if owed {
         report_drain_owed(name);

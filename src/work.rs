@@ -157,6 +157,9 @@ impl Lifecycle for WorkCore {
 }
 
 impl Released for WorkCore {
+    /// Nothing to stop, and the native release drains it.
+    fn before_release(&self, _cancel: bool) {}
+
     fn free(self) {
         let Self { raw, ctx, pool, owner: _ } = self;
         drop(ctx);
