@@ -279,21 +279,24 @@ const _: () = {
     send_sync::<WaitMember<'static>>();
 };
 
-macro_rules! member_debug {
-    ($($ty:ident),*) => {$(
+/// A member dereferences to its kind's view and debug-prints as it.
+macro_rules! member_view {
+    ($($ty:ident => $view:ty),*) => {$(
+        deref_to_view!($ty<'_> => $view, |s| s.core);
+
         impl core::fmt::Debug for $ty<'_> {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                f.debug_struct(stringify!($ty)).field("core", &(self.core as *const _)).finish_non_exhaustive()
+                core::fmt::Debug::fmt(&**self, f)
             }
         }
     )*};
 }
-member_debug!(WorkMember, WaitMember, TimerMember, PeriodicTimerMember);
-
-deref_to_view!(WorkMember<'_> => WorkObject, |s| s.core);
-deref_to_view!(TimerMember<'_> => TimerObject, |s| s.core);
-deref_to_view!(PeriodicTimerMember<'_> => PeriodicTimerObject, |s| s.core);
-deref_to_view!(WaitMember<'_> => WaitObject, |s| s.core);
+member_view!(
+    WorkMember => WorkObject,
+    TimerMember => TimerObject,
+    PeriodicTimerMember => PeriodicTimerObject,
+    WaitMember => WaitObject
+);
 
 impl core::fmt::Debug for CleanupGroup {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

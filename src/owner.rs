@@ -221,3 +221,25 @@ macro_rules! deref_to_view {
         }
     };
 }
+
+/// Declares `$view`, a kind's public method set, `#[repr(transparent)]` over
+/// `$core`, and makes the standalone `$owner` (whose `core` field is an
+/// `Owner<$core>`) dereference to it and debug-print as it.
+macro_rules! view {
+    ($(#[$attr:meta])* pub struct $view:ident($core:ty); owned by $owner:ty) => {
+        $(#[$attr])*
+        #[repr(transparent)]
+        pub struct $view($core);
+
+        // SAFETY: `repr(transparent)` over the core, as declared just above.
+        unsafe impl $crate::owner::ViewOf<$core> for $view {}
+
+        deref_to_view!($owner => $view, |s| &*s.core);
+
+        impl core::fmt::Debug for $owner {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                core::fmt::Debug::fmt(&**self, f)
+            }
+        }
+    };
+}

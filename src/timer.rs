@@ -112,7 +112,7 @@ use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
-use crate::owner::{self, Lifecycle, Owner, Phase, Released, ViewOf};
+use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::sys::{self, filetime, ticks_ceil};
@@ -790,21 +790,11 @@ pub struct ThreadpoolTimer {
     core: Owner<TimerCore>,
 }
 
-/// A one-shot timer's methods, shared by its owners: [`ThreadpoolTimer`] and
-/// the cleanup group's [`TimerMember`](crate::cleanup_group::TimerMember)
-/// both dereference to it.
-#[repr(transparent)]
-pub struct TimerObject(TimerCore);
-
-// SAFETY: `repr(transparent)` over `TimerCore`.
-unsafe impl ViewOf<TimerCore> for TimerObject {}
-
-deref_to_view!(ThreadpoolTimer => TimerObject, |s| &*s.core);
-
-impl core::fmt::Debug for ThreadpoolTimer {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolTimer").field("raw", &(self.core.raw as *const c_void)).finish()
-    }
+view! {
+    /// A one-shot timer's methods, shared by its owners: [`ThreadpoolTimer`] and
+    /// the cleanup group's [`TimerMember`](crate::cleanup_group::TimerMember)
+    /// both dereference to it.
+    pub struct TimerObject(TimerCore); owned by ThreadpoolTimer
 }
 
 impl core::fmt::Debug for TimerObject {
@@ -959,17 +949,13 @@ pub struct ThreadpoolPeriodicTimer {
     core: Owner<TimerCore>,
 }
 
-/// A periodic timer's methods, shared by its owners:
-/// [`ThreadpoolPeriodicTimer`] and the cleanup group's
-/// [`PeriodicTimerMember`](crate::cleanup_group::PeriodicTimerMember) both
-/// dereference to it.
-#[repr(transparent)]
-pub struct PeriodicTimerObject(TimerCore);
-
-// SAFETY: `repr(transparent)` over `TimerCore`.
-unsafe impl ViewOf<TimerCore> for PeriodicTimerObject {}
-
-deref_to_view!(ThreadpoolPeriodicTimer => PeriodicTimerObject, |s| &*s.core);
+view! {
+    /// A periodic timer's methods, shared by its owners:
+    /// [`ThreadpoolPeriodicTimer`] and the cleanup group's
+    /// [`PeriodicTimerMember`](crate::cleanup_group::PeriodicTimerMember) both
+    /// dereference to it.
+    pub struct PeriodicTimerObject(TimerCore); owned by ThreadpoolPeriodicTimer
+}
 
 /// A validated period: its duration and whole milliseconds.
 #[derive(Clone, Copy, Debug)]
@@ -981,15 +967,6 @@ struct Period {
 impl Period {
     fn new(period: Duration) -> io::Result<Self> {
         Ok(Self { period, millis: period_millis(period)? })
-    }
-}
-
-impl core::fmt::Debug for ThreadpoolPeriodicTimer {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolPeriodicTimer")
-            .field("raw", &(self.core.raw as *const c_void))
-            .field("period", &self.core.period)
-            .finish()
     }
 }
 

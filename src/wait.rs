@@ -85,7 +85,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::heal::Registration;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, Lifecycle, Owner, Phase, Released, ViewOf, forbid_drain_in_own_callback};
+use crate::owner::{self, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::sys::{self, filetime, ticks_ceil};
@@ -905,24 +905,11 @@ pub struct ThreadpoolWait {
     core: Owner<WaitCore>,
 }
 
-/// A wait's methods, shared by its owners: [`ThreadpoolWait`] and the
-/// cleanup group's [`WaitMember`](crate::cleanup_group::WaitMember) both
-/// dereference to it.
-#[repr(transparent)]
-pub struct WaitObject(WaitCore);
-
-// SAFETY: `repr(transparent)` over `WaitCore`.
-unsafe impl ViewOf<WaitCore> for WaitObject {}
-
-deref_to_view!(ThreadpoolWait => WaitObject, |s| &*s.core);
-
-impl core::fmt::Debug for ThreadpoolWait {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolWait")
-            .field("raw", &(self.core.raw as *const c_void))
-            .field("handle", &self.core.handle)
-            .finish()
-    }
+view! {
+    /// A wait's methods, shared by its owners: [`ThreadpoolWait`] and the
+    /// cleanup group's [`WaitMember`](crate::cleanup_group::WaitMember) both
+    /// dereference to it.
+    pub struct WaitObject(WaitCore); owned by ThreadpoolWait
 }
 
 impl core::fmt::Debug for WaitObject {

@@ -27,7 +27,7 @@ use windows_sys::Win32::System::Threading::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
-use crate::owner::{self, Lifecycle, Owner, Phase, Released, ViewOf};
+use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::sys;
@@ -202,28 +202,18 @@ pub struct ThreadpoolWork {
     core: Owner<WorkCore>,
 }
 
-/// A work object's methods, shared by its owners: [`ThreadpoolWork`] and the
-/// cleanup group's [`WorkMember`](crate::cleanup_group::WorkMember) both
-/// dereference to it.
-#[repr(transparent)]
-pub struct WorkObject(WorkCore);
-
-// SAFETY: `repr(transparent)` over `WorkCore`.
-unsafe impl ViewOf<WorkCore> for WorkObject {}
-
-deref_to_view!(ThreadpoolWork => WorkObject, |s| &*s.core);
+view! {
+    /// A work object's methods, shared by its owners: [`ThreadpoolWork`] and the
+    /// cleanup group's [`WorkMember`](crate::cleanup_group::WorkMember) both
+    /// dereference to it.
+    pub struct WorkObject(WorkCore); owned by ThreadpoolWork
+}
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<ThreadpoolWork>();
     send_sync::<WorkObject>();
 };
-
-impl core::fmt::Debug for ThreadpoolWork {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolWork").field("raw", &(self.core.raw as *const c_void)).finish()
-    }
-}
 
 impl core::fmt::Debug for WorkObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
