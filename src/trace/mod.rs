@@ -77,9 +77,12 @@
 //! format it; all allocation happens there, never while recording.
 //!
 //! **Adding an event**: list it in the module's `TRACE_EVENTS` (a new module
-//! also goes into `TABLES`, and its file into the source scan in
-//! `trace/tests.rs`), record it with `trace_record!`, and run
-//! `cargo xtask trace-doc` to regenerate the reference in `docs/trace.md`.
+//! also goes into `TABLES`, which its recording sites do not compile
+//! without, and its file into the source scan in `trace/tests.rs`, which a
+//! test checks against the module tree), record it with `trace_record!`,
+//! and run `cargo xtask trace-doc` to regenerate the reference in
+//! `docs/trace.md`. A new target needs nothing more: [`TARGETS`] is derived
+//! from the table at compile time.
 //! A slot that holds an address or a code prints in hex if its name is in
 //! [`HEX_SLOTS`].
 

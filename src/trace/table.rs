@@ -31,21 +31,77 @@ pub fn events() -> impl Iterator<Item = &'static EventInfo> {
     TABLES.iter().flat_map(|t| t.iter())
 }
 
-/// Every target a filter can name. `syscall` in a filter stands for both
-/// `syscall-enter` and `syscall-leave`.
-pub const TARGETS: [&str; 11] = [
-    "work",
-    "pool",
-    "timer",
-    "timer-periodic",
-    "wait",
-    "io",
-    "group",
-    "heal",
-    "exception",
-    "syscall-enter",
-    "syscall-leave",
-];
+/// Every target a filter can name: the event table's targets in table
+/// order, then `syscall-enter` and `syscall-leave` (a table's `syscall`
+/// events are recorded under both; `syscall` in a filter stands for both).
+/// Derived from the table at compile time, so a target cannot be recorded
+/// without a filter bit.
+pub const TARGETS: [&str; TARGET_COUNT] = targets();
+
+/// The number of targets: the distinct table targets other than `syscall`,
+/// and the two syscall targets.
+const TARGET_COUNT: usize = {
+    let mut n = 2;
+    let mut i = 0;
+    while i < EVENT_COUNT {
+        if first_of_its_target(i) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+};
+
+/// The number of events in the table.
+const EVENT_COUNT: usize = {
+    let (mut n, mut t) = (0, 0);
+    while t < TABLES.len() {
+        n += TABLES[t].len();
+        t += 1;
+    }
+    n
+};
+
+/// The `i`th event of the table, in table order.
+const fn nth_event(mut i: usize) -> &'static EventInfo {
+    let mut t = 0;
+    while i >= TABLES[t].len() {
+        i -= TABLES[t].len();
+        t += 1;
+    }
+    &TABLES[t][i]
+}
+
+/// Whether the `i`th event names a target (not `syscall`) no earlier event names.
+const fn first_of_its_target(i: usize) -> bool {
+    let target = nth_event(i).target;
+    if str_eq(target, "syscall") {
+        return false;
+    }
+    let mut j = 0;
+    while j < i {
+        if str_eq(nth_event(j).target, target) {
+            return false;
+        }
+        j += 1;
+    }
+    true
+}
+
+const fn targets() -> [&'static str; TARGET_COUNT] {
+    let mut out = [""; TARGET_COUNT];
+    let (mut n, mut i) = (0, 0);
+    while i < EVENT_COUNT {
+        if first_of_its_target(i) {
+            out[n] = nth_event(i).target;
+            n += 1;
+        }
+        i += 1;
+    }
+    out[n] = "syscall-enter";
+    out[n + 1] = "syscall-leave";
+    out
+}
 
 /// Slot names whose values are addresses, handles of pool objects or codes:
 /// rows print them in hexadecimal, every other slot in decimal.
