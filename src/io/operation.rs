@@ -5,7 +5,9 @@ use core::any::TypeId;
 use core::cell::Cell;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::AtomicU64;
+#[cfg(any(test, feature = "test-hooks"))]
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::io;
 
 use windows_sys::Win32::System::IO::OVERLAPPED;
