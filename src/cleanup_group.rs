@@ -17,10 +17,11 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! The release runs in this order: every member stops what could queue
-//! another callback (timers and waits disarm and suppress re-arms), the
-//! native release drains (`fCancelPendingCallbacks = FALSE`) and closes all
-//! members, then the group frees their contexts and closes their wait targets.
+//! The release runs in this order (`crate::owner`): every member stops what
+//! could queue another callback (timers and waits disarm, suppress re-arms
+//! and drain), the native release drains (`fCancelPendingCallbacks = FALSE`)
+//! and closes all members, then the group frees their contexts and closes
+//! their wait targets.
 //! A group can be reused after a release; `Drop` releases what is left, then
 //! closes the group.
 //!
@@ -72,16 +73,16 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use core::time::Duration;
-use std::os::windows::io::BorrowedHandle;
 
 use crate::callback_env::CallbackEnviron;
 use crate::heal::Registration;
+use crate::owner::{self, Lifecycle, Released};
 use crate::reentry;
-use crate::timer::{Period, PeriodicTick, TimerCore, TimerFiring};
+use crate::sys;
+use crate::timer::{PeriodicTick, PeriodicTimerObject, TimerCore, TimerFiring, TimerObject};
 use crate::trace::EventInfo;
-use crate::wait::{WaitActivation, WaitCore, WaitableHandle};
-use crate::work::WorkCore;
-use std::time::SystemTime;
+use crate::wait::{WaitActivation, WaitCore, WaitObject, WaitableHandle};
+use crate::work::{WorkCore, WorkObject};
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "group", event: "created", slots: ["group", ""], meaning: "a cleanup group was created" },
@@ -114,49 +115,28 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CloseThreadpoolCleanupGroup", slots: ["group", ""], meaning: "" },
 ];
 
-/// What the group needs from each member it owns.
+/// What the group needs from each member it owns, as a trait object: every
+/// kind the group can own ([`Released`]) is one.
 trait Member: Send + Sync {
     /// The context pointer, which identifies the member to its callbacks.
     fn context(&self) -> *const c_void;
-    /// Stops whatever could queue another callback before the native release
-    /// (`cancel`: the release discards queued callbacks); returns the member
-    /// type's name if it still owed a drain.
+    /// Readies the member for the native release (`cancel`: the release
+    /// discards queued callbacks); returns the member type's name if it
+    /// still owed a drain.
     fn before_release(&self, cancel: bool) -> Option<&'static str>;
     /// After the native release closed the object: frees what it owned.
-    fn after_release(self: Box<Self>) {}
+    fn after_release(self: Box<Self>);
 }
 
-impl Member for WorkCore {
+impl<C: Released> Member for C {
     fn context(&self) -> *const c_void {
-        WorkCore::context(self)
-    }
-    fn before_release(&self, _cancel: bool) -> Option<&'static str> {
-        self.drain_owed().then_some("WorkMember")
-    }
-}
-
-impl Member for TimerCore {
-    fn context(&self) -> *const c_void {
-        TimerCore::context(self)
+        Lifecycle::context(self)
     }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
-        let name = if self.is_periodic() { "PeriodicTimerMember" } else { "TimerMember" };
-        self.quiesce_for_teardown(cancel).then_some(name)
+        owner::before_release(self, cancel).then(|| self.owner_name())
     }
     fn after_release(self: Box<Self>) {
-        (*self).released();
-    }
-}
-
-impl Member for WaitCore {
-    fn context(&self) -> *const c_void {
-        WaitCore::context(self)
-    }
-    fn before_release(&self, cancel: bool) -> Option<&'static str> {
-        self.quiesce_for_release(cancel).then_some("WaitMember")
-    }
-    fn after_release(self: Box<Self>) {
-        (*self).release();
+        owner::after_release(*self);
     }
 }
 
@@ -218,7 +198,8 @@ unsafe impl Send for CleanupGroup {}
 // SAFETY: as above.
 unsafe impl Sync for CleanupGroup {}
 
-/// A work object owned by a [`CleanupGroup`]; mirrors [`crate::ThreadpoolWork`].
+/// A work object owned by a [`CleanupGroup`]. Its methods are
+/// [`WorkObject`]'s, as [`crate::ThreadpoolWork`]'s are.
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
@@ -234,8 +215,8 @@ pub struct WorkMember<'g> {
     _group: PhantomData<&'g CleanupGroup>,
 }
 
-/// A thread-pool wait owned by a [`CleanupGroup`]; mirrors
-/// [`crate::wait::ThreadpoolWait`]. The group closes its wait target, with its
+/// A thread-pool wait owned by a [`CleanupGroup`]. Its methods are
+/// [`WaitObject`]'s, as [`crate::wait::ThreadpoolWait`]'s are. The group closes its wait target, with its
 /// own close routine, after the release has drained the member.
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
@@ -253,8 +234,8 @@ pub struct WaitMember<'g> {
     _group: PhantomData<&'g CleanupGroup>,
 }
 
-/// A one-shot timer owned by a [`CleanupGroup`]; mirrors
-/// [`crate::timer::ThreadpoolTimer`] (its callback gets the same
+/// A one-shot timer owned by a [`CleanupGroup`]. Its methods are
+/// [`TimerObject`]'s, as [`crate::timer::ThreadpoolTimer`]'s are (its callback gets the same
 /// [`TimerFiring`] token).
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
@@ -271,8 +252,9 @@ pub struct TimerMember<'g> {
     _group: PhantomData<&'g CleanupGroup>,
 }
 
-/// A periodic timer owned by a [`CleanupGroup`]; mirrors
-/// [`crate::timer::ThreadpoolPeriodicTimer`] (ticks may overlap).
+/// A periodic timer owned by a [`CleanupGroup`] (ticks may overlap). Its
+/// methods are [`PeriodicTimerObject`]'s, as
+/// [`crate::timer::ThreadpoolPeriodicTimer`]'s are.
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
@@ -285,7 +267,6 @@ pub struct TimerMember<'g> {
 /// ```
 pub struct PeriodicTimerMember<'g> {
     core: &'g TimerCore,
-    period: Period,
     _group: PhantomData<&'g CleanupGroup>,
 }
 
@@ -298,16 +279,24 @@ const _: () = {
     send_sync::<WaitMember<'static>>();
 };
 
-macro_rules! member_debug {
-    ($($ty:ident),*) => {$(
+/// A member dereferences to its kind's view and debug-prints as it.
+macro_rules! member_view {
+    ($($ty:ident => $view:ty),*) => {$(
+        deref_to_view!($ty<'_> => $view, |s| s.core);
+
         impl core::fmt::Debug for $ty<'_> {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                f.debug_struct(stringify!($ty)).field("core", &(self.core as *const _)).finish_non_exhaustive()
+                core::fmt::Debug::fmt(&**self, f)
             }
         }
     )*};
 }
-member_debug!(WorkMember, WaitMember, TimerMember, PeriodicTimerMember);
+member_view!(
+    WorkMember => WorkObject,
+    TimerMember => TimerObject,
+    PeriodicTimerMember => PeriodicTimerObject,
+    WaitMember => WaitObject
+);
 
 impl core::fmt::Debug for CleanupGroup {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -321,11 +310,10 @@ impl core::fmt::Debug for CleanupGroup {
 impl CleanupGroup {
     /// Creates an empty group (`CreateThreadpoolCleanupGroup`).
     pub fn new() -> io::Result<Self> {
-        // SAFETY: no preconditions.
-        let raw = trace_call!("CreateThreadpoolCleanupGroup", 0, 0, { unsafe { CreateThreadpoolCleanupGroup() } });
-        if raw == 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let raw = trace_call!("CreateThreadpoolCleanupGroup", 0, 0, {
+            // SAFETY: no preconditions.
+            sys::created(unsafe { CreateThreadpoolCleanupGroup() })
+        })?;
         trace_record!("group", "created", raw, 0);
         Ok(Self { raw, members: Mutex::new(Vec::new()) })
     }
@@ -339,9 +327,9 @@ impl CleanupGroup {
     /// Panics if this thread is inside a member's callback (`call` would wait
     /// for itself).
     #[track_caller]
-    fn forbid_release_in_member_callback(&self, call: &str) {
+    fn forbid_release_in_member_callback(&self, method: &str) {
         if self.in_member_callback() {
-            reentry::drain_would_wait_for_itself(call, "a member's");
+            reentry::drain_would_wait_for_itself("CleanupGroup", method, "a member's");
         }
     }
 
@@ -368,7 +356,7 @@ impl CleanupGroup {
 
     /// Stores a member's core and lends it to the caller for as long as the
     /// group is borrowed.
-    fn adopt<M: Member + 'static>(&self, core: M, env: &CallbackEnviron<'_>) -> &M {
+    fn adopt<C: Released>(&self, core: C, env: &CallbackEnviron<'_>) -> &C {
         let claim = Registration::new(env.pool_ref());
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(core))) };
@@ -388,7 +376,7 @@ impl CleanupGroup {
         F: Fn() + Send + Sync + 'static,
     {
         let mut env = self.member_env(env);
-        let core = self.adopt(WorkCore::new(callback, Some(&mut env))?, &env);
+        let core = self.adopt(WorkCore::new("WorkMember", callback, Some(&mut env))?, &env);
         Ok(WorkMember { core, _group: PhantomData })
     }
 
@@ -398,7 +386,7 @@ impl CleanupGroup {
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
         let mut env = self.member_env(env);
-        let core = self.adopt(TimerCore::new_one_shot(callback, Some(&mut env))?, &env);
+        let core = self.adopt(TimerCore::new_one_shot("TimerMember", callback, Some(&mut env))?, &env);
         Ok(TimerMember { core, _group: PhantomData })
     }
 
@@ -413,10 +401,9 @@ impl CleanupGroup {
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        let period = Period::new(period)?;
         let mut env = self.member_env(env);
-        let core = self.adopt(TimerCore::new_periodic(callback, Some(&mut env))?, &env);
-        Ok(PeriodicTimerMember { core, period, _group: PhantomData })
+        let core = self.adopt(TimerCore::new_periodic("PeriodicTimerMember", period, callback, Some(&mut env))?, &env);
+        Ok(PeriodicTimerMember { core, _group: PhantomData })
     }
 
     /// Creates a disarmed thread-pool wait on `handle` in the group. If
@@ -431,7 +418,7 @@ impl CleanupGroup {
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
         let mut env = self.member_env(env);
-        let core = self.adopt(WaitCore::new(handle, callback, Some(&mut env))?, &env);
+        let core = self.adopt(WaitCore::new("WaitMember", handle, callback, Some(&mut env))?, &env);
         Ok(WaitMember { core, _group: PhantomData })
     }
 
@@ -450,7 +437,7 @@ impl CleanupGroup {
     /// # Panics
     /// If called from a member's callback: it would wait for itself.
     pub fn close_members(&mut self) {
-        self.forbid_release_in_member_callback("CleanupGroup::close_members");
+        self.forbid_release_in_member_callback("close_members");
         // An explicit release settles what was owed: nothing to report.
         let _settled = self.release(false, false);
     }
@@ -465,7 +452,7 @@ impl CleanupGroup {
     /// If called from a member's callback: it would wait for itself.
     #[cfg(feature = "self-heal")]
     pub fn close_members_cancelling(&mut self) {
-        self.forbid_release_in_member_callback("CleanupGroup::close_members_cancelling");
+        self.forbid_release_in_member_callback("close_members_cancelling");
         let _settled = self.release(true, true);
     }
 
@@ -481,7 +468,7 @@ impl CleanupGroup {
     /// # Panics
     /// If called from a member's callback: it would wait for itself.
     pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
-        self.forbid_release_in_member_callback("CleanupGroup::close_members_cancelling_no_heal_tracking");
+        self.forbid_release_in_member_callback("close_members_cancelling_no_heal_tracking");
         let _settled = self.release(true, false);
     }
 
@@ -555,193 +542,66 @@ impl Drop for CleanupGroup {
     }
 }
 
-impl WorkMember<'_> {
-    /// Queues one invocation of the callback. Allocation-free.
-    pub fn submit(&self) {
-        self.core.submit();
+/// Each member type and its standalone counterpart dereference to the same
+/// view, which holds the kind's whole method set.
+const _: () = {
+    const fn same_view<A, B, V>()
+    where
+        A: core::ops::Deref<Target = V>,
+        B: core::ops::Deref<Target = V>,
+    {
+    }
+    same_view::<crate::ThreadpoolWork, WorkMember<'static>, WorkObject>();
+    same_view::<crate::ThreadpoolTimer, TimerMember<'static>, TimerObject>();
+    same_view::<crate::ThreadpoolPeriodicTimer, PeriodicTimerMember<'static>, PeriodicTimerObject>();
+    same_view::<crate::ThreadpoolWait, WaitMember<'static>, WaitObject>();
+};
+
+#[cfg(test)]
+mod tests {
+    /// The sources holding the standalone types and the members.
+    const SOURCES: &[&str] =
+        &[include_str!("work.rs"), include_str!("timer.rs"), include_str!("wait.rs"), include_str!("cleanup_group.rs")];
+
+    /// The `pub fn` names of every inherent `impl` block of `ty` in `src`.
+    fn inherent_methods(src: &str, ty: &str) -> Vec<Vec<String>> {
+        let mut blocks = Vec::new();
+        let mut lines = src.lines();
+        while let Some(line) = lines.next() {
+            let Some(rest) = line.strip_prefix("impl") else { continue };
+            let rest = rest.trim_start_matches(|c| c != ' ').trim_start();
+            let names_ty = rest.strip_prefix(ty).is_some_and(|r| r.starts_with(' ') || r.starts_with('<'));
+            if !names_ty || line.contains(" for ") || !line.ends_with('{') {
+                continue;
+            }
+            let mut methods = Vec::new();
+            for body in lines.by_ref().take_while(|l| *l != "}") {
+                let body = body.trim_start();
+                let f = body.strip_prefix("pub fn ").or_else(|| body.strip_prefix("pub unsafe fn "));
+                if let Some(f) = f {
+                    methods.push(f.split(['(', '<']).next().unwrap_or_default().to_string());
+                }
+            }
+            blocks.push(methods);
+        }
+        blocks
     }
 
-    /// Returns after every invocation submitted so far has run.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::wait");
-        self.core.drain(false);
-    }
-
-    /// Same as [`wait`](Self::wait) (a work object has nothing to stop).
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::stop_and_drain");
-        self.core.drain(false);
-    }
-
-    /// Discards queued invocations and waits for the running ones.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn cancel_pending(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WorkMember::cancel_pending");
-        self.core.drain(true);
-    }
-}
-
-impl WaitMember<'_> {
-    /// The handle waited on, borrowed: it stays owned by the group.
-    pub fn handle(&self) -> BorrowedHandle<'_> {
-        self.core.handle()
-    }
-
-    /// Arms the wait; see [`crate::wait::ThreadpoolWait::arm`].
-    pub fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.core.arm(timeout)
-    }
-
-    /// Disarms; see [`crate::wait::ThreadpoolWait::disarm`].
-    pub fn disarm(&self) {
-        self.core.disarm();
-    }
-
-    /// Returns after every queued and running callback has finished.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::wait");
-        self.core.drain(false);
-    }
-
-    /// Brings the member to rest; see [`crate::wait::ThreadpoolWait::stop_and_drain`].
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::stop_and_drain");
-        self.core.stop_and_drain();
-    }
-
-    /// Discards queued callbacks and waits for running ones.
-    ///
-    /// # Safety
-    /// As [`crate::wait::ThreadpoolWait::try_cancel_pending_no_heal_tracking`]:
-    /// the caller takes on the obligation to make the pool dispatch again.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::try_cancel_pending_no_heal_tracking");
-        self.core.cancel_pending();
-    }
-
-    /// Discards queued callbacks, waits for running ones, then has the
-    /// self-heal machinery repair the pool; see
-    /// [`crate::wait::ThreadpoolWait::try_cancel_pending`].
-    #[cfg(feature = "self-heal")]
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn try_cancel_pending(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "WaitMember::try_cancel_pending");
-        self.core.cancel_pending_and_heal();
-    }
-}
-
-impl TimerMember<'_> {
-    /// Arms the timer to fire once, `delay` from now; see
-    /// [`crate::timer::ThreadpoolTimer::set_after`].
-    pub fn set_after(&self, delay: Duration) -> io::Result<()> {
-        self.core.set_after(delay)
-    }
-
-    /// Arms the timer to fire once at `when`; see
-    /// [`crate::timer::ThreadpoolTimer::set_at`].
-    pub fn set_at(&self, when: SystemTime) -> io::Result<()> {
-        self.core.set_at(when)
-    }
-
-    /// Disarms the timer; see [`crate::timer::ThreadpoolTimer::disarm`].
-    pub fn disarm(&self) {
-        self.core.disarm();
-    }
-
-    /// `IsThreadpoolTimerSet`; see [`crate::timer::ThreadpoolTimer::is_set`].
-    pub fn is_set(&self) -> bool {
-        self.core.is_set()
-    }
-
-    /// Returns after every firing already queued or running has finished.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::wait");
-        self.core.drain(false);
-    }
-
-    /// Suppresses re-arms, disarms and drains; the member can be armed again.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::stop_and_drain");
-        self.core.stop_and_drain();
-    }
-
-    /// Discards a queued firing and waits for a running one.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn cancel_pending(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "TimerMember::cancel_pending");
-        self.core.drain(true);
-    }
-}
-
-impl PeriodicTimerMember<'_> {
-    /// The period between ticks.
-    pub fn period(&self) -> Duration {
-        self.period.get()
-    }
-
-    /// Starts (or restarts) the timer: the first tick is one period from now.
-    pub fn start(&self) {
-        self.period.start(self.core);
-    }
-
-    /// Starts (or restarts) the timer with the first tick `first_delay` from
-    /// now; see [`crate::timer::ThreadpoolPeriodicTimer::start_after`].
-    pub fn start_after(&self, first_delay: Duration) -> io::Result<()> {
-        self.period.start_after(self.core, first_delay)
-    }
-
-    /// Stops the timer; ticks already running keep running.
-    pub fn stop(&self) {
-        self.core.disarm();
-    }
-
-    /// Whether the timer has been started and not stopped since.
-    pub fn is_running(&self) -> bool {
-        self.core.is_armed()
-    }
-
-    /// Returns after every tick already queued or running has finished.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "PeriodicTimerMember::wait");
-        self.core.drain(false);
-    }
-
-    /// Stops the timer and drains; it can be started again.
-    ///
-    /// # Panics
-    /// If called from this member's own callback: it would wait for itself.
-    pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core.context(), "PeriodicTimerMember::stop_and_drain");
-        self.core.stop_and_drain();
+    /// A standalone type adds only constructors to its view; a member adds
+    /// nothing. So every method of one is a method of the other, and a
+    /// method written for one kind of owner alone cannot appear.
+    #[test]
+    fn standalone_types_and_members_have_only_the_view_methods() {
+        let all = |ty: &str| SOURCES.iter().flat_map(|s| inherent_methods(s, ty)).collect::<Vec<_>>();
+        for ty in ["ThreadpoolWork", "ThreadpoolTimer", "ThreadpoolPeriodicTimer", "ThreadpoolWait"] {
+            let blocks = all(ty);
+            assert_eq!(blocks.len(), 1, "{ty}: expected one inherent impl block (its constructor)");
+            assert_eq!(blocks[0], ["new"], "{ty} has public methods outside its view");
+        }
+        for ty in ["WorkMember", "TimerMember", "PeriodicTimerMember", "WaitMember"] {
+            assert_eq!(all(ty), Vec::<Vec<String>>::new(), "{ty} has methods outside its view");
+        }
+        // The scan itself finds methods.
+        assert!(all("WorkObject")[0].contains(&"submit".to_string()));
     }
 }

@@ -61,6 +61,10 @@
 pub mod trace;
 
 #[cfg(windows)]
+#[macro_use]
+mod owner;
+
+#[cfg(windows)]
 mod arming;
 #[cfg(windows)]
 pub mod callback_env;
@@ -86,6 +90,8 @@ pub mod placement;
 pub mod pool;
 #[cfg(windows)]
 mod reentry;
+#[cfg(windows)]
+mod sys;
 #[cfg(windows)]
 pub mod timer;
 #[cfg(windows)]

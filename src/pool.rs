@@ -19,6 +19,7 @@ use windows_sys::Win32::System::Threading::{
     SetThreadpoolThreadMaximum, SetThreadpoolThreadMinimum, TP_POOL_STACK_INFORMATION,
 };
 
+use crate::sys;
 use crate::trace::EventInfo;
 use crate::work::ThreadpoolWork;
 
@@ -83,11 +84,10 @@ pub struct ThreadpoolPool {
 impl ThreadpoolPool {
     /// Creates a private pool (`CreateThreadpool`).
     pub fn new() -> io::Result<Self> {
-        // SAFETY: the reserved argument must be null.
-        let raw = trace_call!("CreateThreadpool", 0, 0, { unsafe { CreateThreadpool(core::ptr::null()) } });
-        if raw == 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let raw = trace_call!("CreateThreadpool", 0, 0, {
+            // SAFETY: the reserved argument must be null.
+            sys::created(unsafe { CreateThreadpool(core::ptr::null()) })
+        })?;
         trace_record!("pool", "created", raw, 0);
         Ok(Self { shared: Arc::new(PoolShared { raw }) })
     }
@@ -115,11 +115,10 @@ impl ThreadpoolPool {
     /// (`SetThreadpoolThreadMinimum`), creating them now; fails with the OS
     /// error if they cannot be created.
     pub fn set_min_threads(&self, threads: u32) -> io::Result<()> {
-        let ok = trace_call!("SetThreadpoolThreadMinimum", self.as_raw(), threads, {
+        trace_call!("SetThreadpoolThreadMinimum", self.as_raw(), threads, {
             // SAFETY: `self.as_raw()` is a live pool: `self` holds a reference.
-            unsafe { SetThreadpoolThreadMinimum(self.as_raw(), threads) }
-        });
-        if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+            sys::check(unsafe { SetThreadpoolThreadMinimum(self.as_raw(), threads) })
+        })
     }
 
     /// Sets the stack size of the threads the pool creates from now on

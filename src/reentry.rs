@@ -145,22 +145,15 @@ pub(crate) fn in_callback_of(mut contexts: impl Iterator<Item = *const c_void>) 
     !now.is_null() && contexts.any(|c| c == now)
 }
 
-/// Panics if this thread is inside the callback of the object whose context
-/// is `context`: `call` (`"Type::method"`) would wait for that callback,
-/// that is for itself.
-#[track_caller]
-pub(crate) fn forbid_drain_in_own_callback(context: *const c_void, call: &str) {
-    if in_own_callback(context) {
-        drain_would_wait_for_itself(call, "the object's own");
-    }
-}
-
-/// The one message for a drain from a callback it would wait for; `whose`
-/// names the callback ("the object's own", "a member's").
+/// The one message for a drain (`Type::method`) from a callback it would
+/// wait for; `whose` names the callback ("the object's own", "a member's").
 #[cold]
 #[track_caller]
-pub(crate) fn drain_would_wait_for_itself(call: &str, whose: &str) -> ! {
-    panic!("windows-threadpool: {call}() called from {whose} callback can never return (it would wait for itself)")
+pub(crate) fn drain_would_wait_for_itself(type_name: &str, method: &str, whose: &str) -> ! {
+    panic!(
+        "windows-threadpool: {type_name}::{method}() called from {whose} callback can never return (it would wait \
+         for itself)"
+    )
 }
 
 /// Tears `object` down with `finish(object, false)`, its ordinary teardown.

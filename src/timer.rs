@@ -61,7 +61,7 @@
 //! # Arms racing a stop
 //! Every arming, from outside or a firing's re-arm, goes through the arming
 //! gate that waits share (`crate::arming`): `Drop` and
-//! [`ThreadpoolTimer::stop_and_drain`] raise it and disarm under its lock,
+//! [`TimerObject::stop_and_drain`] raise it and disarm under its lock,
 //! and an arming that takes the lock while a stop is in progress is
 //! absorbed (it arms nothing and reports success, as if it had come before
 //! the stop). So an arming cannot land between a stop's disarm and the end
@@ -102,7 +102,6 @@ use std::io;
 use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime};
 
-use windows_sys::Win32::Foundation::FILETIME;
 use windows_sys::Win32::System::Threading::{
     CloseThreadpoolTimer, CreateThreadpoolTimer, IsThreadpoolTimerSet, PTP_CALLBACK_INSTANCE, PTP_TIMER,
     SetThreadpoolTimer, WaitForThreadpoolTimerCallbacks,
@@ -113,8 +112,10 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
+use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys::{self, filetime, ticks_ceil};
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -275,20 +276,12 @@ macro_rules! record_kind {
 
 /// 100 ns units between 1601-01-01 and 1970-01-01 (both UTC).
 const UNIX_EPOCH_FILETIME: i64 = 116_444_736_000_000_000;
-const TICKS_PER_SEC: u64 = 10_000_000;
 /// Marks "no re-arm requested" and, in trace records, a NULL due time; no
 /// due time this module produces is `i64::MIN`.
 const NO_DUE: i64 = i64::MIN;
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
-/// `d` in 100 ns units, rounded up; `None` above `i64::MAX`.
-fn ticks_ceil(d: Duration) -> Option<i64> {
-    let whole = d.as_secs().checked_mul(TICKS_PER_SEC)?;
-    let total = whole.checked_add(u64::from(d.subsec_nanos().div_ceil(100)))?;
-    i64::try_from(total).ok()
 }
 
 /// The `FILETIME` value for a delay: negative (relative), or 0 ("now") for zero.
@@ -349,10 +342,6 @@ pub(crate) fn period_millis(period: Duration) -> io::Result<u32> {
         )));
     }
     whole_millis("period", period)
-}
-
-fn filetime(v: i64) -> FILETIME {
-    FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 }
 }
 
 /// The context state shared by the owner and the trampoline.
@@ -465,98 +454,81 @@ impl TimerHeader {
     }
 }
 
-/// The part of a timer shared by the standalone types and the cleanup
-/// group's timer members: the raw object and its context. Arming and
-/// draining are defined once, here; closing is the owner's business.
+/// A timer's core: the raw object, its context and its pool, for both kinds
+/// (one-shot and periodic, told apart by the header). Owned by the
+/// standalone types or by a cleanup group (see `crate::owner`). Arming and
+/// draining are defined once, here.
 pub(crate) struct TimerCore {
     raw: PTP_TIMER,
     ctx: Context<TimerHeader>,
     pool: PoolRef,
+    /// The public type owning it, for reports and panics.
+    owner: &'static str,
+    /// A periodic timer's period.
+    period: Option<Period>,
 }
 
 impl TimerCore {
     fn create<F: Send + Sync + 'static>(
-        periodic: bool,
+        owner: &'static str,
+        period: Option<Period>,
         callback: F,
         trampoline: unsafe extern "system" fn(PTP_CALLBACK_INSTANCE, *mut c_void, PTP_TIMER),
         env: Option<&mut CallbackEnviron<'_>>,
     ) -> io::Result<Self> {
         reentry::ensure_slot()?;
+        let periodic = period.is_some();
         let (env, pool, placement) = env_parts(env);
         let ctx = Context::new(placement, TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
+        // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
             // SAFETY: `trampoline` is instantiated for the context's callback
             // type, and the context outlives the timer (freed only after the
             // timer is disarmed, drained and closed).
-            unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) }
-        });
-        if raw == 0 {
-            // Read the error before freeing the context: the free may overwrite it.
-            let err = io::Error::last_os_error();
-            drop(ctx);
-            return Err(err);
-        }
+            sys::created(unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) })
+        })?;
         record_kind!(periodic, "created", raw, pv);
-        Ok(Self { raw, ctx, pool })
+        Ok(Self { raw, ctx, pool, owner, period })
     }
 
-    pub(crate) fn new_one_shot<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub(crate) fn new_one_shot<F>(
+        owner: &'static str,
+        callback: F,
+        env: Option<&mut CallbackEnviron<'_>>,
+    ) -> io::Result<Self>
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        Self::create(false, callback, one_shot_trampoline::<F>, env)
+        Self::create(owner, None, callback, one_shot_trampoline::<F>, env)
     }
 
-    pub(crate) fn new_periodic<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    /// A periodic timer; `period` is checked as
+    /// [`ThreadpoolPeriodicTimer::new`] documents.
+    pub(crate) fn new_periodic<F>(
+        owner: &'static str,
+        period: Duration,
+        callback: F,
+        env: Option<&mut CallbackEnviron<'_>>,
+    ) -> io::Result<Self>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        Self::create(true, callback, periodic_trampoline::<F>, env)
+        let period = Period::new(period)?;
+        Self::create(owner, Some(period), callback, periodic_trampoline::<F>, env)
     }
 
     fn header(&self) -> &TimerHeader {
         self.ctx.header()
     }
 
-    pub(crate) fn raw(&self) -> PTP_TIMER {
-        self.raw
-    }
-
-    /// The context pointer, which identifies the timer to its callbacks.
-    pub(crate) fn context(&self) -> *const c_void {
-        self.ctx.as_ptr()
-    }
-
     /// Arms with a raw due time (see the module docs), `period` and `window` in ms.
-    pub(crate) fn arm(&self, due: i64, period: u32, window: u32) {
+    fn arm(&self, due: i64, period: u32, window: u32) {
         self.header().arm_external(self.raw, due, period, window);
     }
 
-    pub(crate) fn disarm(&self) {
+    fn disarm(&self) {
         self.header().disarm_external(self.raw);
-    }
-
-    pub(crate) fn is_armed(&self) -> bool {
-        self.header().armed.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn is_set(&self) -> bool {
-        // SAFETY: `self.raw` is a live timer.
-        unsafe { IsThreadpoolTimerSet(self.raw) != 0 }
-    }
-
-    /// The one drain for timers: waits for every queued and running callback
-    /// (`WaitForThreadpoolTimerCallbacks(.., FALSE)`), or with `cancel`
-    /// discards the queued ones first. A due time in the future has queued
-    /// nothing, so this does not wait for it.
-    pub(crate) fn drain(&self, cancel: bool) {
-        trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
-            // SAFETY: `self.raw` is a live timer.
-            unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
-        });
-        self.header().settle_if_disarmed();
-        record_kind!(self.header().periodic, "drained", self.raw, cancel);
     }
 
     /// Begins a stop (arms and re-arms are absorbed from now on) and
@@ -569,20 +541,28 @@ impl TimerCore {
             h.set_locked(held, self.raw, None, 0, 0);
         });
     }
+}
 
-    /// Stops the timer and drains: when this returns no callback is running
-    /// or queued, and none will start until the timer is armed again. Arms
-    /// that race it are absorbed (see `crate::arming`).
-    pub(crate) fn stop_and_drain(&self) {
-        self.suppress_and_disarm();
-        self.drain(false);
-        self.header().gate.end_stop(|_| {});
+impl Lifecycle for TimerCore {
+    fn owner_name(&self) -> &'static str {
+        self.owner
     }
 
-    /// Whether teardown finds an arming not yet fired or drained (a periodic
-    /// timer: started and not stopped and drained since), recorded as
-    /// `drain-owed`; the owner reports it once it has freed everything.
-    pub(crate) fn drain_owed(&self) -> bool {
+    fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
+    }
+
+    fn record(&self, phase: Phase) {
+        let periodic = self.header().periodic;
+        match phase {
+            Phase::Begin => record_kind!(periodic, "drop-begin", self.raw, 0),
+            Phase::Drained => record_kind!(periodic, "drop-drained", self.raw, 0),
+        }
+    }
+
+    /// An arming not yet fired or drained (a periodic timer: started and not
+    /// stopped and drained since).
+    fn drain_owed(&self) -> bool {
         let owed = self.header().obligation.is_owed();
         if owed {
             record_kind!(self.header().periodic, "drain-owed", self.raw, 0);
@@ -590,73 +570,60 @@ impl TimerCore {
         owed
     }
 
-    /// Teardown up to the close: suppresses re-arms for good, disarms and
-    /// drains (`cancel`: discards a queued firing first, for a cleanup
-    /// group's cancelling release); returns whether a drain was owed (checked before the drain
-    /// settles it). The object and context are still alive afterwards.
-    pub(crate) fn quiesce_for_teardown(&self, cancel: bool) -> bool {
-        let periodic = self.header().periodic;
-        record_kind!(periodic, "drop-begin", self.raw, 0);
-        let owed = self.drain_owed();
+    /// A callback cannot drain its own timer, so one that a tick has already
+    /// stopped owes no drain.
+    fn drain_owed_in_own_callback(&self) -> bool {
+        self.header().settle_if_disarmed();
+        self.drain_owed()
+    }
+
+    /// The one drain for timers: waits for every queued and running callback
+    /// (`WaitForThreadpoolTimerCallbacks(.., FALSE)`), or with `cancel`
+    /// discards the queued ones first. A due time in the future has queued
+    /// nothing, so this does not wait for it.
+    fn drain(&self, cancel: bool) {
+        trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
+            // SAFETY: `self.raw` is a live timer.
+            unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
+        });
+        self.header().settle_if_disarmed();
+        record_kind!(self.header().periodic, "drained", self.raw, cancel);
+    }
+
+    /// Stops the timer and drains: when this returns no callback is running
+    /// or queued, and none will start until the timer is armed again. Arms
+    /// that race it are absorbed (see `crate::arming`).
+    fn stop_and_drain(&self) {
+        self.suppress_and_disarm();
+        self.drain(false);
+        self.header().gate.end_stop(|_| {});
+    }
+
+    /// Suppresses re-arms for good and disarms.
+    fn stop(&self) {
+        self.suppress_and_disarm();
+    }
+
+    fn quiesce(&self, cancel: bool) {
         self.suppress_and_disarm();
         self.drain(cancel);
-        record_kind!(periodic, "drop-drained", self.raw, 0);
-        owed
     }
 
-    /// Frees what the object owned once a cleanup group's release has
-    /// closed it (the standalone types close it themselves, in `close`).
-    pub(crate) fn released(self) {
-        let (raw, periodic) = (self.raw, self.header().periodic);
-        drop(self.ctx);
-        drop(self.pool);
+    fn close_and_free(self) {
+        // SAFETY: disarmed with re-arms suppressed and drained by the owner;
+        // the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolTimer", self.raw, 0, { unsafe { CloseThreadpoolTimer(self.raw) } });
+        self.free();
+    }
+}
+
+impl Released for TimerCore {
+    fn free(self) {
+        let periodic = self.header().periodic;
+        let Self { raw, ctx, pool, owner: _, period: _ } = self;
+        drop(ctx);
+        drop(pool);
         record_kind!(periodic, "drop-closed", raw, 0);
-    }
-
-    pub(crate) fn is_periodic(&self) -> bool {
-        self.header().periodic
-    }
-
-    /// `ThreadpoolTimer::set_after` and its cleanup-group twin.
-    pub(crate) fn set_after(&self, delay: Duration) -> io::Result<()> {
-        self.arm(relative_due(delay)?, 0, 0);
-        Ok(())
-    }
-
-    /// `ThreadpoolTimer::set_at` and its cleanup-group twin.
-    pub(crate) fn set_at(&self, when: SystemTime) -> io::Result<()> {
-        self.arm(absolute_due(when)?, 0, 0);
-        Ok(())
-    }
-
-    /// `ThreadpoolTimer::set_after_with_window` and its cleanup-group twin.
-    pub(crate) fn set_after_with_window(&self, delay: Duration, window: Duration) -> io::Result<()> {
-        let (due, window) = (relative_due(delay)?, window_millis(window)?);
-        self.arm(due, 0, window);
-        Ok(())
-    }
-
-    /// The non-blocking part of a teardown from the timer's own callback:
-    /// suppresses re-arms for good and disarms; returns whether a drain was
-    /// owed. A callback cannot drain its own timer, so one that a tick has
-    /// already stopped owes no drain.
-    pub(crate) fn stop_for_own_teardown(&self) -> bool {
-        self.header().settle_if_disarmed();
-        let owed = self.drain_owed();
-        self.suppress_and_disarm();
-        owed
-    }
-
-    /// Quiesces, closes the object, then frees the context, in that order;
-    /// returns whether a drain was owed.
-    pub(crate) fn close(self) -> bool {
-        let owed = self.quiesce_for_teardown(false);
-        let raw = self.raw;
-        // SAFETY: disarmed with re-arms suppressed and drained above; the
-        // object is closed exactly once, here.
-        trace_call!("CloseThreadpoolTimer", raw, 0, { unsafe { CloseThreadpoolTimer(raw) } });
-        self.released();
-        owed
     }
 }
 
@@ -713,7 +680,7 @@ unsafe extern "system" fn periodic_trampoline<F>(
 /// A request is only recorded; it is applied after the callback returns
 /// (the last request wins), so the next firing cannot overlap this one and
 /// the delay counts from the end of this firing. It is dropped if the timer
-/// is being dropped or drained by [`ThreadpoolTimer::stop_and_drain`], or if
+/// is being dropped or drained by [`TimerObject::stop_and_drain`], or if
 /// the owner armed or disarmed the timer while this firing ran.
 ///
 /// Not `Send` or `Sync`: it lives for one firing on one thread.
@@ -800,18 +767,22 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<ThreadpoolTimer>();
     send_sync::<ThreadpoolPeriodicTimer>();
+    send_sync::<TimerObject>();
+    send_sync::<PeriodicTimerObject>();
 };
 
 /// An owned one-shot timer (`CreateThreadpoolTimer`): each arming fires the
-/// callback once.
+/// callback once. Its methods are [`TimerObject`]'s, which the cleanup
+/// group's [`TimerMember`](crate::cleanup_group::TimerMember) offers too.
 ///
-/// Arm it with [`set_after`](Self::set_after) or [`set_at`](Self::set_at);
-/// arming again replaces the previous due time. From inside the callback,
-/// [`TimerFiring::rearm_after`] schedules the next firing without overlap.
-/// `Drop` suppresses any pending re-arm, disarms, drains (never cancels),
-/// closes the timer, then frees the callback; dropping an armed timer owes a
-/// drain (see [the module docs](crate::timer#teardown)). The callback may
-/// drop the timer's last owner (the teardown then completes once it returns);
+/// Arm it with [`set_after`](TimerObject::set_after) or
+/// [`set_at`](TimerObject::set_at); arming again replaces the previous due
+/// time. From inside the callback, [`TimerFiring::rearm_after`] schedules
+/// the next firing without overlap. `Drop` suppresses any pending re-arm,
+/// disarms, drains (never cancels), closes the timer, then frees the
+/// callback; dropping an armed timer owes a drain (see
+/// [the module docs](crate::timer#teardown)). The callback may drop the
+/// timer's last owner (the teardown then completes once it returns);
 /// draining the timer from its own callback panics.
 ///
 /// ```
@@ -835,12 +806,19 @@ const _: () = {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ThreadpoolTimer {
-    core: Option<TimerCore>,
+    core: Owner<TimerCore>,
 }
 
-impl core::fmt::Debug for ThreadpoolTimer {
+view! {
+    /// A one-shot timer's methods, shared by its owners: [`ThreadpoolTimer`] and
+    /// the cleanup group's [`TimerMember`](crate::cleanup_group::TimerMember)
+    /// both dereference to it.
+    pub struct TimerObject(TimerCore); owned by ThreadpoolTimer
+}
+
+impl core::fmt::Debug for TimerObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolTimer").field("raw", &(self.core().raw as *const c_void)).finish()
+        f.debug_struct(self.0.owner).field("raw", &(self.0.raw as *const c_void)).finish()
     }
 }
 
@@ -851,26 +829,26 @@ impl ThreadpoolTimer {
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Some(TimerCore::new_one_shot(callback, env)?) })
+        Ok(Self { core: Owner::new(TimerCore::new_one_shot("ThreadpoolTimer", callback, env)?) })
     }
+}
 
-    fn core(&self) -> &TimerCore {
-        self.core.as_ref().expect("present until drop")
-    }
-
+impl TimerObject {
     /// Arms the timer to fire once, `delay` from now (zero: at once).
     /// `InvalidInput` if `delay` cannot be represented (see the module docs).
     /// An arm that races [`stop_and_drain`](Self::stop_and_drain) may be
     /// absorbed by it, as if it came first (this applies to every arming
     /// method).
     pub fn set_after(&self, delay: Duration) -> io::Result<()> {
-        self.core().set_after(delay)
+        self.0.arm(relative_due(delay)?, 0, 0);
+        Ok(())
     }
 
     /// Arms the timer to fire once at `when`; an instant in the past fires
     /// at once. `InvalidInput` if `when` cannot be represented.
     pub fn set_at(&self, when: SystemTime) -> io::Result<()> {
-        self.core().set_at(when)
+        self.0.arm(absolute_due(when)?, 0, 0);
+        Ok(())
     }
 
     /// Arms the timer to fire once, `delay` from now, allowing the pool to
@@ -878,14 +856,16 @@ impl ThreadpoolTimer {
     /// `InvalidInput` if `delay` cannot be represented or `window` is not a
     /// whole number of milliseconds up to `u32::MAX` ms.
     pub fn set_after_with_window(&self, delay: Duration, window: Duration) -> io::Result<()> {
-        self.core().set_after_with_window(delay, window)
+        let (due, window) = (relative_due(delay)?, window_millis(window)?);
+        self.0.arm(due, 0, window);
+        Ok(())
     }
 
     /// Disarms the timer. A firing already running continues, and its re-arm
     /// request is dropped. On Windows a firing already queued is discarded;
     /// on Wine 8 it still runs (see `docs/wine.md`).
     pub fn disarm(&self) {
-        self.core().disarm();
+        self.0.disarm();
     }
 
     /// `IsThreadpoolTimerSet`: whether a due time is set. This is not "will
@@ -894,7 +874,8 @@ impl ThreadpoolTimer {
     /// and is cleared only by [`disarm`](Self::disarm) and
     /// [`stop_and_drain`](Self::stop_and_drain).
     pub fn is_set(&self) -> bool {
-        self.core().is_set()
+        // SAFETY: `self.0.raw` is a live timer.
+        unsafe { IsThreadpoolTimerSet(self.0.raw) != 0 }
     }
 
     /// Returns after every callback already queued or running has finished
@@ -904,8 +885,7 @@ impl ThreadpoolTimer {
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.
     pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::wait");
-        self.core().drain(false);
+        owner::wait(&self.0);
     }
 
     /// Discards a firing that is queued but has not started and waits for a
@@ -915,8 +895,7 @@ impl ThreadpoolTimer {
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::cancel_pending");
-        self.core().drain(true);
+        owner::cancel_pending(&self.0);
     }
 
     /// Disarms and drains, like `Drop` but without closing: when it returns
@@ -933,30 +912,20 @@ impl ThreadpoolTimer {
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolTimer::stop_and_drain");
-        self.core().stop_and_drain();
+        owner::stop_and_drain(&self.0);
     }
 
-    /// The raw `PTP_TIMER`, valid while `self` is alive.
+    /// The raw `PTP_TIMER`, valid while its owner is alive.
     pub fn as_raw(&self) -> PTP_TIMER {
-        self.core().raw()
+        self.0.raw
     }
 }
 
-impl Drop for ThreadpoolTimer {
-    fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            reentry::tear_down(core.context(), core, TimerCore::stop_for_own_teardown, |core, owed| {
-                if core.close() || owed {
-                    crate::obligation::report_drain_owed("ThreadpoolTimer");
-                }
-            });
-        }
-    }
-}
-
-/// An owned periodic timer: after [`start`](Self::start) it ticks every
-/// [`period`](Self::period) until stopped.
+/// An owned periodic timer: after [`start`](PeriodicTimerObject::start) it
+/// ticks every [`period`](PeriodicTimerObject::period) until stopped. Its
+/// methods are [`PeriodicTimerObject`]'s, which the cleanup group's
+/// [`PeriodicTimerMember`](crate::cleanup_group::PeriodicTimerMember) offers
+/// too.
 ///
 /// **Ticks may overlap.** The pool queues each tick on schedule whether or
 /// not the previous one has returned, and runs it on another thread; a
@@ -996,54 +965,35 @@ impl Drop for ThreadpoolTimer {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ThreadpoolPeriodicTimer {
-    core: Option<TimerCore>,
-    period: Period,
+    core: Owner<TimerCore>,
 }
 
-/// A validated period and the starting calls that use it, shared by
-/// [`ThreadpoolPeriodicTimer`] and the cleanup group's periodic member.
+view! {
+    /// A periodic timer's methods, shared by its owners:
+    /// [`ThreadpoolPeriodicTimer`] and the cleanup group's
+    /// [`PeriodicTimerMember`](crate::cleanup_group::PeriodicTimerMember) both
+    /// dereference to it.
+    pub struct PeriodicTimerObject(TimerCore); owned by ThreadpoolPeriodicTimer
+}
+
+/// A validated period: its duration and whole milliseconds.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Period {
+struct Period {
     period: Duration,
     millis: u32,
 }
 
 impl Period {
-    pub(crate) fn new(period: Duration) -> io::Result<Self> {
+    fn new(period: Duration) -> io::Result<Self> {
         Ok(Self { period, millis: period_millis(period)? })
-    }
-
-    pub(crate) fn get(self) -> Duration {
-        self.period
-    }
-
-    pub(crate) fn start(self, core: &TimerCore) {
-        // A valid period is at most u32::MAX ms, always representable.
-        core.arm(-(i64::from(self.millis) * 10_000), self.millis, 0);
-    }
-
-    pub(crate) fn start_after(self, core: &TimerCore, first_delay: Duration) -> io::Result<()> {
-        core.arm(relative_due(first_delay)?, self.millis, 0);
-        Ok(())
-    }
-
-    pub(crate) fn start_at(self, core: &TimerCore, first: SystemTime) -> io::Result<()> {
-        core.arm(absolute_due(first)?, self.millis, 0);
-        Ok(())
-    }
-
-    pub(crate) fn start_with_window(self, core: &TimerCore, first_delay: Duration, window: Duration) -> io::Result<()> {
-        let (due, window) = (relative_due(first_delay)?, window_millis(window)?);
-        core.arm(due, self.millis, window);
-        Ok(())
     }
 }
 
-impl core::fmt::Debug for ThreadpoolPeriodicTimer {
+impl core::fmt::Debug for PeriodicTimerObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolPeriodicTimer")
-            .field("raw", &(self.core().raw as *const c_void))
-            .field("period", &self.period)
+        f.debug_struct(self.0.owner)
+            .field("raw", &(self.0.raw as *const c_void))
+            .field("period", &self.0.period)
             .finish()
     }
 }
@@ -1066,35 +1016,40 @@ impl ThreadpoolPeriodicTimer {
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        let period = Period::new(period)?;
-        Ok(Self { core: Some(TimerCore::new_periodic(callback, env)?), period })
+        Ok(Self { core: Owner::new(TimerCore::new_periodic("ThreadpoolPeriodicTimer", period, callback, env)?) })
     }
+}
 
-    fn core(&self) -> &TimerCore {
-        self.core.as_ref().expect("present until drop")
+impl PeriodicTimerObject {
+    fn period_of(&self) -> Period {
+        self.0.period.expect("a periodic timer's core has a period")
     }
 
     /// The period between ticks.
     pub fn period(&self) -> Duration {
-        self.period.get()
+        self.period_of().period
     }
 
     /// Starts (or restarts) the timer: the first tick is one period from now.
     pub fn start(&self) {
-        self.period.start(self.core());
+        let millis = self.period_of().millis;
+        // A valid period is at most u32::MAX ms, always representable.
+        self.0.arm(-(i64::from(millis) * 10_000), millis, 0);
     }
 
     /// Starts (or restarts) the timer with the first tick `first_delay` from
     /// now (zero: at once). `InvalidInput` if the delay cannot be represented.
     pub fn start_after(&self, first_delay: Duration) -> io::Result<()> {
-        self.period.start_after(self.core(), first_delay)
+        self.0.arm(relative_due(first_delay)?, self.period_of().millis, 0);
+        Ok(())
     }
 
     /// Starts (or restarts) the timer with the first tick at `first`; an
     /// instant in the past ticks at once. `InvalidInput` if it cannot be
     /// represented.
     pub fn start_at(&self, first: SystemTime) -> io::Result<()> {
-        self.period.start_at(self.core(), first)
+        self.0.arm(absolute_due(first)?, self.period_of().millis, 0);
+        Ok(())
     }
 
     /// Like [`start_after`](Self::start_after), allowing the pool to delay
@@ -1102,7 +1057,9 @@ impl ThreadpoolPeriodicTimer {
     /// `InvalidInput` also if `window` is not a whole number of milliseconds
     /// up to `u32::MAX` ms.
     pub fn start_with_window(&self, first_delay: Duration, window: Duration) -> io::Result<()> {
-        self.period.start_with_window(self.core(), first_delay, window)
+        let (due, window) = (relative_due(first_delay)?, window_millis(window)?);
+        self.0.arm(due, self.period_of().millis, window);
+        Ok(())
     }
 
     /// Stops the timer: no further tick is scheduled. Ticks already running
@@ -1110,7 +1067,7 @@ impl ThreadpoolPeriodicTimer {
     /// it still runs. Use [`stop_and_drain`](Self::stop_and_drain) to also
     /// wait for them.
     pub fn stop(&self) {
-        self.core().disarm();
+        self.0.disarm();
     }
 
     /// Whether the timer has been started and not stopped since (by
@@ -1118,7 +1075,7 @@ impl ThreadpoolPeriodicTimer {
     /// [`stop_and_drain`](Self::stop_and_drain)). Ticks may still be running
     /// when this is false.
     pub fn is_running(&self) -> bool {
-        self.core().is_armed()
+        self.0.header().armed.load(Ordering::SeqCst)
     }
 
     /// Returns after every tick already queued or running has finished. A
@@ -1128,43 +1085,31 @@ impl ThreadpoolPeriodicTimer {
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.
     pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolPeriodicTimer::wait");
-        self.core().drain(false);
+        owner::wait(&self.0);
     }
 
     /// Stops the timer and drains, like `Drop` but without closing: when it
     /// returns no tick is running or queued, and none will start until the
     /// timer is started again. Starts that race it are undone or absorbed
-    /// as for [`ThreadpoolTimer::stop_and_drain`].
+    /// as for [`TimerObject::stop_and_drain`].
     ///
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolPeriodicTimer::stop_and_drain");
-        self.core().stop_and_drain();
+        owner::stop_and_drain(&self.0);
     }
 
-    /// The raw `PTP_TIMER`, valid while `self` is alive.
+    /// The raw `PTP_TIMER`, valid while its owner is alive.
     pub fn as_raw(&self) -> PTP_TIMER {
-        self.core().raw()
-    }
-}
-
-impl Drop for ThreadpoolPeriodicTimer {
-    fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            reentry::tear_down(core.context(), core, TimerCore::stop_for_own_teardown, |core, owed| {
-                if core.close() || owed {
-                    crate::obligation::report_drain_owed("ThreadpoolPeriodicTimer");
-                }
-            });
-        }
+        self.0.raw
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TICKS_PER_SEC: u64 = 10_000_000;
 
     #[test]
     fn delays_become_negative_counts_rounded_up() {

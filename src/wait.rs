@@ -30,15 +30,15 @@
 //! the wait object has been drained and closed.
 //!
 //! # Arming
-//! A wait is created disarmed. [`ThreadpoolWait::arm`] arms it once: the
+//! A wait is created disarmed. [`WaitObject::arm`] arms it once: the
 //! platform consumes the arming when it dispatches the callback, so a callback
 //! that wants the next signal re-arms through [`WaitActivation::rearm`].
 //! Timeouts are relative: `None` waits forever, `Some(Duration::ZERO)` times
-//! out at once (see [`ThreadpoolWait::arm`]), and a duration too large for the
+//! out at once (see [`WaitObject::arm`]), and a duration too large for the
 //! pool's 64-bit count of 100 ns units is rejected, never clamped.
 //!
 //! # Teardown
-//! `Drop` (and [`ThreadpoolWait::stop_and_drain`]) first refuse re-arms and
+//! `Drop` (and [`WaitObject::stop_and_drain`]) first refuse re-arms and
 //! disarm under one lock, the lock a re-arm takes, so a callback running
 //! concurrently cannot re-arm a wait being torn down. Then it drains (waits
 //! for every queued and running callback, never cancels), closes the wait
@@ -86,8 +86,10 @@ use crate::ctx::{self, Context};
 use crate::heal::Registration;
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
+use crate::owner::{self, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys::{self, filetime, ticks_ceil};
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -237,6 +239,7 @@ const _: () = {
     send_sync::<Event>();
     send_sync::<WaitOnlyEvent>();
     send_sync::<ThreadpoolWait>();
+    send_sync::<WaitObject>();
 };
 
 impl core::fmt::Debug for WaitableHandle {
@@ -250,7 +253,7 @@ impl core::fmt::Debug for WaitableHandle {
 
 impl WaitableHandle {
     /// A new unnamed event (`CreateEventW`) owned by the wait. Signal it
-    /// through [`handle`](Self::handle) or [`ThreadpoolWait::handle`]; to keep
+    /// through [`handle`](Self::handle) or [`WaitObject::handle`]; to keep
     /// a handle of your own, create an [`Event`] and convert a clone.
     pub fn event(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
         Event::new(manual_reset, initially_signalled).map(Self::from)
@@ -388,13 +391,13 @@ impl Event {
     /// Signals the event (`SetEvent`).
     pub fn set(&self) -> io::Result<()> {
         // SAFETY: `self.handle` is an open event handle.
-        check(unsafe { SetEvent(self.handle.as_raw_handle()) })
+        sys::check(unsafe { SetEvent(self.handle.as_raw_handle()) })
     }
 
     /// Resets the event to non-signalled (`ResetEvent`).
     pub fn reset(&self) -> io::Result<()> {
         // SAFETY: `self.handle` is an open event handle.
-        check(unsafe { ResetEvent(self.handle.as_raw_handle()) })
+        sys::check(unsafe { ResetEvent(self.handle.as_raw_handle()) })
     }
 
     /// Another handle to the same event, with the same access.
@@ -412,7 +415,7 @@ impl Event {
             let me = GetCurrentProcess();
             DuplicateHandle(me, self.handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
         };
-        check(ok)?;
+        sys::check(ok)?;
         // SAFETY: `out` is a new handle owned by nothing else.
         Ok(WaitOnlyEvent { handle: unsafe { OwnedHandle::from_raw_handle(out) } })
     }
@@ -449,15 +452,10 @@ impl AsHandle for WaitOnlyEvent {
     }
 }
 
-fn check(ok: BOOL) -> io::Result<()> {
-    if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// Converts a relative timeout to the negative `FILETIME` the pool takes,
 /// rounding up to whole 100 ns units so a wait never ends early.
 fn relative_filetime(timeout: Duration) -> io::Result<FILETIME> {
-    let units = timeout.as_nanos().div_ceil(100);
-    let units = i64::try_from(units).map_err(|_| {
+    let units = ticks_ceil(timeout).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
@@ -466,8 +464,7 @@ fn relative_filetime(timeout: Duration) -> io::Result<FILETIME> {
             ),
         )
     })?;
-    let v = -units;
-    Ok(FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 })
+    Ok(filetime(-units))
 }
 
 /// Whether this process runs under Wine (ntdll exports `wine_get_version`).
@@ -588,11 +585,11 @@ impl<'a> WaitActivation<'a> {
         unsafe { BorrowedHandle::borrow_raw(self.header.target.0) }
     }
 
-    /// Arms the wait again, as [`ThreadpoolWait::arm`] does: this activation
+    /// Arms the wait again, as [`WaitObject::arm`] does: this activation
     /// consumed the previous arming.
     ///
     /// Returns `Ok(false)` without arming when the wait is being stopped or
-    /// torn down ([`ThreadpoolWait::stop_and_drain`] or `Drop`), and an
+    /// torn down ([`WaitObject::stop_and_drain`] or `Drop`), and an
     /// [`io::ErrorKind::InvalidInput`] error for a timeout too large.
     pub fn rearm(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let ft = timeout.map(relative_filetime).transpose()?;
@@ -652,10 +649,17 @@ pub(crate) struct WaitCore {
     stopping: Mutex<()>,
     /// This wait's claim on its pool's self-heal registry entry.
     claim: Registration,
+    /// The public type owning it, for reports and panics.
+    owner: &'static str,
 }
 
 impl WaitCore {
-    pub(crate) fn new<F>(handle: WaitableHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub(crate) fn new<F>(
+        owner: &'static str,
+        handle: WaitableHandle,
+        callback: F,
+        env: Option<&mut CallbackEnviron<'_>>,
+    ) -> io::Result<Self>
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
@@ -670,41 +674,22 @@ impl WaitCore {
         };
         let ctx = Context::new(placement, header, callback);
         let pv = ctx.as_ptr();
+        // The error is read inside the bracket, before anything is freed.
         let raw = trace_call!("CreateThreadpoolWait", pv, env, {
             // SAFETY: the trampoline is instantiated for the context's type, and
             // the context outlives the object (freed only after drain and close).
-            unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) }
-        });
-        if raw == 0 {
-            // Read the error before freeing anything: the frees may overwrite it.
-            let err = io::Error::last_os_error();
-            drop(ctx);
-            return Err(err);
-        }
+            sys::created(unsafe { CreateThreadpoolWait(Some(trampoline::<F>), pv, env) })
+        })?;
         trace_record!("wait", "created", raw, pv);
         let claim = Registration::new(&pool);
-        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()), claim })
+        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()), claim, owner })
     }
 
     fn header(&self) -> &WaitHeader {
         self.ctx.header()
     }
 
-    /// The context pointer, which identifies the wait to its callbacks.
-    pub(crate) fn context(&self) -> *const c_void {
-        self.ctx.as_ptr()
-    }
-
-    /// The non-blocking part of a teardown from the wait's own callback:
-    /// refuses re-arms for good and disarms (the teardown that follows
-    /// decides on the Wine flush); returns whether a drain was owed.
-    pub(crate) fn stop_for_own_teardown(&self) -> bool {
-        let owed = self.drain_owed();
-        self.suppress_and_disarm();
-        owed
-    }
-
-    pub(crate) fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
+    fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
         let ft = timeout.map(relative_filetime).transpose()?;
         let h = self.header();
         let armed = h.arming.arm(|state| {
@@ -717,7 +702,7 @@ impl WaitCore {
         Ok(())
     }
 
-    pub(crate) fn disarm(&self) {
+    fn disarm(&self) {
         let g = self.header().lock();
         // During a flush the wait is already disarmed for the user; the
         // flush disarms its own arming when it ends.
@@ -763,16 +748,6 @@ impl WaitCore {
             h.activations.store(0, Ordering::SeqCst);
             h.obligation.drained();
         });
-    }
-
-    /// The one drain for waits: waits for every queued and running callback,
-    /// or with `cancel` discards the queued ones first.
-    pub(crate) fn drain(&self, cancel: bool) {
-        trace_call!("WaitForThreadpoolWaitCallbacks", self.raw, cancel, {
-            // SAFETY: `self.raw` is a live wait object.
-            unsafe { WaitForThreadpoolWaitCallbacks(self.raw, cancel.into()) }
-        });
-        trace_record!("wait", "drained", self.raw, cancel);
     }
 
     /// Wine only, after `suppress_and_disarm` and a drain: makes sure no
@@ -827,7 +802,7 @@ impl WaitCore {
     /// The one cancellation for waits (the caller owes the pool a repair):
     /// discards queued callbacks, waits for running ones, serialised with
     /// stops so it never cancels a flush's activation.
-    pub(crate) fn cancel_pending(&self) {
+    fn cancel_pending(&self) {
         let _stopping = self.lock_stopping();
         self.drain(true);
     }
@@ -835,35 +810,30 @@ impl WaitCore {
     /// Cancels, then stamps the pool as owing a repair and makes sure one
     /// will run (see `docs/self-heal.md`).
     #[cfg(feature = "self-heal")]
-    pub(crate) fn cancel_pending_and_heal(&self) {
+    fn cancel_pending_and_heal(&self) {
         self.cancel_pending();
         self.claim.after_cancel();
     }
+}
 
-    pub(crate) fn handle(&self) -> BorrowedHandle<'_> {
-        self.handle.handle()
+impl Lifecycle for WaitCore {
+    fn owner_name(&self) -> &'static str {
+        self.owner
     }
 
-    /// Before a cleanup group's bulk release: refuses re-arms for good,
-    /// disarms and drains (flushing under Wine), so the release has nothing
-    /// left to race; returns whether a drain was owed.
-    pub(crate) fn quiesce_for_release(&self, cancel: bool) -> bool {
-        let owed = self.drain_owed();
-        self.quiesce(cancel);
-        owed
+    fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
     }
 
-    pub(crate) fn stop_and_drain(&self) {
-        let _stopping = self.lock_stopping();
-        self.quiesce(false);
-        self.lift_suppression();
-        trace_record!("wait", "stopped", self.raw, 0);
+    fn record(&self, phase: Phase) {
+        match phase {
+            Phase::Begin => trace_record!("wait", "drop-begin", self.raw, 0),
+            Phase::Drained => trace_record!("wait", "drop-drained", self.raw, 0),
+        }
     }
 
-    /// Whether teardown finds an arming not yet dispatched or drained
-    /// (recorded as `drain-owed`; reported by the owner once it has freed
-    /// everything).
-    pub(crate) fn drain_owed(&self) -> bool {
+    /// An arming not yet dispatched or drained.
+    fn drain_owed(&self) -> bool {
         let owed = self.header().obligation.is_owed();
         if owed {
             trace_record!("wait", "drain-owed", self.raw, 0);
@@ -871,26 +841,46 @@ impl WaitCore {
         owed
     }
 
-    /// Refuses re-arms for good, disarms and drains, closes the wait object,
-    /// closes the target, then frees the context, in that order; returns
-    /// whether a drain was owed.
-    pub(crate) fn close(self) -> bool {
-        trace_record!("wait", "drop-begin", self.raw, 0);
-        let owed = self.drain_owed();
-        self.quiesce(false);
-        trace_record!("wait", "drop-drained", self.raw, 0);
-        // SAFETY: drained above, nothing can queue another callback; the
-        // object is closed exactly once, here.
-        trace_call!("CloseThreadpoolWait", self.raw, 0, { unsafe { CloseThreadpoolWait(self.raw) } });
-        self.release();
-        owed
+    /// The one drain for waits: waits for every queued and running callback,
+    /// or with `cancel` discards the queued ones first.
+    fn drain(&self, cancel: bool) {
+        trace_call!("WaitForThreadpoolWaitCallbacks", self.raw, cancel, {
+            // SAFETY: `self.raw` is a live wait object.
+            unsafe { WaitForThreadpoolWaitCallbacks(self.raw, cancel.into()) }
+        });
+        trace_record!("wait", "drained", self.raw, cancel);
     }
 
-    /// After the wait object is closed (by `close` or by a cleanup group):
-    /// closes the target, frees the context, drops the pool reference.
-    pub(crate) fn release(self) {
+    fn stop_and_drain(&self) {
+        let _stopping = self.lock_stopping();
+        self.quiesce(false);
+        self.lift_suppression();
+        trace_record!("wait", "stopped", self.raw, 0);
+    }
+
+    /// Refuses re-arms for good and disarms; the quiesce that follows
+    /// decides on the Wine flush.
+    fn stop(&self) {
+        self.suppress_and_disarm();
+    }
+
+    fn quiesce(&self, cancel: bool) {
+        WaitCore::quiesce(self, cancel);
+    }
+
+    fn close_and_free(self) {
+        // SAFETY: quiesced by the owner, nothing can queue another callback;
+        // the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolWait", self.raw, 0, { unsafe { CloseThreadpoolWait(self.raw) } });
+        self.free();
+    }
+}
+
+impl Released for WaitCore {
+    /// Closes the target, frees the context, drops the pool reference.
+    fn free(self) {
         // The claim goes last: the pool stays registered until all is freed.
-        let Self { raw, ctx, handle, pool, stopping: _, claim: _claim } = self;
+        let Self { raw, ctx, handle, pool, stopping: _, claim: _claim, owner: _ } = self;
         drop(handle);
         drop(ctx);
         drop(pool);
@@ -899,12 +889,14 @@ impl WaitCore {
 }
 
 /// An owned thread-pool wait (`CreateThreadpoolWait`) on an owned
-/// [`WaitableHandle`].
+/// [`WaitableHandle`]. Its methods are [`WaitObject`]'s, which the cleanup
+/// group's [`WaitMember`](crate::cleanup_group::WaitMember) offers too.
 ///
-/// Created disarmed. Each [`arm`](Self::arm) produces at most one callback;
-/// the callback receives a [`WaitActivation`] and may re-arm through it.
-/// `Drop` refuses further re-arms and disarms (under one lock), drains (never
-/// cancels), closes the wait, closes the handle, then frees the callback.
+/// Created disarmed. Each [`arm`](WaitObject::arm) produces at most one
+/// callback; the callback receives a [`WaitActivation`] and may re-arm
+/// through it. `Drop` refuses further re-arms and disarms (under one lock),
+/// drains (never cancels), closes the wait, closes the handle, then frees
+/// the callback.
 #[cfg_attr(
     not(feature = "self-heal"),
     doc = r#"
@@ -920,14 +912,21 @@ wait.try_cancel_pending();
 "#
 )]
 pub struct ThreadpoolWait {
-    core: Option<WaitCore>,
+    core: Owner<WaitCore>,
 }
 
-impl core::fmt::Debug for ThreadpoolWait {
+view! {
+    /// A wait's methods, shared by its owners: [`ThreadpoolWait`] and the
+    /// cleanup group's [`WaitMember`](crate::cleanup_group::WaitMember) both
+    /// dereference to it.
+    pub struct WaitObject(WaitCore); owned by ThreadpoolWait
+}
+
+impl core::fmt::Debug for WaitObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolWait")
-            .field("raw", &(self.core().raw as *const c_void))
-            .field("handle", &self.core().handle)
+        f.debug_struct(self.0.owner)
+            .field("raw", &(self.0.raw as *const c_void))
+            .field("handle", &self.0.handle)
             .finish()
     }
 }
@@ -940,16 +939,14 @@ impl ThreadpoolWait {
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Some(WaitCore::new(handle, callback, env)?) })
+        Ok(Self { core: Owner::new(WaitCore::new("ThreadpoolWait", handle, callback, env)?) })
     }
+}
 
-    fn core(&self) -> &WaitCore {
-        self.core.as_ref().expect("present until drop")
-    }
-
+impl WaitObject {
     /// The handle waited on, borrowed: it stays owned by the wait.
     pub fn handle(&self) -> BorrowedHandle<'_> {
-        self.core().handle()
+        self.0.handle.handle()
     }
 
     /// Arms the wait (`SetThreadpoolWait`): the callback runs once, when the
@@ -964,7 +961,7 @@ impl ThreadpoolWait {
     /// races [`stop_and_drain`](Self::stop_and_drain) on another thread may be
     /// absorbed by it, as if it came first.
     pub fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.core().arm(timeout)
+        self.0.arm(timeout)
     }
 
     /// Disarms (`SetThreadpoolWait(.., NULL, ..)`): no new callback is queued
@@ -973,7 +970,7 @@ impl ThreadpoolWait {
     /// returns; [`stop_and_drain`](Self::stop_and_drain) and `Drop` do not
     /// have that gap.
     pub fn disarm(&self) {
-        self.core().disarm();
+        self.0.disarm();
     }
 
     /// Returns after every callback queued or running has finished. It does
@@ -982,8 +979,7 @@ impl ThreadpoolWait {
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
     pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWait::wait");
-        self.core().drain(false);
+        owner::wait(&self.0);
     }
 
     /// Brings the wait to rest: refuses re-arms from callbacks, disarms,
@@ -994,8 +990,7 @@ impl ThreadpoolWait {
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWait::stop_and_drain");
-        self.core().stop_and_drain();
+        owner::stop_and_drain(&self.0);
     }
 
     /// Discards queued callbacks that have not started and waits for the
@@ -1011,11 +1006,8 @@ impl ThreadpoolWait {
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
     pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
-        reentry::forbid_drain_in_own_callback(
-            self.core().context(),
-            "ThreadpoolWait::try_cancel_pending_no_heal_tracking",
-        );
-        self.core().cancel_pending();
+        forbid_drain_in_own_callback(&self.0, "try_cancel_pending_no_heal_tracking");
+        self.0.cancel_pending();
     }
 
     /// Discards queued callbacks that have not started and waits for the
@@ -1028,25 +1020,13 @@ impl ThreadpoolWait {
     /// If called from this wait's own callback: it would wait for itself.
     #[cfg(feature = "self-heal")]
     pub fn try_cancel_pending(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWait::try_cancel_pending");
-        self.core().cancel_pending_and_heal();
+        forbid_drain_in_own_callback(&self.0, "try_cancel_pending");
+        self.0.cancel_pending_and_heal();
     }
 
-    /// The raw `PTP_WAIT`, valid while `self` is alive.
+    /// The raw `PTP_WAIT`, valid while its owner is alive.
     pub fn as_raw(&self) -> PTP_WAIT {
-        self.core().raw
-    }
-}
-
-impl Drop for ThreadpoolWait {
-    fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            reentry::tear_down(core.context(), core, WaitCore::stop_for_own_teardown, |core, owed| {
-                if core.close() || owed {
-                    crate::obligation::report_drain_owed("ThreadpoolWait");
-                }
-            });
-        }
+        self.0.raw
     }
 }
 

@@ -27,8 +27,10 @@ use windows_sys::Win32::System::Threading::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::obligation::DrainObligation;
+use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::sys;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -72,13 +74,14 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CloseThreadpoolWork", slots: ["work", ""], meaning: "" },
 ];
 
-/// The part of a work object shared by [`ThreadpoolWork`] and the cleanup
-/// group's work member: the raw object and its context. Closing is the
-/// owner's business.
+/// A work object's core: the raw object, its context and its pool. Owned by
+/// [`ThreadpoolWork`] or by a cleanup group (see `crate::owner`).
 pub(crate) struct WorkCore {
     raw: PTP_WORK,
     ctx: Context<WorkHeader>,
     pool: PoolRef,
+    /// The public type owning it, for reports and panics.
+    owner: &'static str,
 }
 
 /// The context state the owner and the trampoline share.
@@ -88,7 +91,7 @@ pub(crate) struct WorkHeader {
 }
 
 impl WorkCore {
-    pub(crate) fn new<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub(crate) fn new<F>(owner: &'static str, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
     where
         F: Fn() + Send + Sync + 'static,
     {
@@ -96,41 +99,43 @@ impl WorkCore {
         let (env, pool, placement) = env_parts(env);
         let ctx = Context::new(placement, WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
+        // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolWork", pv, env, {
             // SAFETY: the trampoline is instantiated for the context's type, and
             // the context outlives the object (freed only after drain and close).
-            unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) }
-        });
-        if raw == 0 {
-            // Read the error before freeing the context: the free may overwrite it.
-            let err = io::Error::last_os_error();
-            drop(ctx);
-            return Err(err);
-        }
+            sys::created(unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) })
+        })?;
         trace_record!("work", "created", raw, pv);
-        Ok(Self { raw, ctx, pool })
+        Ok(Self { raw, ctx, pool, owner })
+    }
+}
+
+impl Lifecycle for WorkCore {
+    fn owner_name(&self) -> &'static str {
+        self.owner
     }
 
-    pub(crate) fn raw(&self) -> PTP_WORK {
-        self.raw
-    }
-
-    /// The context pointer, which identifies the object to its callbacks.
-    pub(crate) fn context(&self) -> *const c_void {
+    fn context(&self) -> *const c_void {
         self.ctx.as_ptr()
     }
 
-    pub(crate) fn submit(&self) {
-        trace_record!("work", "submitted", self.raw, 0);
-        self.ctx.header().obligation.publish_submission(|| {
-            // SAFETY: `self.raw` is a live work object.
-            trace_call!("SubmitThreadpoolWork", self.raw, 0, { unsafe { SubmitThreadpoolWork(self.raw) } });
-        });
+    fn record(&self, phase: Phase) {
+        match phase {
+            Phase::Begin => trace_record!("work", "drop-begin", self.raw, 0),
+            Phase::Drained => trace_record!("work", "drop-drained", self.raw, 0),
+        }
     }
 
-    /// The one drain for work objects: waits for every queued and running
-    /// callback, or with `cancel` discards the queued ones first.
-    pub(crate) fn drain(&self, cancel: bool) {
+    /// Submissions not yet dispatched or drained.
+    fn drain_owed(&self) -> bool {
+        let owed = self.ctx.header().obligation.is_owed();
+        if owed {
+            trace_record!("work", "drain-owed", self.raw, 0);
+        }
+        owed
+    }
+
+    fn drain(&self, cancel: bool) {
         trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
             // SAFETY: `self.raw` is a live work object.
             unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
@@ -139,32 +144,27 @@ impl WorkCore {
         trace_record!("work", "drained", self.raw, cancel);
     }
 
-    /// Whether teardown finds submissions not yet dispatched or drained
-    /// (recorded as `drain-owed`; reported by the owner once it has freed
-    /// everything).
-    pub(crate) fn drain_owed(&self) -> bool {
-        let owed = self.ctx.header().obligation.is_owed();
-        if owed {
-            trace_record!("work", "drain-owed", self.raw, 0);
-        }
-        owed
+    /// A work object has nothing to stop: draining brings it to rest.
+    fn quiesce(&self, cancel: bool) {
+        self.drain(cancel);
     }
 
-    /// Drains, closes the object, then frees the context, in that order;
-    /// returns whether a drain was owed. (A cleanup group's release closes its
-    /// members instead; dropping a core without `close` frees only the context.)
-    pub(crate) fn close(self) -> bool {
-        trace_record!("work", "drop-begin", self.raw, 0);
-        let owed = self.drain_owed();
-        self.drain(false);
-        trace_record!("work", "drop-drained", self.raw, 0);
-        // SAFETY: drained above; the object is closed exactly once, here.
+    fn close_and_free(self) {
+        // SAFETY: quiesced by the owner; the object is closed exactly once, here.
         trace_call!("CloseThreadpoolWork", self.raw, 0, { unsafe { CloseThreadpoolWork(self.raw) } });
-        let raw = self.raw;
-        drop(self.ctx);
-        drop(self.pool);
+        self.free();
+    }
+}
+
+impl Released for WorkCore {
+    /// Nothing to stop, and the native release drains it.
+    fn before_release(&self, _cancel: bool) {}
+
+    fn free(self) {
+        let Self { raw, ctx, pool, owner: _ } = self;
+        drop(ctx);
+        drop(pool);
         trace_record!("work", "drop-closed", raw, 0);
-        owed
     }
 }
 
@@ -185,29 +185,39 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
 
 /// An owned work object (`CreateThreadpoolWork`).
 ///
-/// Each [`submit`](Self::submit) queues one invocation of the callback on the
-/// pool. `Drop` drains (waits for every queued and running invocation, never
-/// cancels), closes the object, then frees the callback.
+/// Each [`submit`](WorkObject::submit) queues one invocation of the callback
+/// on the pool. `Drop` drains (waits for every queued and running
+/// invocation, never cancels), closes the object, then frees the callback.
+/// Its methods are [`WorkObject`]'s, which the cleanup group's
+/// [`WorkMember`](crate::cleanup_group::WorkMember) offers too.
 ///
 /// The callback may drop the last owner of its own work object: the teardown
 /// then completes on another thread once the callback (and every submission
-/// still queued) has run. [`wait`](Self::wait),
-/// [`stop_and_drain`](Self::stop_and_drain) and
-/// [`cancel_pending`](Self::cancel_pending) called from the callback panic
-/// instead: they would wait for themselves (see the
+/// still queued) has run. [`wait`](WorkObject::wait),
+/// [`stop_and_drain`](WorkObject::stop_and_drain) and
+/// [`cancel_pending`](WorkObject::cancel_pending) called from the callback
+/// panic instead: they would wait for themselves (see the
 /// [crate docs](crate#a-callback-that-reaches-its-own-object)).
 pub struct ThreadpoolWork {
-    core: Option<WorkCore>,
+    core: Owner<WorkCore>,
+}
+
+view! {
+    /// A work object's methods, shared by its owners: [`ThreadpoolWork`] and the
+    /// cleanup group's [`WorkMember`](crate::cleanup_group::WorkMember) both
+    /// dereference to it.
+    pub struct WorkObject(WorkCore); owned by ThreadpoolWork
 }
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<ThreadpoolWork>();
+    send_sync::<WorkObject>();
 };
 
-impl core::fmt::Debug for ThreadpoolWork {
+impl core::fmt::Debug for WorkObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadpoolWork").field("raw", &(self.core().raw as *const c_void)).finish()
+        f.debug_struct(self.0.owner).field("raw", &(self.0.raw as *const c_void)).finish()
     }
 }
 
@@ -218,17 +228,20 @@ impl ThreadpoolWork {
     where
         F: Fn() + Send + Sync + 'static,
     {
-        Ok(Self { core: Some(WorkCore::new(callback, env)?) })
+        Ok(Self { core: Owner::new(WorkCore::new("ThreadpoolWork", callback, env)?) })
     }
+}
 
-    fn core(&self) -> &WorkCore {
-        self.core.as_ref().expect("present until drop")
-    }
-
+impl WorkObject {
     /// Queues one invocation of the callback (`SubmitThreadpoolWork`).
     /// Allocation-free.
     pub fn submit(&self) {
-        self.core().submit();
+        let core = &self.0;
+        trace_record!("work", "submitted", core.raw, 0);
+        core.ctx.header().obligation.publish_submission(|| {
+            // SAFETY: `core.raw` is a live work object.
+            trace_call!("SubmitThreadpoolWork", core.raw, 0, { unsafe { SubmitThreadpoolWork(core.raw) } });
+        });
     }
 
     /// Returns after every invocation submitted so far, queued ones included,
@@ -237,8 +250,7 @@ impl ThreadpoolWork {
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn wait(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWork::wait");
-        self.core().drain(false);
+        owner::wait(&self.0);
     }
 
     /// Same as [`wait`](Self::wait): a work object has nothing to stop, so
@@ -248,8 +260,7 @@ impl ThreadpoolWork {
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWork::stop_and_drain");
-        self.core().drain(false);
+        owner::stop_and_drain(&self.0);
     }
 
     /// Discards queued invocations that have not started and waits for the
@@ -258,25 +269,11 @@ impl ThreadpoolWork {
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn cancel_pending(&self) {
-        reentry::forbid_drain_in_own_callback(self.core().context(), "ThreadpoolWork::cancel_pending");
-        self.core().drain(true);
+        owner::cancel_pending(&self.0);
     }
 
-    /// The raw `PTP_WORK`, valid while `self` is alive.
+    /// The raw `PTP_WORK`, valid while its owner is alive.
     pub fn as_raw(&self) -> PTP_WORK {
-        self.core().raw()
-    }
-}
-
-impl Drop for ThreadpoolWork {
-    fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            // From its own callback: nothing to stop; the rest is handed off.
-            reentry::tear_down(core.context(), core, WorkCore::drain_owed, |core, owed| {
-                if core.close() || owed {
-                    crate::obligation::report_drain_owed("ThreadpoolWork");
-                }
-            });
-        }
+        self.0.raw
     }
 }

@@ -816,6 +816,51 @@ mod member_api {
         assert_eq!(count.get(), after, "a tick ran during the release of a stopped and drained member");
         assert_eq!(Arc::strong_count(&count), 1, "the member's closure was freed");
     }
+
+    /// The arming methods a member shares with its standalone type through
+    /// their common view: each arms the member, which then fires; `as_raw`
+    /// is the object the group owns.
+    #[test]
+    fn members_arm_with_windows_and_absolute_starts() {
+        let fired = Arc::new(support::Counter::default());
+        let ticks = Arc::new(support::Counter::default());
+        let (f, t) = (Arc::clone(&fired), Arc::clone(&ticks));
+        let mut group = CleanupGroup::new().unwrap();
+        let one_shot = group
+            .create_timer(
+                move |_: &TimerFiring<'_>| {
+                    f.bump();
+                },
+                None,
+            )
+            .unwrap();
+        let periodic = group
+            .create_periodic_timer(
+                Duration::from_millis(1),
+                move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
+                    t.bump();
+                },
+                None,
+            )
+            .unwrap();
+        let work = group.create_work(|| {}, None).unwrap();
+        assert!(one_shot.as_raw() != 0 && periodic.as_raw() != 0 && work.as_raw() != 0);
+        assert_ne!(one_shot.as_raw(), periodic.as_raw());
+        assert!(one_shot.set_after_with_window(Duration::ZERO, Duration::from_micros(10)).is_err(), "window checked");
+        one_shot.set_after_with_window(Duration::ZERO, Duration::from_millis(1)).unwrap();
+        fired.wait_for(1);
+        periodic.start_at(SystemTime::now()).unwrap();
+        assert!(periodic.is_running());
+        ticks.wait_for(2);
+        periodic.stop_and_drain();
+        let before = ticks.get();
+        periodic.start_with_window(Duration::ZERO, Duration::from_millis(1)).unwrap();
+        assert!(periodic.is_running());
+        ticks.wait_for(before + 2);
+        periodic.stop_and_drain();
+        one_shot.stop_and_drain();
+        group.close_members();
+    }
 }
 
 #[cfg(feature = "trace")]

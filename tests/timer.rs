@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use windows_threadpool::timer::{PeriodicTimerObject, TimerObject};
 use windows_threadpool::{CallbackEnviron, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolTimer, ThreadpoolWork};
 
 const _: () = {
@@ -555,19 +556,19 @@ trait StopAndDrain {
 
 impl StopAndDrain for ThreadpoolTimer {
     fn stop_and_drain(&self) {
-        ThreadpoolTimer::stop_and_drain(self);
+        TimerObject::stop_and_drain(self);
     }
     fn wait(&self) {
-        ThreadpoolTimer::wait(self);
+        TimerObject::wait(self);
     }
 }
 
 impl StopAndDrain for ThreadpoolPeriodicTimer {
     fn stop_and_drain(&self) {
-        ThreadpoolPeriodicTimer::stop_and_drain(self);
+        PeriodicTimerObject::stop_and_drain(self);
     }
     fn wait(&self) {
-        ThreadpoolPeriodicTimer::wait(self);
+        PeriodicTimerObject::wait(self);
     }
 }
 
@@ -576,7 +577,7 @@ fn stop_and_drain_absorbs_one_shot_arms_racing_it() {
     arms_racing_stop_and_drain(
         |on_entry| ThreadpoolTimer::new(move |_| on_entry(), None).unwrap(),
         |t, d| t.set_after(d).unwrap(),
-        ThreadpoolTimer::is_set,
+        |t| t.is_set(),
     );
 }
 
@@ -585,7 +586,7 @@ fn stop_and_drain_absorbs_periodic_starts_racing_it() {
     arms_racing_stop_and_drain(
         |on_entry| ThreadpoolPeriodicTimer::new(Duration::from_millis(1), move |_| on_entry(), None).unwrap(),
         |t, d| t.start_after(d).unwrap(),
-        ThreadpoolPeriodicTimer::is_running,
+        |t| t.is_running(),
     );
 }
 

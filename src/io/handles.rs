@@ -1,0 +1,211 @@
+//! Handles of proven provenance, and classifying an overlapped call's result.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::fs::OpenOptions;
+use std::io;
+use std::os::windows::fs::OpenOptionsExt;
+use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle, RawHandle};
+use std::path::Path;
+
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_CONNECTED, GENERIC_READ, GENERIC_WRITE,
+    INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX,
+    SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
+};
+use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
+use windows_sys::Win32::System::Pipes::{
+    ConnectNamedPipe, CreateNamedPipeW, PIPE_READMODE_BYTE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_BYTE, PIPE_WAIT,
+};
+use windows_sys::Win32::System::Threading::{CreateEventW, GetCurrentProcessId};
+use windows_sys::core::BOOL;
+
+use crate::sys;
+
+/// An owned handle known to be fit for [`ThreadpoolIo::new`](crate::io::ThreadpoolIo::new): opened by this
+/// module with `FILE_FLAG_OVERLAPPED`, not bound to a completion port, and
+/// without skip-on-success.
+#[derive(Debug)]
+pub struct OverlappedHandle(pub(super) OwnedHandle);
+
+impl OverlappedHandle {
+    /// Gives up the proof and returns the plain owned handle.
+    pub fn into_owned(self) -> OwnedHandle {
+        self.0
+    }
+}
+
+impl AsHandle for OverlappedHandle {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.0.as_handle()
+    }
+}
+
+impl AsRawHandle for OverlappedHandle {
+    fn as_raw_handle(&self) -> RawHandle {
+        self.0.as_raw_handle()
+    }
+}
+
+impl From<OverlappedHandle> for OwnedHandle {
+    fn from(h: OverlappedHandle) -> Self {
+        h.0
+    }
+}
+
+/// Opens `path` with `options` for overlapped I/O.
+///
+/// `options` decides access and disposition (`read`, `write`, `create`,
+/// `truncate`, ...). This sets the options' `custom_flags` to
+/// `FILE_FLAG_OVERLAPPED`, replacing any custom flags already set on them;
+/// use [`open_file_with_flags`] to pass others.
+pub fn open_file(path: impl AsRef<Path>, options: &OpenOptions) -> io::Result<OverlappedHandle> {
+    open_file_with_flags(path, options, 0)
+}
+
+/// [`open_file`] with extra `FILE_FLAG_*` values (for example
+/// `FILE_FLAG_NO_BUFFERING`), combined with `FILE_FLAG_OVERLAPPED`.
+pub fn open_file_with_flags(path: impl AsRef<Path>, options: &OpenOptions, flags: u32) -> io::Result<OverlappedHandle> {
+    let mut options = options.clone();
+    options.custom_flags(flags | FILE_FLAG_OVERLAPPED);
+    Ok(OverlappedHandle(OwnedHandle::from(options.open(path)?)))
+}
+
+/// Creates a connected pair of overlapped named-pipe ends, `(server, client)`,
+/// both readable and writable, in byte mode.
+///
+/// The pipe has a unique local name (process id and a counter), admits one
+/// instance (`FILE_FLAG_FIRST_PIPE_INSTANCE`, so an existing pipe of that name
+/// is never joined), rejects remote clients, and the client end is opened
+/// at identification level, so the server cannot impersonate it.
+pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    /// Each end's buffer size hint.
+    const BUFFER: u32 = 64 * 1024;
+    // SAFETY: no preconditions.
+    let pid = unsafe { GetCurrentProcessId() };
+    let mut attempts = 0;
+    let (server, name) = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name: Vec<u16> = format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect();
+        // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
+        let h = unsafe {
+            CreateNamedPipeW(
+                name.as_ptr(),
+                PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | FILE_FLAG_FIRST_PIPE_INSTANCE,
+                PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS,
+                1,
+                BUFFER,
+                BUFFER,
+                0,
+                core::ptr::null(),
+            )
+        };
+        if h != INVALID_HANDLE_VALUE {
+            // SAFETY: a fresh handle that nothing else owns.
+            break (unsafe { OwnedHandle::from_raw_handle(h) }, name);
+        }
+        let err = io::Error::last_os_error();
+        // Someone else holds this name: take the next one.
+        attempts += 1;
+        if err.raw_os_error() != Some(ERROR_ACCESS_DENIED as i32) || attempts == 16 {
+            return Err(err);
+        }
+    };
+    // SAFETY: `name` is NUL-terminated; the other arguments are plain values.
+    let c = unsafe {
+        CreateFileW(
+            name.as_ptr(),
+            GENERIC_READ | GENERIC_WRITE,
+            0,
+            core::ptr::null(),
+            OPEN_EXISTING,
+            FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
+            core::ptr::null_mut(),
+        )
+    };
+    if c == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    let client = unsafe { OwnedHandle::from_raw_handle(c) };
+    connect(&server)?;
+    Ok((OverlappedHandle(server), OverlappedHandle(client)))
+}
+
+/// Completes the server side of a connection the client has already made:
+/// `ConnectNamedPipe` then normally reports `ERROR_PIPE_CONNECTED`.
+pub(super) fn connect(server: &OwnedHandle) -> io::Result<()> {
+    // SAFETY: default attributes, manual reset, unsignalled, unnamed.
+    let event = unsafe { CreateEventW(core::ptr::null(), 1, 0, core::ptr::null()) };
+    if event.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    let event = unsafe { OwnedHandle::from_raw_handle(event) };
+    let mut ov = OVERLAPPED { hEvent: event.as_raw_handle(), ..Default::default() };
+    // SAFETY: `ov` outlives the operation: a pending connect is waited for below.
+    if unsafe { ConnectNamedPipe(server.as_raw_handle(), &mut ov) } != 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error().map(|e| e as u32) {
+        Some(ERROR_PIPE_CONNECTED) => Ok(()),
+        Some(ERROR_IO_PENDING) => {
+            let mut n = 0;
+            // SAFETY: `ov` is the pending operation's; waiting makes it finish before `ov` dies.
+            sys::check(unsafe { GetOverlappedResult(server.as_raw_handle(), &ov, &mut n, 1) })
+        }
+        _ => Err(err),
+    }
+}
+
+/// Classifies the `BOOL` a Win32 overlapped call returned, reading the
+/// thread's last error when it is `FALSE`: `Ok` for success,
+/// `ERROR_IO_PENDING` and `ERROR_MORE_DATA`, the error otherwise. Call it
+/// directly after the issuing call, before anything else can overwrite the
+/// last error. Meant for [`ThreadpoolIo::submit`](crate::io::ThreadpoolIo::submit)'s `issue` closures.
+///
+/// A Win32 error code does not say whether the status behind it was a
+/// warning (a completion is queued) or an error (none is): this is exact
+/// only for calls whose one possible warning is `STATUS_BUFFER_OVERFLOW`
+/// (`ERROR_MORE_DATA`), such as reads and writes of files and pipes. For a
+/// call that can end in another warning (a tape or removable-media driver's
+/// `STATUS_END_OF_MEDIA`, `STATUS_FILEMARK_DETECTED`, a `STATUS_DEVICE_BUSY`,
+/// ...) issue its `Nt*` form and classify with [`issue_status`].
+pub fn issue_result(ret: BOOL) -> io::Result<()> {
+    if ret != 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error().map(|e| e as u32) {
+        Some(ERROR_IO_PENDING | ERROR_MORE_DATA) => Ok(()),
+        _ => Err(err),
+    }
+}
+
+/// Classifies the `NTSTATUS` an `Nt*` overlapped call (`NtReadFile`,
+/// `NtDeviceIoControlFile`, ...) returned: `Ok` when a completion will be
+/// queued, which is for every status that is not of the error class
+/// (success, `STATUS_PENDING`, informational and warning statuses), the
+/// status as a Win32 error (`RtlNtStatusToDosError`) otherwise. Meant for
+/// [`ThreadpoolIo::submit`](crate::io::ThreadpoolIo::submit)'s `issue` closures.
+pub fn issue_status(status: NTSTATUS) -> io::Result<()> {
+    if queues_completion(status) {
+        Ok(())
+    } else {
+        // SAFETY: a pure conversion. The thread's last error is left alone.
+        Err(io::Error::from_raw_os_error(unsafe { RtlNtStatusToDosError(status) } as i32))
+    }
+}
+
+/// Whether an overlapped call that returned `status` has a completion queued
+/// for it: the I/O manager queues one for every status outside the error
+/// class (severity bits `0b11`), so success, `STATUS_PENDING`, the
+/// informational and the warning statuses all do, and only an error fails
+/// the operation synchronously.
+pub(crate) const fn queues_completion(status: NTSTATUS) -> bool {
+    (status as u32) >> 30 != 0b11
+}

@@ -1,0 +1,486 @@
+//! The core of an I/O object: issuing, cancelling, draining, the completion
+//! path and the teardown phases.
+
+use core::cell::Cell;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::io;
+use std::os::windows::io::{AsRawHandle, IntoRawHandle, OwnedHandle};
+use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+
+use windows_sys::Wdk::Storage::FileSystem::{NtReadFile, NtWriteFile};
+use windows_sys::Win32::Foundation::{CloseHandle, ERROR_NOT_FOUND, HANDLE, STATUS_PENDING};
+use windows_sys::Win32::System::IO::{CancelIoEx, IO_STATUS_BLOCK, OVERLAPPED};
+use windows_sys::Win32::System::Threading::{
+    CancelThreadpoolIo, CloseThreadpoolIo, CreateThreadpoolIo, PTP_CALLBACK_INSTANCE, PTP_IO, StartThreadpoolIo,
+    WaitForThreadpoolIoCallbacks,
+};
+
+use crate::callback_env::{CallbackEnviron, env_parts};
+use crate::ctx::{self, Context};
+use crate::instance::CallbackInstance;
+use crate::obligation::DrainObligation;
+use crate::owner::{Lifecycle, Phase};
+use crate::pool::PoolRef;
+use crate::reentry;
+use crate::sys;
+
+use super::{handles::*, operation::*, registry::*};
+
+/// The context state the owner and the trampoline share.
+#[derive(Default)]
+pub(crate) struct IoHeader {
+    pub(super) obligation: DrainObligation,
+    pub(super) registry: Mutex<Registry>,
+    /// Started operations whose completion has not been delivered (and
+    /// storage freed) or whose synchronous failure has not been balanced.
+    pub(super) outstanding: AtomicUsize,
+    /// Operations issued so far: a rundown re-cancels when this moves.
+    pub(super) issued: AtomicU64,
+    /// Threads blocked in `run_down` or `wait`; wakers skip the lock when zero.
+    pub(super) waiters: AtomicUsize,
+    pub(super) idle_lock: Mutex<()>,
+    pub(super) idle: Condvar,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl IoHeader {
+    pub(super) fn wake_waiters(&self) {
+        if self.waiters.load(Ordering::SeqCst) != 0 {
+            let _g = lock(&self.idle_lock);
+            self.idle.notify_all();
+        }
+    }
+
+    /// Enters the block at `address` in the registry under a fresh
+    /// generation; from here its completion can be delivered.
+    pub(super) fn register(&self, address: usize) -> OperationId {
+        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+        let slot = lock(&self.registry).insert(address, generation);
+        OperationId { slot, address, generation }
+    }
+
+    /// One operation is settled; the last touch of the header by a completion.
+    pub(super) fn finish_one(&self) {
+        if self.outstanding.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.wake_waiters();
+        }
+    }
+}
+
+/// The parts of an I/O object: the raw `TP_IO`, its context, the handle and
+/// the pool reference. [`ThreadpoolIo`] is its only owner (I/O objects are
+/// not cleanup-group members, see the module docs).
+pub(crate) struct IoCore {
+    pub(super) raw: PTP_IO,
+    pub(super) ctx: Context<IoHeader>,
+    pub(super) handle: OwnedHandle,
+    /// Held shared by submissions across start and issue, exclusively by
+    /// `cancel_all`, so a cancel-all never falls between the two.
+    pub(super) issuing: RwLock<()>,
+    pub(super) pool: PoolRef,
+}
+
+/// Aborts the process if dropped: armed while a caller's `issue` runs, after
+/// which it cannot be known whether the kernel owns the operation.
+pub(super) struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        std::process::abort();
+    }
+}
+
+impl IoCore {
+    pub(super) fn new<F>(handle: OwnedHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&IoCompletion) + Send + Sync + 'static,
+    {
+        reentry::ensure_slot()?;
+        let (env, pool, placement) = env_parts(env);
+        let ctx = Context::new(placement, IoHeader::default(), callback);
+        let pv = ctx.as_ptr();
+        let h = handle.as_raw_handle();
+        // The error is read inside the bracket: recording may overwrite it.
+        let raw = trace_call!("CreateThreadpoolIo", h, env, {
+            // SAFETY: the trampoline is instantiated for the context's type,
+            // and the context outlives the object (freed only after rundown,
+            // drain and close); `h` is a live handle owned by `handle`.
+            sys::created(unsafe { CreateThreadpoolIo(h, Some(trampoline::<F>), pv, env) })
+        });
+        let raw = match raw {
+            Ok(raw) => raw,
+            Err(err) => {
+                drop(ctx);
+                return Err(err);
+            }
+        };
+        trace_record!("io", "created", h, raw);
+        Ok(Self { raw, ctx, handle, issuing: RwLock::new(()), pool })
+    }
+
+    pub(super) fn header(&self) -> &IoHeader {
+        self.ctx.header()
+    }
+
+    /// Registers, starts and issues one operation; on a synchronous failure
+    /// balances the start and gives the operation back.
+    ///
+    /// `prepare` runs before anything is started (user code such as a
+    /// buffer's `AsMut` runs there); `issue` runs between the start and the
+    /// return and must return `Ok` exactly when a completion will be queued.
+    ///
+    /// # Safety
+    /// `issue` must start at most one overlapped operation, on `handle` with
+    /// the given `OVERLAPPED`, and return `Ok` if and only if it did and a
+    /// completion will be queued for it (see [`ThreadpoolIo::submit`]).
+    pub(super) unsafe fn submit<P, X>(
+        &self,
+        op: Operation<P>,
+        prepare: impl FnOnce(&mut P) -> io::Result<X>,
+        issue: impl FnOnce(HANDLE, *mut OVERLAPPED, X) -> io::Result<()>,
+    ) -> Result<OperationId, SubmitError<Operation<P>>>
+    where
+        P: Send + 'static,
+    {
+        // SAFETY: the block is owned by `op`; the OVERLAPPED is plain data.
+        unsafe { (*op.block.as_ptr()).header.overlapped = OVERLAPPED::default() };
+        // SAFETY: as above; the reference is derived from the block's raw
+        // pointer, so pointers `prepare` derives from it stay valid after.
+        let x = match prepare(unsafe { &mut (*op.block.as_ptr()).payload }) {
+            Ok(x) => x,
+            Err(error) => return Err(SubmitError { error, payload: op }),
+        };
+        let block = op.into_raw();
+        let header = self.header();
+        let _issuing = self.issuing.read().unwrap_or_else(|e| e.into_inner());
+        let id = header.register(block.as_ptr() as usize);
+        let OperationId { slot, address, generation } = id;
+        // SAFETY: a place projection of the owned block, not a reference.
+        let overlapped = unsafe { &raw mut (*block.as_ptr()).header.overlapped };
+        let handle = self.handle.as_raw_handle();
+        header.outstanding.fetch_add(1, Ordering::SeqCst);
+        let issued = header.obligation.publish_submission(|| {
+            // SAFETY: `self.raw` is a live I/O object.
+            trace_call!("StartThreadpoolIo", self.raw, 0, { unsafe { StartThreadpoolIo(self.raw) } });
+            trace_record!("io", "started", address, generation);
+            let guard = AbortOnUnwind;
+            let r = issue(handle, overlapped, x);
+            core::mem::forget(guard);
+            r
+        });
+        // From here on an issued block may already have been completed and
+        // freed: only `id` and the failure path below may be used.
+        match issued {
+            Ok(()) => {
+                header.issued.fetch_add(1, Ordering::SeqCst);
+                header.wake_waiters();
+                Ok(id)
+            }
+            Err(error) => {
+                // SAFETY: `self.raw` is live and the start above is unmatched.
+                trace_call!("CancelThreadpoolIo", self.raw, 0, { unsafe { CancelThreadpoolIo(self.raw) } });
+                trace_record!("io", "start-cancelled", address, error.raw_os_error().unwrap_or(-1));
+                lock(&header.registry).remove(slot);
+                header.obligation.dispatched();
+                header.finish_one();
+                // SAFETY: no completion will arrive, so the block is ours again.
+                Err(SubmitError { error, payload: unsafe { Operation::from_raw(block) } })
+            }
+        }
+    }
+
+    pub(super) fn read_write<B, const WRITE: bool>(&self, offset: u64, buffer: B) -> Result<OperationId, SubmitError<B>>
+    where
+        B: Send + 'static,
+        B: BufferFor<WRITE>,
+    {
+        let prepare = |b: &mut B| -> io::Result<(*mut u8, u32)> {
+            let (ptr, len) = b.raw_parts();
+            let len = u32::try_from(len).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "a single read or write transfers at most u32::MAX bytes")
+            })?;
+            Ok((ptr, len))
+        };
+        let issue = |handle: HANDLE, ov: *mut OVERLAPPED, (ptr, len): (*mut u8, u32)| {
+            // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until
+            // issued. `Internal` starts as STATUS_PENDING, as ReadFile leaves
+            // it; the offset is recorded where ReadFile would have put it.
+            unsafe {
+                (*ov).Internal = STATUS_PENDING as usize;
+                (*ov).Anonymous.Anonymous.Offset = offset as u32;
+                (*ov).Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
+            }
+            let position = offset as i64;
+            // The OVERLAPPED's `Internal` and `InternalHigh` are the request's
+            // IO_STATUS_BLOCK, and its address the completion's context, as
+            // ReadFile and WriteFile pass them.
+            let iosb = ov.cast::<IO_STATUS_BLOCK>();
+            let context = ov.cast_const().cast::<c_void>();
+            let event = core::ptr::null_mut();
+            if WRITE {
+                trace_call!("NtWriteFile", handle, ov, {
+                    // SAFETY: `ptr..ptr+len` is the payload's buffer, which
+                    // lives in the block the kernel owns until the
+                    // completion; `position` is read before the call returns.
+                    issue_status(unsafe {
+                        NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
+                    })
+                })
+            } else {
+                trace_call!("NtReadFile", handle, ov, {
+                    // SAFETY: as above, and the buffer was borrowed mutably.
+                    issue_status(unsafe {
+                        NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
+                    })
+                })
+            }
+        };
+        // SAFETY: `issue` issues exactly one NtReadFile/NtWriteFile on
+        // `handle` with `ov`, and `issue_status` returns `Ok` exactly when a
+        // completion is queued (the handle has no skip-on-success, by
+        // construction or by `from_handle`'s contract).
+        unsafe { self.submit(Operation::new(buffer), prepare, issue) }.map_err(|e| e.map(Operation::into_payload))
+    }
+
+    pub(super) fn cancel(&self, id: OperationId) -> io::Result<()> {
+        let registry = lock(&self.header().registry);
+        if !registry.is_live(id) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "cancel: no outstanding operation of this object has this id (it completed, failed synchronously, or belongs to another object)",
+            ));
+        }
+        let h = self.handle.as_raw_handle();
+        let ov = id.address as *const OVERLAPPED;
+        trace_call!("CancelIoEx", h, ov, {
+            // SAFETY: the registry lock is held, so the operation is still
+            // outstanding and its block cannot be freed and reused under us.
+            sys::check(unsafe { CancelIoEx(h, ov) })
+        })
+    }
+
+    pub(super) fn cancel_all(&self) -> io::Result<()> {
+        let _no_issue = self.issuing.write().unwrap_or_else(|e| e.into_inner());
+        self.cancel_all_locked()
+    }
+
+    /// `CancelIoEx(handle, NULL)`; the caller holds `issuing` exclusively.
+    pub(super) fn cancel_all_locked(&self) -> io::Result<()> {
+        let h = self.handle.as_raw_handle();
+        let r = trace_call!("CancelIoEx", h, 0, {
+            // SAFETY: `h` is live; a null OVERLAPPED cancels every operation on it.
+            sys::check(unsafe { CancelIoEx(h, core::ptr::null()) })
+        });
+        match r {
+            Err(e) if e.raw_os_error() == Some(ERROR_NOT_FOUND as i32) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// The one drain: returns once nothing is outstanding and every callback
+    /// has returned; with `cancel`, cancels everything outstanding first, and
+    /// again whenever an operation was issued meanwhile.
+    ///
+    /// `WaitForThreadpoolIoCallbacks` also waits for started operations whose
+    /// completion has not arrived (Wine does; a pipe read nobody satisfies
+    /// would block it forever), so it is called only under the exclusive
+    /// `issuing` lock with nothing outstanding: no start can race it, and the
+    /// only callbacks left are past their last use of the operation and the
+    /// user's code, so none can be waiting for the lock.
+    pub(super) fn settle(&self, cancel: bool) {
+        let h = self.header();
+        h.waiters.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let seen = h.issued.load(Ordering::SeqCst);
+            {
+                let _no_issue = self.issuing.write().unwrap_or_else(|e| e.into_inner());
+                if h.outstanding.load(Ordering::SeqCst) == 0 {
+                    self.drain();
+                    break;
+                }
+                if cancel {
+                    // A failure cannot be acted on: the wait below still waits for every completion.
+                    let _ = self.cancel_all_locked();
+                }
+            }
+            let g = lock(&h.idle_lock);
+            let g = h
+                .idle
+                .wait_while(g, |_| h.outstanding.load(Ordering::SeqCst) != 0 && h.issued.load(Ordering::SeqCst) == seen)
+                .unwrap_or_else(|e| e.into_inner());
+            drop(g);
+        }
+        h.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// `WaitForThreadpoolIoCallbacks(.., FALSE)`; only [`settle`](Self::settle) calls it.
+    pub(super) fn drain(&self) {
+        trace_call!("WaitForThreadpoolIoCallbacks", self.raw, 0, {
+            // SAFETY: `self.raw` is a live I/O object.
+            unsafe { WaitForThreadpoolIoCallbacks(self.raw, 0) }
+        });
+    }
+
+    /// Cancel, wait for every completion, drain.
+    pub(super) fn run_down(&self) {
+        trace_record!("io", "rundown-begin", self.raw, self.header().outstanding.load(Ordering::SeqCst));
+        self.settle(true);
+        trace_record!("io", "rundown-ended", self.raw, self.header().outstanding.load(Ordering::SeqCst));
+    }
+}
+
+impl Lifecycle for IoCore {
+    fn owner_name(&self) -> &'static str {
+        "ThreadpoolIo"
+    }
+
+    fn context(&self) -> *const c_void {
+        self.ctx.as_ptr()
+    }
+
+    fn record(&self, phase: Phase) {
+        match phase {
+            Phase::Begin => {
+                trace_record!("io", "drop-begin", self.raw, self.header().outstanding.load(Ordering::SeqCst));
+            }
+            Phase::Drained => trace_record!("io", "drop-drained", self.raw, 0),
+        }
+    }
+
+    /// Operations whose completions were not yet delivered.
+    fn drain_owed(&self) -> bool {
+        let owed = self.header().obligation.is_owed();
+        if owed {
+            trace_record!("io", "drain-owed", self.raw, self.header().outstanding.load(Ordering::SeqCst));
+        }
+        owed
+    }
+
+    /// Waits for every outstanding operation and callback (`cancel`:
+    /// cancels them first, and whatever is issued meanwhile).
+    fn drain(&self, cancel: bool) {
+        self.settle(cancel);
+    }
+
+    fn stop_and_drain(&self) {
+        self.run_down();
+    }
+
+    /// Runs down: an I/O object's teardown cancels what is outstanding (a
+    /// pipe read nobody satisfies must not hang it), whatever `cancel` says.
+    fn quiesce(&self, _cancel: bool) {
+        self.run_down();
+    }
+
+    /// Closes the handle, closes the object, then frees the context (the
+    /// order `CloseThreadpoolIo` documents).
+    fn close_and_free(self) {
+        let Self { raw, ctx, handle, issuing: _, pool } = self;
+        let h = handle.into_raw_handle();
+        // SAFETY: `h` was owned and is closed exactly once, here.
+        trace_call!("CloseHandle", h, 0, { unsafe { CloseHandle(h) } });
+        // SAFETY: the handle is closed, nothing is outstanding and every
+        // callback has returned; the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolIo", raw, 0, { unsafe { CloseThreadpoolIo(raw) } });
+        drop(ctx);
+        drop(pool);
+        trace_record!("io", "drop-closed", raw, h);
+    }
+}
+
+/// A buffer the safe operations can read into (`WRITE = false`, needs
+/// `AsMut<[u8]>`) or write from (`WRITE = true`, needs `AsRef<[u8]>`).
+pub(super) trait BufferFor<const WRITE: bool> {
+    fn raw_parts(&mut self) -> (*mut u8, usize);
+}
+
+impl<B: AsMut<[u8]>> BufferFor<false> for B {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        let s = self.as_mut();
+        (s.as_mut_ptr(), s.len())
+    }
+}
+
+impl<B: AsRef<[u8]>> BufferFor<true> for B {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        let s = self.as_ref();
+        // The kernel only reads through a write's pointer.
+        (s.as_ptr().cast_mut(), s.len())
+    }
+}
+
+pub(super) unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'static>(
+    instance: PTP_CALLBACK_INSTANCE,
+    context: *mut c_void,
+    overlapped: *mut c_void,
+    io_result: u32,
+    bytes: usize,
+    io: PTP_IO,
+) {
+    let _scope = reentry::CallbackScope::enter(context);
+    trace_record!("io", "trampoline-entered", overlapped, io_result);
+    // SAFETY: `context` is the `Shared` this trampoline was created with; the
+    // owner frees it only after every completion was delivered and every
+    // callback drained.
+    let shared = unsafe { ctx::get::<IoHeader, F>(context) };
+    // SAFETY: the pool delivers this completion once, and it names an
+    // operation of this object only if that operation has completed.
+    unsafe { deliver_in(instance, &shared.header, &shared.callback, overlapped, io_result, bytes, io) };
+}
+
+/// The completion path: hands the operation at `overlapped` to `callback`,
+/// then frees what the callback did not claim and settles the operation.
+///
+/// A completion whose `OVERLAPPED` is not one of this object's outstanding
+/// operations (null, I/O issued on a duplicate of the handle, a late
+/// duplicate of a delivered address) is recorded as `trampoline-foreign` and
+/// ignored: no callback, and `outstanding` and the drain obligation are left
+/// alone. Membership is decided under the registry lock by address alone,
+/// before the pointer is dereferenced, and the same lock acquisition removes
+/// the operation, so it is delivered at most once.
+///
+/// # Safety
+/// If `overlapped` is the address of an operation in `header`'s registry,
+/// that operation's completion is what is being delivered: the kernel is
+/// done with its block. `instance` is the running callback's (or null, in
+/// unit tests whose callbacks do not use it).
+pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
+    instance: PTP_CALLBACK_INSTANCE,
+    header: &IoHeader,
+    callback: &F,
+    overlapped: *mut c_void,
+    io_result: u32,
+    bytes: usize,
+    io: PTP_IO,
+) {
+    let Some((slot, generation)) = lock(&header.registry).take(overlapped as usize) else {
+        trace_record!("io", "trampoline-foreign", io, io_result);
+        return;
+    };
+    let block = overlapped.cast::<OpHeader>();
+    // SAFETY: the registry held this address, so it is an operation block of
+    // this object whose completion is being delivered (the caller's
+    // guarantee); removing it made the block ours alone.
+    let type_id = unsafe { (*block).type_id };
+    header.obligation.dispatched();
+    let completion = IoCompletion {
+        instance: CallbackInstance::new(instance),
+        block: Cell::new(NonNull::new(block)),
+        type_id,
+        id: OperationId { slot, address: overlapped as usize, generation },
+        result: io_result,
+        bytes,
+    };
+    callback(&completion);
+    if let Some(block) = completion.block.take() {
+        // SAFETY: unclaimed, so still ours; `free` matches its payload type.
+        unsafe { ((*block.as_ptr()).free)(block) };
+    }
+    trace_record!("io", "trampoline-left", overlapped, io_result);
+    header.finish_one();
+}

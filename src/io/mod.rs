@@ -1,0 +1,238 @@
+//! Thread-pool I/O (`TP_IO`): overlapped operations whose completions run a
+//! callback on a pool thread.
+//!
+//! A [`ThreadpoolIo`] binds an overlapped handle to the pool. Each operation
+//! ([`read_at`](ThreadpoolIo::read_at), [`write_at`](ThreadpoolIo::write_at),
+//! [`read`](ThreadpoolIo::read), [`write`](ThreadpoolIo::write), or any other
+//! overlapped call through [`submit`](ThreadpoolIo::submit)) delivers exactly
+//! one [`IoCompletion`] to the callback, unless it fails synchronously, in
+//! which case the caller gets the error and its buffer back and the callback
+//! never runs.
+//!
+//! ```
+//! use std::sync::mpsc;
+//! use windows_threadpool::io::{self, IoCompletion, ThreadpoolIo};
+//!
+//! let path = std::env::temp_dir().join(format!("wtp-io-doc-{}", std::process::id()));
+//! std::fs::write(&path, b"hello, pool")?;
+//! let (tx, rx) = mpsc::channel();
+//! let file = ThreadpoolIo::new(
+//!     io::open_file(&path, std::fs::OpenOptions::new().read(true))?,
+//!     move |c: &IoCompletion| {
+//!         let buf = c.claim::<Vec<u8>>().expect("a Vec<u8> read").into_payload();
+//!         tx.send((c.error().map(|e| e.kind()), buf[..c.bytes_transferred()].to_vec())).unwrap();
+//!     },
+//!     None,
+//! )?;
+//! file.read_at(7, vec![0u8; 64])?;
+//! assert_eq!(rx.recv().unwrap(), (None, b"pool".to_vec()));
+//! drop(file);
+//! std::fs::remove_file(&path)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Ownership
+//! From the moment an operation is issued until its completion is delivered,
+//! its `OVERLAPPED` and its buffer belong to the kernel. The crate owns both:
+//! an operation is one heap block ([`Operation`]) holding the `OVERLAPPED`
+//! (first, so the `OVERLAPPED*` a completion carries is the block's address)
+//! and a payload `P` (the buffer, or anything the issuing call needs). The
+//! caller hands the operation over and gets an [`OperationId`] back; the
+//! callback can take the payload back with [`IoCompletion::claim`], which
+//! checks the payload's type. A payload nobody claims is dropped when the
+//! callback returns.
+//!
+//! # The start/cancel balance
+//! `StartThreadpoolIo` must precede every operation, and be undone with
+//! `CancelThreadpoolIo` when the operation fails synchronously (no completion
+//! will arrive). The crate keeps one counter,
+//! [`outstanding`](ThreadpoolIo::outstanding): an operation counts from just
+//! before its start until its completion has been delivered and its storage
+//! freed, or until its synchronous failure has been balanced. That is both
+//! the balance and what a rundown waits for.
+//!
+//! Which results queue a completion is decided by the `NTSTATUS` behind
+//! them: the I/O manager queues one for every status that is not of the
+//! error class (its two severity bits `0b11`), so success, `STATUS_PENDING`,
+//! informational and warning statuses all do. Win32 calls report warnings
+//! (`STATUS_BUFFER_OVERFLOW`, `STATUS_END_OF_MEDIA`, `STATUS_DEVICE_BUSY`,
+//! ...) as `FALSE` with an ordinary error code, indistinguishable from a real
+//! failure; treating one as a failure would free a block whose completion is
+//! still coming. So the crate's own reads and writes are issued with
+//! `NtReadFile` and `NtWriteFile`, which return the status itself, and
+//! [`issue_status`] classifies it. These are documented calls (the WDK's
+//! `NtReadFile`/`ZwReadFile` pages; user-mode code uses the `Nt` names);
+//! `RtlGetLastNtStatus`, which would recover the status behind a Win32
+//! call's last error, is not documented, and the `OVERLAPPED`'s `Internal`
+//! cannot be read after a call that queued a completion (the completion may
+//! already have freed the block). [`issue_result`] classifies a Win32 call
+//! and is exact only where `ERROR_MORE_DATA` is the one possible warning.
+//!
+//! # Completions that are not ours
+//! A completion port is bound to the file object, not to the handle: any
+//! duplicate of the bound handle (from [`ThreadpoolIo::handle`], inherited by
+//! a child process, handed to a library) that issues overlapped I/O sends its
+//! completion to this object's port. The callback therefore trusts no
+//! `OVERLAPPED`: it looks the address up among the object's outstanding
+//! operations (an O(1) index by address inside the registry, under the one
+//! lock acquisition the completion path takes anyway) and only then reads
+//! the block. Anything else is recorded as `trampoline-foreign` and ignored:
+//! the callback does not run, and neither `outstanding` nor the drain is
+//! touched. The same look-up makes a second completion for an address that
+//! was already delivered a foreign one.
+//!
+//! The guard keeps the crate's memory safe; it cannot repair the thread
+//! pool's own count of started operations, which such I/O bypasses.
+//! Microsoft documents I/O on the handle without `StartThreadpoolIo` as
+//! corrupting the pool's state. Wine 8 drops a foreign packet when no start
+//! is pending, and otherwise pairs it with one of the object's starts and
+//! later drops that operation's own packet, which then never completes (a
+//! rundown waits for it forever); see `docs/wine.md`. Issuing I/O on a
+//! duplicate of the handle therefore stays unsupported. An address the
+//! registry holds is trusted, so a foreign `OVERLAPPED` whose memory was
+//! freed and reused for one of this object's blocks while its packet was
+//! still queued cannot be told apart either.
+//!
+//! # Operation ids
+//! A block's address is reused once a completion frees it, so an
+//! [`OperationId`] carries a process-wide generation as well as the address.
+//! [`cancel`](ThreadpoolIo::cancel) looks the id up in a registry of
+//! outstanding operations and calls `CancelIoEx` only if the live operation at
+//! that slot has the same address and generation, all under the registry's
+//! lock, which the completion path takes before it frees a block. A stale id
+//! is rejected rather than cancelling whatever now lives at its address. The
+//! registry grows to the largest number of operations outstanding at once and
+//! is reused after that: issuing allocates only the operation's block.
+//!
+//! # Teardown
+//! `Drop` runs down (cancels everything outstanding with `CancelIoEx` and
+//! waits, on a condition variable, until every completion has been delivered),
+//! drains the callbacks (`WaitForThreadpoolIoCallbacks(.., FALSE)`, never
+//! cancelling queued callbacks), closes the handle, then closes the `TP_IO`:
+//! `CloseThreadpoolIo` asks for the handle to be closed and outstanding I/O
+//! finished before it is called, and for no I/O to be caused after. A pipe
+//! read nobody will ever satisfy cannot hang teardown.
+//!
+//! The callback may drop the last owner of its own I/O object: the teardown
+//! (rundown included) then runs on another thread and completes once the
+//! callback has returned. `run_down`, `stop_and_drain` and `wait` called
+//! from the object's own callback panic: they would wait for themselves (see
+//! the [crate docs](crate#a-callback-that-reaches-its-own-object)).
+//!
+//! `WaitForThreadpoolIoCallbacks` also waits for every started operation
+//! whose completion has not arrived (measured under Wine; correct whether or
+//! not Windows does the same), so the drain runs only once nothing is
+//! outstanding, while submissions are held off: a start racing it would make
+//! it wait for that operation.
+//!
+//! `TP_IO` objects are deliberately not cleanup-group members: a `TP_IO` must
+//! not be closed while an operation is outstanding, which a bulk
+//! `CloseThreadpoolCleanupGroupMembers` cannot guarantee.
+//!
+//! # Handles
+//! A handle must be opened for overlapped I/O, not already be bound to a
+//! completion port, and not have skip-on-success
+//! (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`) set, or completions go missing
+//! and the balance breaks. [`open_file`] and [`pipe_pair`] return an
+//! [`OverlappedHandle`] that is known to satisfy this; any other handle goes
+//! through the unsafe [`ThreadpoolIo::from_handle`].
+//!
+//! # Under Wine
+//! Wine 8 answers every overlapped file read on a bound handle with
+//! `ERROR_IO_PENDING`, even one past the end of the file, whose completion
+//! then carries `ERROR_HANDLE_EOF`; Windows usually fails such a read
+//! synchronously. Either way it surfaces as an error (see `docs/wine.md`).
+
+use crate::trace::EventInfo;
+
+mod handles;
+mod iocore;
+mod object;
+mod operation;
+mod registry;
+#[cfg(test)]
+mod tests;
+
+pub use handles::{OverlappedHandle, issue_result, issue_status, open_file, open_file_with_flags, pipe_pair};
+pub use object::ThreadpoolIo;
+#[cfg(any(test, feature = "test-hooks"))]
+pub use operation::live_operations;
+pub use operation::{IoCompletion, Operation, OperationId, SubmitError};
+
+pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
+    EventInfo {
+        target: "io",
+        event: "created",
+        slots: ["handle", "io"],
+        meaning: "an I/O object was bound to a handle",
+    },
+    EventInfo {
+        target: "io",
+        event: "started",
+        slots: ["overlapped", "generation"],
+        meaning: "StartThreadpoolIo was called for an operation about to be issued",
+    },
+    EventInfo {
+        target: "io",
+        event: "start-cancelled",
+        slots: ["overlapped", "error"],
+        meaning: "the issuing call failed synchronously: the start was balanced with CancelThreadpoolIo and the payload returned",
+    },
+    EventInfo {
+        target: "io",
+        event: "trampoline-entered",
+        slots: ["overlapped", "result"],
+        meaning: "a pool thread entered the completion callback",
+    },
+    EventInfo {
+        target: "io",
+        event: "trampoline-left",
+        slots: ["overlapped", "result"],
+        meaning: "the callback returned and unclaimed storage was freed",
+    },
+    EventInfo {
+        target: "io",
+        event: "trampoline-foreign",
+        slots: ["io", "result"],
+        meaning: "a completion whose OVERLAPPED is not an outstanding operation of this object (null, or I/O issued on a duplicate of the handle) was ignored",
+    },
+    EventInfo {
+        target: "io",
+        event: "rundown-begin",
+        slots: ["io", "outstanding"],
+        meaning: "run_down started cancelling and waiting",
+    },
+    EventInfo {
+        target: "io",
+        event: "rundown-ended",
+        slots: ["io", "outstanding"],
+        meaning: "every completion was delivered and every callback returned",
+    },
+    EventInfo { target: "io", event: "drop-begin", slots: ["io", "outstanding"], meaning: "teardown started" },
+    EventInfo {
+        target: "io",
+        event: "drain-owed",
+        slots: ["io", "outstanding"],
+        meaning: "teardown found operations whose completions were not yet delivered (they are cancelled)",
+    },
+    EventInfo {
+        target: "io",
+        event: "drop-drained",
+        slots: ["io", ""],
+        meaning: "teardown ran down and drained every callback",
+    },
+    EventInfo {
+        target: "io",
+        event: "drop-closed",
+        slots: ["io", "handle"],
+        meaning: "the I/O object and its handle were closed and the context freed",
+    },
+    EventInfo { target: "syscall", event: "CreateThreadpoolIo", slots: ["handle", "environment"], meaning: "" },
+    EventInfo { target: "syscall", event: "StartThreadpoolIo", slots: ["io", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "CancelThreadpoolIo", slots: ["io", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "WaitForThreadpoolIoCallbacks", slots: ["io", "cancel"], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolIo", slots: ["io", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "CancelIoEx", slots: ["handle", "overlapped"], meaning: "" },
+    EventInfo { target: "syscall", event: "NtReadFile", slots: ["handle", "overlapped"], meaning: "" },
+    EventInfo { target: "syscall", event: "NtWriteFile", slots: ["handle", "overlapped"], meaning: "" },
+];

@@ -1,0 +1,239 @@
+//! The public I/O object.
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
+use std::io;
+use std::os::windows::io::{AsHandle, BorrowedHandle, OwnedHandle};
+
+use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::System::IO::OVERLAPPED;
+use windows_sys::Win32::System::Threading::PTP_IO;
+
+use crate::callback_env::CallbackEnviron;
+use crate::owner::{self, Owner, forbid_drain_in_own_callback};
+
+use super::{handles::*, iocore::*, operation::*};
+
+/// An owned thread-pool I/O object (`CreateThreadpoolIo`) and the overlapped
+/// handle it is bound to.
+///
+/// See the [module docs](crate::io) for ownership, ids, the start/cancel balance
+/// and teardown.
+pub struct ThreadpoolIo {
+    pub(super) core: Owner<IoCore>,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<ThreadpoolIo>();
+    send_sync::<Operation<Vec<u8>>>();
+    send_sync::<OperationId>();
+};
+
+impl core::fmt::Debug for ThreadpoolIo {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let core = &self.core;
+        f.debug_struct("ThreadpoolIo")
+            .field("raw", &(core.raw as *const c_void))
+            .field("handle", &core.handle)
+            .field("outstanding", &self.outstanding())
+            .finish()
+    }
+}
+
+impl ThreadpoolIo {
+    /// Binds `handle` to the pool of `env` (the default pool when `None`);
+    /// `callback` runs once per delivered completion.
+    ///
+    /// If creation fails the handle is closed.
+    pub fn new<F>(handle: OverlappedHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    where
+        F: Fn(&IoCompletion) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, env)?) })
+    }
+
+    /// [`new`](Self::new) for a handle this module did not open.
+    ///
+    /// # Safety
+    /// `handle` must have been opened for overlapped I/O
+    /// (`FILE_FLAG_OVERLAPPED` or the equivalent), must not already be bound
+    /// to a completion port, and must not have
+    /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set (now or later). No I/O may
+    /// be issued on it other than through this object, with the same caveat
+    /// as for [`handle`](Self::handle).
+    pub unsafe fn from_handle<F>(
+        handle: OwnedHandle,
+        callback: F,
+        env: Option<&mut CallbackEnviron<'_>>,
+    ) -> io::Result<Self>
+    where
+        F: Fn(&IoCompletion) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(IoCore::new(handle, callback, env)?) })
+    }
+
+    /// The bound handle. I/O issued through it (or a duplicate) other than
+    /// through this object is not supported: the thread pool expects a
+    /// `StartThreadpoolIo` for every operation on the handle. Its completions
+    /// never reach the callback (see [Completions that are not
+    /// ours](crate::io#completions-that-are-not-ours)).
+    pub fn handle(&self) -> BorrowedHandle<'_> {
+        self.core.handle.as_handle()
+    }
+
+    /// The raw `PTP_IO`, valid while `self` is alive.
+    pub fn as_raw(&self) -> PTP_IO {
+        self.core.raw
+    }
+
+    /// Reads into `buffer` from byte `offset` of a file (`ReadFile`). The
+    /// completion's [`bytes_transferred`](IoCompletion::bytes_transferred)
+    /// says how much of the buffer was filled; a read at or past the end of
+    /// the file completes with (or fails synchronously with) `ERROR_HANDLE_EOF`.
+    ///
+    /// On a synchronous failure the error and `buffer` come back and the
+    /// callback does not run. A buffer longer than `u32::MAX` bytes is
+    /// refused with [`io::ErrorKind::InvalidInput`].
+    pub fn read_at<B>(&self, offset: u64, buffer: B) -> Result<OperationId, SubmitError<B>>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+    {
+        self.core.read_write::<B, false>(offset, buffer)
+    }
+
+    /// Writes `buffer` at byte `offset` of a file (`WriteFile`); see
+    /// [`read_at`](Self::read_at) for the failure cases.
+    pub fn write_at<B>(&self, offset: u64, buffer: B) -> Result<OperationId, SubmitError<B>>
+    where
+        B: AsRef<[u8]> + Send + 'static,
+    {
+        self.core.read_write::<B, true>(offset, buffer)
+    }
+
+    /// Reads into `buffer` from a stream such as a pipe (`ReadFile` with a
+    /// zero offset, which streams ignore); completes when some data arrives.
+    /// See [`read_at`](Self::read_at) for the failure cases.
+    pub fn read<B>(&self, buffer: B) -> Result<OperationId, SubmitError<B>>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+    {
+        self.core.read_write::<B, false>(0, buffer)
+    }
+
+    /// Writes `buffer` to a stream such as a pipe (`WriteFile` with a zero
+    /// offset). See [`read_at`](Self::read_at) for the failure cases.
+    pub fn write<B>(&self, buffer: B) -> Result<OperationId, SubmitError<B>>
+    where
+        B: AsRef<[u8]> + Send + 'static,
+    {
+        self.core.read_write::<B, true>(0, buffer)
+    }
+
+    /// Issues any other overlapped call (`DeviceIoControl`,
+    /// `ReadFileScatter`, a socket call, ...) as an operation of this object.
+    ///
+    /// The OVERLAPPED is zeroed, `StartThreadpoolIo` is called, then `issue`
+    /// runs with the bound handle, the operation's `OVERLAPPED` and its
+    /// payload. If `issue` returns an error the start is balanced with
+    /// `CancelThreadpoolIo` and the operation comes back in the error;
+    /// otherwise the completion will be delivered to the callback, which can
+    /// [`claim`](IoCompletion::claim) the operation. [`issue_status`]
+    /// classifies an `Nt*` call's status, [`issue_result`] a Win32 call's
+    /// `BOOL`.
+    ///
+    /// A panic in `issue` aborts the process: whether the kernel took the
+    /// operation could not be known.
+    ///
+    /// # Safety
+    /// `issue` must:
+    /// - issue at most one overlapped operation, on the given handle, with
+    ///   the given `OVERLAPPED`, and not set the low-order bit of its `hEvent`
+    ///   (which would suppress the completion);
+    /// - return `Ok(())` if and only if a completion will be queued for it:
+    ///   its status is not of the error class (success, `STATUS_PENDING`, an
+    ///   informational or a warning status, see [`issue_status`]); return
+    ///   the error when it failed synchronously or was never issued. A Win32
+    ///   call's `FALSE` can hide a warning: see [`issue_result`] for when it
+    ///   is exact;
+    /// - only pass the kernel memory that lives in the payload (or is
+    ///   otherwise guaranteed to outlive the completion), and not keep or use
+    ///   the `OVERLAPPED` or payload pointers after returning;
+    /// - not call anything on this object.
+    pub unsafe fn submit<P, I>(
+        &self,
+        operation: Operation<P>,
+        issue: I,
+    ) -> Result<OperationId, SubmitError<Operation<P>>>
+    where
+        P: Send + 'static,
+        I: FnOnce(BorrowedHandle<'_>, *mut OVERLAPPED, &mut P) -> io::Result<()>,
+    {
+        let prepare = |p: &mut P| -> io::Result<NonNull<P>> { Ok(NonNull::from(p)) };
+        let issue = |h: HANDLE, ov: *mut OVERLAPPED, p: NonNull<P>| {
+            // SAFETY: `h` is the bound handle, live for this call.
+            let h = unsafe { BorrowedHandle::borrow_raw(h) };
+            // SAFETY: the payload of the block being issued, which nothing
+            // else references until the completion.
+            issue(h, ov, unsafe { &mut *p.as_ptr() })
+        };
+        // SAFETY: forwarded to our caller.
+        unsafe { self.core.submit(operation, prepare, issue) }
+    }
+
+    /// Requests cancellation of one outstanding operation (`CancelIoEx`);
+    /// its completion still arrives, normally with `ERROR_OPERATION_ABORTED`.
+    ///
+    /// Fails with [`io::ErrorKind::NotFound`] if no operation of this object
+    /// with this id is outstanding, including a stale id whose address a
+    /// newer operation now uses; with the OS error (`ERROR_NOT_FOUND`) if the
+    /// operation already completed and its completion is on its way.
+    pub fn cancel(&self, id: OperationId) -> io::Result<()> {
+        self.core.cancel(id)
+    }
+
+    /// Requests cancellation of every outstanding operation on the handle
+    /// (`CancelIoEx` with no `OVERLAPPED`). Nothing outstanding is success.
+    pub fn cancel_all(&self) -> io::Result<()> {
+        self.core.cancel_all()
+    }
+
+    /// Operations started and not yet settled (their completion delivered
+    /// and storage freed, or their synchronous failure balanced).
+    pub fn outstanding(&self) -> usize {
+        self.core.header().outstanding.load(Ordering::SeqCst)
+    }
+
+    /// Cancels everything outstanding and returns once every completion has
+    /// been delivered and every callback has returned. Idempotent; the object
+    /// stays usable. Operations issued while it runs are cancelled too.
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
+    pub fn run_down(&self) {
+        forbid_drain_in_own_callback(&*self.core, "run_down");
+        self.core.run_down();
+    }
+
+    /// The same as [`run_down`](Self::run_down), under the name every object
+    /// type uses for "bring it to rest": call it before dropping an object
+    /// with operations outstanding (the `fail-fast` feature reports a drop
+    /// that still owed this).
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
+    pub fn stop_and_drain(&self) {
+        owner::stop_and_drain(&*self.core);
+    }
+
+    /// Returns once every outstanding operation has completed and every
+    /// callback has returned, without cancelling anything: a pipe read no
+    /// one satisfies makes it wait forever.
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
+    pub fn wait(&self) {
+        owner::wait(&*self.core);
+    }
+}

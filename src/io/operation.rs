@@ -1,0 +1,299 @@
+//! Operations: the heap block an overlapped operation lives in, its id, and
+//! what its completion hands the callback.
+
+use crate::instance::CallbackInstance;
+use core::any::TypeId;
+use core::cell::Cell;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use core::sync::atomic::AtomicU64;
+#[cfg(any(test, feature = "test-hooks"))]
+use core::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
+
+use windows_sys::Win32::System::IO::OVERLAPPED;
+
+/// Operation blocks alive in the process (for tests: every block is freed
+/// exactly once). Counted only when the tests can read it.
+#[cfg(any(test, feature = "test-hooks"))]
+pub(super) static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
+/// The next generation; process-wide, so an id never names another object's
+/// operation either.
+pub(super) static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// How many operation blocks ([`Operation`]s, whether outstanding, claimed or
+/// waiting to be submitted) are alive in this process. A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn live_operations() -> usize {
+    LIVE_BLOCKS.load(Ordering::SeqCst)
+}
+
+/// One block more (`true`) or fewer alive; nothing unless the tests count.
+#[inline(always)]
+pub(super) fn count_block(allocated: bool) {
+    #[cfg(any(test, feature = "test-hooks"))]
+    if allocated {
+        LIVE_BLOCKS.fetch_add(1, Ordering::SeqCst);
+    } else {
+        LIVE_BLOCKS.fetch_sub(1, Ordering::SeqCst);
+    }
+    #[cfg(not(any(test, feature = "test-hooks")))]
+    let _ = allocated;
+}
+
+/// The non-generic part of an operation block.
+#[repr(C)]
+pub(super) struct OpHeader {
+    /// First, so a completion's `OVERLAPPED*` is the block's address.
+    pub(super) overlapped: OVERLAPPED,
+    /// `TypeId` of the payload, checked by [`IoCompletion::claim`].
+    pub(super) type_id: TypeId,
+    /// Frees the whole block, payload included.
+    pub(super) free: unsafe fn(NonNull<OpHeader>),
+}
+
+#[repr(C)]
+pub(super) struct OpBlock<P> {
+    pub(super) header: OpHeader,
+    pub(super) payload: P,
+}
+
+/// Frees a block allocated by [`Operation::new`] as an `OpBlock<P>`.
+///
+/// # Safety
+/// `h` must be such a block, owned by the caller, and not used afterwards.
+pub(super) unsafe fn free_block<P>(h: NonNull<OpHeader>) {
+    // SAFETY: guaranteed by the caller; `OpBlock` is `repr(C)` with the header first.
+    drop(unsafe { Box::from_raw(h.cast::<OpBlock<P>>().as_ptr()) });
+    count_block(false);
+}
+
+/// An operation's storage: a heap block holding the `OVERLAPPED` and a
+/// payload `P`, which stay at a fixed address while the kernel owns them.
+///
+/// The safe operations make one from the buffer they are given;
+/// [`IoCompletion::claim`] hands it back after the completion, and it can be
+/// submitted again through [`ThreadpoolIo::submit`](crate::io::ThreadpoolIo::submit) without a new allocation.
+pub struct Operation<P: Send + 'static> {
+    pub(super) block: NonNull<OpBlock<P>>,
+    pub(super) _owns: PhantomData<OpBlock<P>>,
+}
+
+// SAFETY: the block is owned; its `OVERLAPPED` is plain data (the event
+// handle in it is usable from any thread), so sending it is sending `P`.
+unsafe impl<P: Send + 'static> Send for Operation<P> {}
+// SAFETY: shared access only reads the payload and the plain `OVERLAPPED`.
+unsafe impl<P: Send + Sync + 'static> Sync for Operation<P> {}
+
+impl<P: Send + 'static> Operation<P> {
+    /// Allocates the block for `payload`.
+    pub fn new(payload: P) -> Self {
+        let block = Box::new(OpBlock {
+            header: OpHeader { overlapped: OVERLAPPED::default(), type_id: TypeId::of::<P>(), free: free_block::<P> },
+            payload,
+        });
+        count_block(true);
+        // SAFETY: `Box::into_raw` never returns null.
+        Self { block: unsafe { NonNull::new_unchecked(Box::into_raw(block)) }, _owns: PhantomData }
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &P {
+        // SAFETY: the block is owned by `self` and not shared with the kernel.
+        unsafe { &(*self.block.as_ptr()).payload }
+    }
+
+    /// The payload, mutably.
+    pub fn payload_mut(&mut self) -> &mut P {
+        // SAFETY: as in `payload`, and `&mut self` makes the access unique.
+        unsafe { &mut (*self.block.as_ptr()).payload }
+    }
+
+    /// The `OVERLAPPED` as the last operation left it (`Internal` holds its
+    /// status, `InternalHigh` the bytes transferred).
+    pub fn overlapped(&self) -> &OVERLAPPED {
+        // SAFETY: as in `payload`.
+        unsafe { &(*self.block.as_ptr()).header.overlapped }
+    }
+
+    /// Frees the block and returns the payload.
+    pub fn into_payload(self) -> P {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: the block came from `Box::into_raw` in `new`; `this` will not free it again.
+        let block = unsafe { Box::from_raw(this.block.as_ptr()) };
+        count_block(false);
+        block.payload
+    }
+
+    pub(super) fn into_raw(self) -> NonNull<OpBlock<P>> {
+        core::mem::ManuallyDrop::new(self).block
+    }
+
+    /// # Safety
+    /// `block` must come from [`Operation::into_raw`] (or a header of such a
+    /// block) and be owned by the caller.
+    pub(super) unsafe fn from_raw(block: NonNull<OpBlock<P>>) -> Self {
+        Self { block, _owns: PhantomData }
+    }
+}
+
+impl<P: Send + 'static> Drop for Operation<P> {
+    fn drop(&mut self) {
+        // SAFETY: the block is owned by `self` and freed exactly once, here.
+        unsafe { free_block::<P>(self.block.cast()) }
+    }
+}
+
+impl<P: Send + core::fmt::Debug + 'static> core::fmt::Debug for Operation<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Operation").field("block", &self.block).field("payload", self.payload()).finish()
+    }
+}
+
+/// Names one outstanding operation: the address of its `OVERLAPPED` and a
+/// process-wide generation, which tells apart operations that reuse an address.
+/// Ids order by generation, which is issue order within one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OperationId {
+    pub(super) generation: u64,
+    pub(super) address: usize,
+    pub(super) slot: usize,
+}
+
+impl OperationId {
+    /// The address of the operation's `OVERLAPPED` (what the trace records).
+    pub fn overlapped_address(&self) -> usize {
+        self.address
+    }
+
+    /// The generation: never the same for two operations in one process.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// An operation refused synchronously: the error, and the payload given back.
+///
+/// Converts into [`io::Error`], so `?` works in functions returning
+/// `io::Result`.
+pub struct SubmitError<T> {
+    pub(super) error: io::Error,
+    pub(super) payload: T,
+}
+
+impl<T> SubmitError<T> {
+    /// The error the issuing call (or the argument check) reported.
+    pub fn error(&self) -> &io::Error {
+        &self.error
+    }
+
+    /// The payload, given back.
+    pub fn into_payload(self) -> T {
+        self.payload
+    }
+
+    /// The error and the payload.
+    pub fn into_parts(self) -> (io::Error, T) {
+        (self.error, self.payload)
+    }
+
+    pub(super) fn map<U>(self, f: impl FnOnce(T) -> U) -> SubmitError<U> {
+        SubmitError { error: self.error, payload: f(self.payload) }
+    }
+}
+
+impl<T> core::fmt::Debug for SubmitError<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SubmitError")
+            .field("error", &self.error)
+            .field("payload", &core::any::type_name::<T>())
+            .finish()
+    }
+}
+
+impl<T> core::fmt::Display for SubmitError<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "the operation was not issued: {}", self.error)
+    }
+}
+
+impl<T> std::error::Error for SubmitError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<T> From<SubmitError<T>> for io::Error {
+    fn from(e: SubmitError<T>) -> Self {
+        e.error
+    }
+}
+
+/// One delivered completion, as the callback sees it.
+///
+/// Not `Send` or `Sync`: it lives for one callback invocation on one thread.
+pub struct IoCompletion {
+    pub(super) instance: CallbackInstance<'static>,
+    /// The operation's block until claimed.
+    pub(super) block: Cell<Option<NonNull<OpHeader>>>,
+    pub(super) type_id: TypeId,
+    pub(super) id: OperationId,
+    pub(super) result: u32,
+    pub(super) bytes: usize,
+}
+
+impl IoCompletion {
+    /// The running callback's instance: what it can ask of the pool (see
+    /// [`crate::instance`]).
+    pub fn instance(&self) -> &CallbackInstance<'_> {
+        &self.instance
+    }
+
+    /// The operation this completion belongs to.
+    pub fn id(&self) -> OperationId {
+        self.id
+    }
+
+    /// Bytes the operation transferred.
+    pub fn bytes_transferred(&self) -> usize {
+        self.bytes
+    }
+
+    /// The raw Win32 status the pool reported (`0` for success).
+    pub fn io_result(&self) -> u32 {
+        self.result
+    }
+
+    /// The status as an error, or `None` for success. End of file is
+    /// `ERROR_HANDLE_EOF`, cancellation `ERROR_OPERATION_ABORTED`, a message
+    /// longer than the buffer `ERROR_MORE_DATA` (the buffer holds its start).
+    pub fn error(&self) -> Option<io::Error> {
+        (self.result != 0).then(|| io::Error::from_raw_os_error(self.result as i32))
+    }
+
+    /// Takes the operation (and its payload) back, if it carries a `P` and
+    /// has not been claimed yet. Unclaimed, it is freed when the callback
+    /// returns.
+    pub fn claim<P: Send + 'static>(&self) -> Option<Operation<P>> {
+        if self.type_id != TypeId::of::<P>() {
+            return None;
+        }
+        let block = self.block.take()?;
+        // SAFETY: the completion was delivered, so the kernel is done with the
+        // block; its type tag says it is an `OpBlock<P>`; `take` makes this the
+        // only owner.
+        Some(unsafe { Operation::from_raw(block.cast()) })
+    }
+}
+
+impl core::fmt::Debug for IoCompletion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("IoCompletion")
+            .field("id", &self.id)
+            .field("io_result", &self.result)
+            .field("bytes_transferred", &self.bytes)
+            .field("claimed", &self.block.get().is_none())
+            .finish()
+    }
+}

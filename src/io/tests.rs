@@ -1,0 +1,236 @@
+//! Unit tests of the status classification, the registry and the
+//! completion path.
+
+use super::{handles::*, iocore::*, operation::*, registry::*};
+use core::any::TypeId;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use windows_sys::Win32::Foundation::{
+    ERROR_BUSY, ERROR_END_OF_MEDIA, ERROR_FILEMARK_DETECTED, ERROR_HANDLE_EOF, ERROR_INVALID_PARAMETER,
+    ERROR_OPERATION_ABORTED, STATUS_ALERTED, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_DEVICE_BUSY,
+    STATUS_END_OF_FILE, STATUS_END_OF_MEDIA, STATUS_FILEMARK_DETECTED, STATUS_INVALID_PARAMETER, STATUS_MORE_ENTRIES,
+    STATUS_NO_MORE_FILES, STATUS_OBJECT_NAME_EXISTS, STATUS_PIPE_BROKEN, STATUS_SUCCESS, STATUS_WAIT_1,
+};
+use windows_sys::Win32::Foundation::{NTSTATUS, RtlNtStatusToDosError, STATUS_PENDING};
+use windows_sys::Win32::System::IO::OVERLAPPED;
+use windows_sys::Win32::System::Threading::PTP_IO;
+
+/// [`deliver_in`] with no callback instance: these callbacks never use it.
+unsafe fn deliver<F: Fn(&IoCompletion)>(
+    header: &IoHeader,
+    callback: &F,
+    overlapped: *mut c_void,
+    io_result: u32,
+    bytes: usize,
+    io: PTP_IO,
+) {
+    // SAFETY: the caller's guarantee, as for `deliver_in`.
+    unsafe { deliver_in(0, header, callback, overlapped, io_result, bytes, io) }
+}
+
+#[test]
+fn completion_is_queued_for_every_status_but_an_error() {
+    let queued = [
+        ("success", STATUS_SUCCESS),
+        ("success", STATUS_WAIT_1),
+        ("success", STATUS_ALERTED),
+        ("pending", STATUS_PENDING),
+        ("success", STATUS_MORE_ENTRIES),
+        ("informational", STATUS_OBJECT_NAME_EXISTS),
+        ("informational", 0x7FFF_FFFF),
+        ("warning", STATUS_BUFFER_OVERFLOW),
+        ("warning", STATUS_NO_MORE_FILES),
+        ("warning", STATUS_DEVICE_BUSY),
+        ("warning", STATUS_FILEMARK_DETECTED),
+        ("warning", STATUS_END_OF_MEDIA),
+        ("warning", 0xBFFF_FFFF_u32 as NTSTATUS),
+    ];
+    for (class, status) in queued {
+        assert!(queues_completion(status), "{class} status {:#010x} queues a completion", status as u32);
+        assert!(issue_status(status).is_ok(), "{class} status {:#010x}", status as u32);
+    }
+    let failed = [
+        (STATUS_END_OF_FILE, ERROR_HANDLE_EOF),
+        (STATUS_PIPE_BROKEN, windows_sys::Win32::Foundation::ERROR_BROKEN_PIPE),
+        (STATUS_CANCELLED, ERROR_OPERATION_ABORTED),
+        (STATUS_INVALID_PARAMETER, ERROR_INVALID_PARAMETER),
+    ];
+    for (status, win32) in failed {
+        assert!(!queues_completion(status), "error status {:#010x} queues nothing", status as u32);
+        let e = issue_status(status).expect_err("an error status fails synchronously");
+        assert_eq!(e.raw_os_error(), Some(win32 as i32), "status {:#010x}", status as u32);
+    }
+    assert!(!queues_completion(0xC000_0000_u32 as NTSTATUS) && !queues_completion(-1));
+    // The warnings above surface from Win32 calls as ordinary errors,
+    // which is why the Win32 error code cannot classify them.
+    for (status, win32) in [
+        (STATUS_END_OF_MEDIA, ERROR_END_OF_MEDIA),
+        (STATUS_DEVICE_BUSY, ERROR_BUSY),
+        (STATUS_FILEMARK_DETECTED, ERROR_FILEMARK_DETECTED),
+    ] {
+        // SAFETY: a pure conversion.
+        assert_eq!(unsafe { RtlNtStatusToDosError(status) }, win32);
+    }
+}
+
+#[test]
+fn registry_reuses_slots_and_rejects_stale_generations() {
+    let mut r = Registry::default();
+    let id = |slot, address, generation| OperationId { generation, address, slot };
+    let a = r.insert(0x100, 1);
+    let b = r.insert(0x200, 2);
+    assert!(r.is_live(id(a, 0x100, 1)) && r.is_live(id(b, 0x200, 2)));
+    r.remove(a);
+    assert!(!r.is_live(id(a, 0x100, 1)));
+    let c = r.insert(0x100, 3);
+    assert_eq!(c, a, "a freed slot is reused before the registry grows");
+    assert!(!r.is_live(id(a, 0x100, 1)), "a stale generation at a live address");
+    assert!(r.is_live(id(c, 0x100, 3)));
+    assert!(!r.is_live(id(7, 0x100, 3)), "an unknown slot");
+    r.remove(b);
+    r.remove(c);
+    assert_eq!((r.insert(0x300, 4), r.insert(0x400, 5), r.insert(0x500, 6)), (c, b, 2));
+}
+
+#[test]
+fn registry_finds_exactly_the_live_addresses() {
+    // Churn against a model: addresses cluster like heap blocks (aligned,
+    // close together) and are reused after removal.
+    let mut r = Registry::default();
+    let mut model: HashMap<usize, (usize, u64)> = HashMap::new();
+    let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for generation in 1..20_000u64 {
+        let address = 0x10_0000 + (next() % 300) as usize * 48;
+        if let Some(&(slot, g)) = model.get(&address) {
+            assert_eq!(r.take(address), Some((slot, g)), "live address {address:#x}");
+            model.remove(&address);
+            assert_eq!(r.take(address), None, "a taken address is no longer live");
+        } else {
+            assert_eq!(r.take(address), None, "address {address:#x} was never inserted or was taken");
+            model.insert(address, (r.insert(address, generation), generation));
+        }
+        if generation % 1000 == 0 {
+            for (&a, &(slot, g)) in &model {
+                assert!(r.is_live(OperationId { generation: g, address: a, slot }));
+            }
+            assert!(r.index.len() >= 2 * r.slots.len());
+            assert_eq!(r.index.iter().filter(|&&e| e != 0).count(), model.len());
+        }
+    }
+    assert_eq!(r.take(0), None, "null is never live");
+}
+
+type Claimed = Mutex<Vec<Operation<Vec<u8>>>>;
+
+/// A header with one registered operation, counted as the submit path counts it.
+fn one_outstanding(header: &IoHeader) -> OperationId {
+    let block = Operation::new(vec![7u8; 4]).into_raw();
+    let id = header.register(block.as_ptr() as usize);
+    header.outstanding.fetch_add(1, Ordering::SeqCst);
+    header.obligation.publish_submission(|| ());
+    id
+}
+
+static FORGED_FREES: AtomicUsize = AtomicUsize::new(0);
+
+/// Frees nothing: the forged header below lives on the stack.
+unsafe fn forged_free(_: NonNull<OpHeader>) {
+    FORGED_FREES.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn foreign_and_stale_completions_are_ignored() {
+    let header = IoHeader::default();
+    let calls = AtomicUsize::new(0);
+    let claimed = core::mem::ManuallyDrop::new(Claimed::default());
+    let callback = |c: &IoCompletion| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(op) = c.claim::<Vec<u8>>() {
+            claimed.lock().unwrap().push(op);
+        }
+    };
+    let id = one_outstanding(&header);
+    let io = 0x1230 as PTP_IO;
+    let settled = |n: usize| (calls.load(Ordering::SeqCst), header.outstanding.load(Ordering::SeqCst), n);
+
+    // A foreign OVERLAPPED on the stack, inside something laid out like
+    // an operation block of the same payload type.
+    let mut forged =
+        OpHeader { overlapped: OVERLAPPED::default(), type_id: TypeId::of::<Vec<u8>>(), free: forged_free };
+    let p = (&raw mut forged).cast::<c_void>();
+    // SAFETY: `p` is not in the registry.
+    unsafe { deliver(&header, &callback, p, 0, 4, io) };
+    assert_eq!(settled(FORGED_FREES.load(Ordering::SeqCst)), (0, 1, 0), "a foreign completion was delivered");
+    assert!(header.obligation.is_owed(), "a foreign completion settled the drain");
+
+    // The real completion is delivered once...
+    let address = id.overlapped_address() as *mut c_void;
+    // SAFETY: the operation never reached the kernel, so it is done with it.
+    unsafe { deliver(&header, &callback, address, 0, 4, io) };
+    assert_eq!(settled(0), (1, 0, 0));
+    assert!(!header.obligation.is_owed());
+    assert_eq!(claimed.lock().unwrap()[0].payload(), &[7u8; 4]);
+    // ...and a second packet for the same (still allocated) address is stale.
+    // SAFETY: the address is no longer in the registry.
+    unsafe { deliver(&header, &callback, address, 0, 4, io) };
+    assert_eq!(settled(0), (1, 0, 0), "a delivered address was delivered again");
+    assert_eq!(lock(&header.registry).take(id.overlapped_address()), None);
+
+    // A null OVERLAPPED (a packet posted without one).
+    // SAFETY: null is never in the registry.
+    unsafe { deliver(&header, &callback, core::ptr::null_mut(), 0, 0, io) };
+    assert_eq!(settled(0), (1, 0, 0));
+    drop(core::mem::ManuallyDrop::into_inner(claimed));
+}
+
+/// With the `trace` feature, a foreign completion leaves its record (in a
+/// child process: the filter is read once per process).
+#[cfg(feature = "trace")]
+#[test]
+fn foreign_completions_are_traced() {
+    const NAME: &str = "io::tests::foreign_completions_are_traced";
+    const CHILD: &str = "WINDOWS_THREADPOOL_IO_TEST_CHILD";
+    const DONE: i32 = 0x5A;
+    if std::env::var_os(CHILD).is_some() {
+        assert!(crate::trace::wants("io"), "the child's filter does not arm io");
+        let header = IoHeader::default();
+        let id = one_outstanding(&header);
+        let mut ov = OVERLAPPED::default();
+        // SAFETY: `ov` is not in the registry.
+        unsafe {
+            deliver(&header, &|_: &IoCompletion| unreachable!(), (&raw mut ov).cast(), 4321, 0, 0xABC0 as PTP_IO)
+        };
+        let dump = crate::trace::dump();
+        let row = dump.lines().find(|l| l.contains(" io trampoline-foreign ")).unwrap_or_else(|| panic!("{dump}"));
+        assert!(row.ends_with("io=0xabc0 result=4321"), "{row}");
+        assert_eq!(header.outstanding.load(Ordering::SeqCst), 1);
+        // SAFETY: the operation never reached the kernel.
+        unsafe { deliver(&header, &|_: &IoCompletion| {}, id.overlapped_address() as *mut c_void, 0, 0, 0) };
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(DONE);
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env(crate::trace::imp::FILTER_VAR, "io")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(DONE),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,245 @@
+//! One owner, one teardown.
+//!
+//! Every pool object kind (work, timer, wait, I/O) is a *core*: the raw
+//! object, its heap context and what else it owns. A core says how to go
+//! through each phase of its teardown by implementing [`Lifecycle`] once;
+//! the sequence itself is written here, once, and run by the two ways of
+//! owning a core:
+//!
+//! - [`Owner`], inside a standalone type (`ThreadpoolWork`, ...): its `Drop`
+//!   runs [`tear_down`], or from the object's own callback stops it at once
+//!   and hands the rest to another thread (`crate::reentry`);
+//! - a cleanup group, which runs [`before_release`] on every member, lets
+//!   the native bulk release drain and close them all, then runs
+//!   [`after_release`] on each.
+//!
+//! The public method set of a kind is written once too, on a *view* type
+//! (`WorkObject`, `TimerObject`, ...), `#[repr(transparent)]` over the core
+//! ([`ViewOf`]). The standalone type and the cleanup group's member type
+//! both `Deref` to it, so they cannot offer different methods.
+
+use core::ffi::c_void;
+use core::mem::ManuallyDrop;
+use core::ops::Deref;
+
+use crate::obligation::report_drain_owed;
+use crate::reentry;
+
+/// A trace record of the teardown sequence, written under the kind's target.
+#[derive(Clone, Copy)]
+pub(crate) enum Phase {
+    /// `drop-begin`: the teardown started.
+    Begin,
+    /// `drop-drained`: nothing is queued or running, and nothing can queue.
+    Drained,
+}
+
+/// The phases of one kind's teardown. Implemented once per kind; only
+/// [`Owner`], [`quiesce_for_teardown`] and the cleanup group sequence them.
+pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
+    /// The public type owning this object (`"ThreadpoolWork"`,
+    /// `"WorkMember"`, ...): reports and panics name it.
+    fn owner_name(&self) -> &'static str;
+    /// The context pointer, which identifies the object to its callbacks.
+    fn context(&self) -> *const c_void;
+    /// Writes `phase`'s trace record.
+    fn record(&self, phase: Phase);
+    /// Whether a drain is still owed (recorded as `drain-owed` if so; the
+    /// owner reports it once everything is freed).
+    fn drain_owed(&self) -> bool;
+    /// Whether a drain is owed when the object is dropped from its own
+    /// callback, which cannot drain it.
+    fn drain_owed_in_own_callback(&self) -> bool {
+        self.drain_owed()
+    }
+    /// The kind's one drain: waits for every queued and running callback
+    /// (`cancel`: discards the queued ones first). Stops nothing.
+    fn drain(&self, cancel: bool);
+    /// Brings the object to rest and leaves it usable: stops, drains, then
+    /// accepts arms again.
+    fn stop_and_drain(&self) {
+        self.drain(false);
+    }
+    /// Stops, for good and without blocking, whatever could queue another
+    /// callback (refuses re-arms, disarms).
+    fn stop(&self) {}
+    /// Stops for good, then drains (`cancel`: discards queued callbacks
+    /// first): on return nothing is queued or running, and nothing can be.
+    fn quiesce(&self, cancel: bool);
+    /// Closes the native object, then frees what the core owns (the
+    /// `drop-closed` record).
+    fn close_and_free(self);
+}
+
+/// A kind a cleanup group can own: the group's native release drains and
+/// closes the object, then the core frees the rest.
+pub(crate) trait Released: Lifecycle {
+    /// What the member must do itself before the native release (`cancel`:
+    /// the release discards queued callbacks): by default quiesce, so the
+    /// release has nothing left to race.
+    fn before_release(&self, cancel: bool) {
+        self.quiesce(cancel);
+    }
+    /// Frees what the core owns once the native object is closed (the
+    /// `drop-closed` record).
+    fn free(self);
+}
+
+/// A group member's teardown up to the native release; returns whether a
+/// drain was owed when it began.
+pub(crate) fn before_release<C: Released>(core: &C, cancel: bool) -> bool {
+    core.record(Phase::Begin);
+    let owed = core.drain_owed();
+    core.before_release(cancel);
+    owed
+}
+
+/// A group member's teardown after the native release drained and closed it.
+pub(crate) fn after_release<C: Released>(core: C) {
+    core.record(Phase::Drained);
+    core.free();
+}
+
+/// A standalone teardown up to the close: stops, drains, and returns
+/// whether a drain was owed when it began.
+fn quiesce_for_teardown<C: Lifecycle>(core: &C) -> bool {
+    core.record(Phase::Begin);
+    let owed = core.drain_owed();
+    core.quiesce(false);
+    core.record(Phase::Drained);
+    owed
+}
+
+/// The non-blocking part of a teardown from the object's own callback;
+/// returns whether a drain was owed.
+fn stop_in_own_callback<C: Lifecycle>(core: &C) -> bool {
+    let owed = core.drain_owed_in_own_callback();
+    core.stop();
+    owed
+}
+
+/// A standalone object's whole teardown: quiesce, close, free, then report
+/// a drain owed then or (`owed`) when it was handed off.
+fn tear_down<C: Lifecycle>(core: C, owed: bool) {
+    let name = core.owner_name();
+    let owed = quiesce_for_teardown(&core) | owed;
+    core.close_and_free();
+    if owed {
+        report_drain_owed(name);
+    }
+}
+
+/// Panics if this thread is inside `core`'s own callback: `method` would
+/// wait for that callback, that is for itself.
+#[track_caller]
+pub(crate) fn forbid_drain_in_own_callback<C: Lifecycle>(core: &C, method: &str) {
+    if reentry::in_own_callback(core.context()) {
+        reentry::drain_would_wait_for_itself(core.owner_name(), method, "the object's own");
+    }
+}
+
+/// The public `wait` of every kind: [`Lifecycle::drain`], refused from the
+/// object's own callback.
+#[track_caller]
+pub(crate) fn wait<C: Lifecycle>(core: &C) {
+    forbid_drain_in_own_callback(core, "wait");
+    core.drain(false);
+}
+
+/// The public `cancel_pending`: a cancelling [`Lifecycle::drain`], refused
+/// from the object's own callback.
+#[track_caller]
+pub(crate) fn cancel_pending<C: Lifecycle>(core: &C) {
+    forbid_drain_in_own_callback(core, "cancel_pending");
+    core.drain(true);
+}
+
+/// The public `stop_and_drain`: [`Lifecycle::stop_and_drain`], refused from
+/// the object's own callback.
+#[track_caller]
+pub(crate) fn stop_and_drain<C: Lifecycle>(core: &C) {
+    forbid_drain_in_own_callback(core, "stop_and_drain");
+    core.stop_and_drain();
+}
+
+/// The sole owner of a standalone object's core; dropping it tears the
+/// object down.
+pub(crate) struct Owner<C: Lifecycle> {
+    /// Taken only by `Drop`.
+    core: ManuallyDrop<C>,
+}
+
+impl<C: Lifecycle> Owner<C> {
+    pub(crate) fn new(core: C) -> Self {
+        Self { core: ManuallyDrop::new(core) }
+    }
+}
+
+impl<C: Lifecycle> Deref for Owner<C> {
+    type Target = C;
+    #[inline]
+    fn deref(&self) -> &C {
+        &self.core
+    }
+}
+
+impl<C: Lifecycle> Drop for Owner<C> {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.core` is not used again.
+        let core = unsafe { ManuallyDrop::take(&mut self.core) };
+        reentry::tear_down(core.context(), core, stop_in_own_callback::<C>, tear_down::<C>);
+    }
+}
+
+/// A public view of the core `C`: the type is `#[repr(transparent)]` over
+/// `C`, so a `&C` is a valid `&Self`.
+///
+/// # Safety
+/// The implementing type must be `#[repr(transparent)]` with `C` as its one
+/// non-zero-sized field.
+pub(crate) unsafe trait ViewOf<C> {}
+
+/// `core` seen as its public view.
+#[inline]
+pub(crate) fn view<V: ViewOf<C>, C>(core: &C) -> &V {
+    // SAFETY: `V` is `repr(transparent)` over `C` (`ViewOf`'s contract), so
+    // the pointer is a valid `&V` for the same lifetime.
+    unsafe { &*(core as *const C).cast::<V>() }
+}
+
+/// `impl Deref<Target = $view>` for an owning or member type, through the
+/// expression `$core` (a `&Core`) of `$self`.
+macro_rules! deref_to_view {
+    ($ty:ty => $view:ty, |$self:ident| $core:expr) => {
+        impl core::ops::Deref for $ty {
+            type Target = $view;
+            #[inline]
+            fn deref(&self) -> &$view {
+                let $self = self;
+                $crate::owner::view($core)
+            }
+        }
+    };
+}
+
+/// Declares `$view`, a kind's public method set, `#[repr(transparent)]` over
+/// `$core`, and makes the standalone `$owner` (whose `core` field is an
+/// `Owner<$core>`) dereference to it and debug-print as it.
+macro_rules! view {
+    ($(#[$attr:meta])* pub struct $view:ident($core:ty); owned by $owner:ty) => {
+        $(#[$attr])*
+        #[repr(transparent)]
+        pub struct $view($core);
+
+        // SAFETY: `repr(transparent)` over the core, as declared just above.
+        unsafe impl $crate::owner::ViewOf<$core> for $view {}
+
+        deref_to_view!($owner => $view, |s| &*s.core);
+
+        impl core::fmt::Debug for $owner {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                core::fmt::Debug::fmt(&**self, f)
+            }
+        }
+    };
+}
