@@ -73,7 +73,7 @@ impl IoHeader {
 }
 
 /// The parts of an I/O object: the raw `TP_IO`, its context, the handle and
-/// the pool reference. [`ThreadpoolIo`] is its only owner (I/O objects are
+/// the pool reference. [`ThreadpoolIo`](crate::ThreadpoolIo) is its only owner (I/O objects are
 /// not cleanup-group members, see the module docs).
 pub(crate) struct IoCore {
     pub(super) raw: PTP_IO,
@@ -137,7 +137,7 @@ impl IoCore {
     /// # Safety
     /// `issue` must start at most one overlapped operation, on `handle` with
     /// the given `OVERLAPPED`, and return `Ok` if and only if it did and a
-    /// completion will be queued for it (see [`ThreadpoolIo::submit`]).
+    /// completion will be queued for it (see [`ThreadpoolIo::submit`](crate::ThreadpoolIo::submit)).
     pub(super) unsafe fn submit<P, X>(
         &self,
         op: Operation<P>,
