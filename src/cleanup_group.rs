@@ -364,7 +364,9 @@ impl CleanupGroup {
         members.push(Owned { member: ptr, claim });
         trace_record!("group", "member-created", self.raw, members.len());
         // SAFETY: the allocation is freed only by a release, which takes
-        // `&mut self` (or runs in `Drop`) and so cannot run while the returned
+        // `&mut self` (or runs in `Drop`, or in the teardown `Drop` hands off
+        // from a member's callback, which moves the pointers only once `Drop`
+        // has excluded every borrow) and so cannot run while the returned
         // borrow of `self` is alive; the list holds the raw pointer, so no
         // move of a `Box` invalidates this reference.
         unsafe { ptr.as_ref() }

@@ -362,7 +362,9 @@ pub(crate) struct TimerHeader {
 }
 
 /// A timer's arming state is the lock alone: a `&Held` is reachable only
-/// under the gate's lock, so it proves the lock is held.
+/// under a gate's lock, so it proves that a timer's lock is held. It does
+/// not say which timer's: every use takes it from the header it then
+/// modifies.
 struct Held(());
 
 impl TimerHeader {

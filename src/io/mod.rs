@@ -93,6 +93,15 @@
 //! freed and reused for one of this object's blocks while its packet was
 //! still queued cannot be told apart either.
 //!
+//! That last case is also reachable across processes, and then it is a
+//! memory-safety hole rather than a hang: a duplicate inherited by a child
+//! (for instance wrapped in `Stdio` for a spawned process) that issues
+//! overlapped I/O posts packets carrying addresses from the child's address
+//! space, and one that equals a live block's address would be delivered as
+//! that block while the kernel still owns it. Do not let a process that
+//! issues overlapped I/O inherit the bound handle. (Synchronous I/O through
+//! `std`, in this process or a child, posts no packet.)
+//!
 //! # Operation ids
 //! A block's address is reused once a completion frees it, so an
 //! [`OperationId`] carries a process-wide generation as well as the address.
