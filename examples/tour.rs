@@ -66,19 +66,19 @@ fn main() -> std::io::Result<()> {
     let wait = ThreadpoolWait::new(
         event.try_clone()?.into(),
         move |act| {
-            let rearmed = act.rearm(None).unwrap_or(false);
+            let rearmed = act.rearm(None);
             let _ = tx.send((act.result(), thread_id(), rearmed));
         },
         None,
     )?;
-    wait.arm(None)?;
+    wait.arm(None);
     let patience = Duration::from_secs(10);
     for _ in 0..3 {
         event.set()?;
         let (result, thread, rearmed) = rx.recv_timeout(patience).expect("wait callback");
         println!("wait: {result:?} on pool thread {thread}, re-armed: {rearmed}");
     }
-    wait.arm(Some(Duration::from_millis(10)))?; // replaces the arming: a timeout this time
+    wait.arm(Some(Duration::from_millis(10))); // replaces the arming: a timeout this time
     let (result, _, _) = rx.recv_timeout(patience).expect("wait callback");
     println!("wait: {result:?} after 10 ms with no signal");
     drop(wait); // refuses re-arms and disarms, drains, closes the wait, then the event handle

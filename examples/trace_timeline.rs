@@ -36,7 +36,7 @@ fn main() -> std::io::Result<()> {
 
     let event = Event::new(false, false)?;
     let wait = ThreadpoolWait::new(event.try_clone()?.into(), |_| {}, Some(&mut env))?;
-    wait.arm(None)?;
+    wait.arm(None);
     event.set()?;
     std::thread::sleep(Duration::from_millis(5));
     wait.stop_and_drain();

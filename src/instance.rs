@@ -21,7 +21,7 @@
 //!     },
 //!     None,
 //! )?;
-//! timer.set_after(std::time::Duration::ZERO)?;
+//! timer.set_after(std::time::Duration::ZERO);
 //! timer.stop_and_drain();
 //! # let _ = done;
 //! # Ok::<(), std::io::Error>(())

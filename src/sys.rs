@@ -32,6 +32,14 @@ pub(crate) fn ticks_ceil(d: Duration) -> Option<i64> {
     i64::try_from(total).ok()
 }
 
+/// A delay as the pool's relative due time: minus its 100 ns units, rounded
+/// up, or 0 ("immediately") for zero. A delay beyond `i64::MAX` units (about
+/// 29,227 years) saturates to that many: never in practice, as
+/// `tokio::time` treats it.
+pub(crate) fn relative_due(d: Duration) -> i64 {
+    -ticks_ceil(d).unwrap_or(i64::MAX)
+}
+
 /// A raw due time or timeout (a signed count of 100 ns units: negative is
 /// relative) as the `FILETIME` the pool takes.
 pub(crate) fn filetime(v: i64) -> FILETIME {
@@ -52,6 +60,19 @@ mod tests {
         assert_eq!(ticks_ceil(max), Some(i64::MAX));
         assert_eq!(ticks_ceil(max + Duration::from_nanos(1)), None);
         assert_eq!(ticks_ceil(Duration::MAX), None);
+    }
+
+    #[test]
+    fn delays_become_relative_due_times_that_saturate() {
+        assert_eq!(relative_due(Duration::ZERO), 0, "zero is the documented 'immediately'");
+        assert_eq!(relative_due(Duration::from_nanos(1)), -1, "rounded up, never early");
+        assert_eq!(relative_due(Duration::from_nanos(101)), -2);
+        assert_eq!(relative_due(Duration::from_millis(5)), -50_000);
+        let max = Duration::new(i64::MAX as u64 / TICKS_PER_SEC, (i64::MAX as u64 % TICKS_PER_SEC) as u32 * 100);
+        assert_eq!(relative_due(max), -i64::MAX);
+        for beyond in [max + Duration::from_nanos(1), Duration::from_secs(u64::MAX), Duration::MAX] {
+            assert_eq!(relative_due(beyond), -i64::MAX, "{beyond:?} saturates, never wraps");
+        }
     }
 
     #[test]

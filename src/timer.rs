@@ -11,9 +11,9 @@
 //!     let _ = tx.send(());
 //!     // Fire again 5 ms after this firing ends; the request applies once
 //!     // the callback has returned, so firings never overlap.
-//!     firing.rearm_after(Duration::from_millis(5)).unwrap();
+//!     firing.rearm_after(Duration::from_millis(5));
 //! }, None)?;
-//! timer.set_after(Duration::from_millis(1))?;
+//! timer.set_after(Duration::from_millis(1));
 //! for _ in 0..3 {
 //!     rx.recv_timeout(Duration::from_secs(10)).expect("the timer fires");
 //! }
@@ -38,8 +38,8 @@
 //! - A [`Duration`] becomes a negative count, rounded *up* to whole 100 ns so
 //!   a timer never fires early; [`Duration::ZERO`] becomes the documented
 //!   zero ("immediately"). A delay above `i64::MAX` × 100 ns (about 29,227
-//!   years) cannot be represented and is rejected with
-//!   [`io::ErrorKind::InvalidInput`]: never wrapped, never clamped.
+//!   years) cannot be represented and saturates to that: never, in practice
+//!   (as `tokio::time` treats it), and never wrapped.
 //! - A [`SystemTime`] becomes an absolute `FILETIME`. An instant in the past
 //!   fires at once. An instant at or before 1601 has no positive `FILETIME`
 //!   (a negative value would read as *relative*), so it is passed as zero,
@@ -48,8 +48,10 @@
 //!   `InvalidInput`. (Rust's `SystemTime` on Windows stays within
 //!   1601..=`i64::MAX` × 100 ns, so neither case arises from it today; the
 //!   conversion handles both anyway.)
-//! - Periods and coalescing windows are whole milliseconds (`u32`); anything
-//!   else is rejected with `InvalidInput`.
+//! - Periods are whole milliseconds (`u32`); anything else is rejected with
+//!   `InvalidInput` where the period is given. A coalescing window is a
+//!   tolerance, so it is rounded *down* to whole milliseconds and saturates
+//!   at `u32::MAX` ms.
 //!
 //! # Re-arming from inside a firing
 //! [`TimerFiring::rearm_after`] and [`TimerFiring::rearm_at`] only record a
@@ -115,7 +117,7 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
-use crate::sys::{self, filetime, ticks_ceil};
+use crate::sys::{self, filetime, relative_due, ticks_ceil};
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -284,17 +286,6 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// The `FILETIME` value for a delay: negative (relative), or 0 ("now") for zero.
-pub(crate) fn relative_due(delay: Duration) -> io::Result<i64> {
-    match ticks_ceil(delay) {
-        Some(t) => Ok(-t),
-        None => Err(invalid(format!(
-            "timer delay {delay:?} is too large: the pool takes a delay as a signed 64-bit count \
-             of 100 ns units (at most about 29,227 years)"
-        ))),
-    }
-}
-
 /// The `FILETIME` value for an instant given as its offset from the Unix
 /// epoch (`Ok`: after it, `Err`: before it). Instants at or before 1601 map
 /// to 0, "immediately" (see the module docs).
@@ -329,8 +320,11 @@ fn whole_millis(what: &str, d: Duration) -> io::Result<u32> {
     })
 }
 
-fn window_millis(window: Duration) -> io::Result<u32> {
-    whole_millis("window", window)
+/// A coalescing window in whole milliseconds, rounded down (the pool may
+/// delay a firing by the window, so never by more than asked) and
+/// saturating at `u32::MAX` ms.
+fn window_millis(window: Duration) -> u32 {
+    u32::try_from(window.as_millis()).unwrap_or(u32::MAX)
 }
 
 /// Validates a periodic timer's period (see [`ThreadpoolPeriodicTimer::new`]).
@@ -711,11 +705,10 @@ impl<'a> TimerFiring<'a> {
     }
 
     /// Re-arms the timer to fire `delay` after this firing returns (zero:
-    /// immediately after). Fails with `InvalidInput`, recording nothing, if
-    /// `delay` cannot be represented (see the module docs).
-    pub fn rearm_after(&self, delay: Duration) -> io::Result<()> {
-        self.request(relative_due(delay)?);
-        Ok(())
+    /// immediately after; a delay too large to represent saturates, see the
+    /// module docs).
+    pub fn rearm_after(&self, delay: Duration) {
+        self.request(relative_due(delay));
     }
 
     /// Re-arms the timer to fire at `when`, applied after this firing
@@ -836,14 +829,13 @@ impl ThreadpoolTimer {
 }
 
 impl TimerObject {
-    /// Arms the timer to fire once, `delay` from now (zero: at once).
-    /// `InvalidInput` if `delay` cannot be represented (see the module docs).
+    /// Arms the timer to fire once, `delay` from now (zero: at once). A
+    /// delay too large to represent saturates (see the module docs).
     /// An arm that races [`stop_and_drain`](Self::stop_and_drain) may be
     /// absorbed by it, as if it came first (this applies to every arming
     /// method).
-    pub fn set_after(&self, delay: Duration) -> io::Result<()> {
-        self.0.arm(relative_due(delay)?, 0, 0);
-        Ok(())
+    pub fn set_after(&self, delay: Duration) {
+        self.0.arm(relative_due(delay), 0, 0);
     }
 
     /// Arms the timer to fire once at `when`; an instant in the past fires
@@ -854,13 +846,10 @@ impl TimerObject {
     }
 
     /// Arms the timer to fire once, `delay` from now, allowing the pool to
-    /// delay it by up to `window` to coalesce it with other timers.
-    /// `InvalidInput` if `delay` cannot be represented or `window` is not a
-    /// whole number of milliseconds up to `u32::MAX` ms.
-    pub fn set_after_with_window(&self, delay: Duration, window: Duration) -> io::Result<()> {
-        let (due, window) = (relative_due(delay)?, window_millis(window)?);
-        self.0.arm(due, 0, window);
-        Ok(())
+    /// delay it by up to `window` (rounded down to whole milliseconds,
+    /// at most `u32::MAX` ms) to coalesce it with other timers.
+    pub fn set_after_with_window(&self, delay: Duration, window: Duration) {
+        self.0.arm(relative_due(delay), 0, window_millis(window));
     }
 
     /// Disarms the timer. A firing already running continues, and its re-arm
@@ -1040,10 +1029,9 @@ impl PeriodicTimerObject {
     }
 
     /// Starts (or restarts) the timer with the first tick `first_delay` from
-    /// now (zero: at once). `InvalidInput` if the delay cannot be represented.
-    pub fn start_after(&self, first_delay: Duration) -> io::Result<()> {
-        self.0.arm(relative_due(first_delay)?, self.period_of().millis, 0);
-        Ok(())
+    /// now (zero: at once; too large to represent: saturates).
+    pub fn start_after(&self, first_delay: Duration) {
+        self.0.arm(relative_due(first_delay), self.period_of().millis, 0);
     }
 
     /// Starts (or restarts) the timer with the first tick at `first`; an
@@ -1055,13 +1043,10 @@ impl PeriodicTimerObject {
     }
 
     /// Like [`start_after`](Self::start_after), allowing the pool to delay
-    /// each tick by up to `window` to coalesce it with other timers.
-    /// `InvalidInput` also if `window` is not a whole number of milliseconds
-    /// up to `u32::MAX` ms.
-    pub fn start_with_window(&self, first_delay: Duration, window: Duration) -> io::Result<()> {
-        let (due, window) = (relative_due(first_delay)?, window_millis(window)?);
-        self.0.arm(due, self.period_of().millis, window);
-        Ok(())
+    /// each tick by up to `window` (rounded down to whole milliseconds, at
+    /// most `u32::MAX` ms) to coalesce it with other timers.
+    pub fn start_with_window(&self, first_delay: Duration, window: Duration) {
+        self.0.arm(relative_due(first_delay), self.period_of().millis, window_millis(window));
     }
 
     /// Stops the timer: no further tick is scheduled. Ticks already running
@@ -1114,27 +1099,6 @@ mod tests {
     const TICKS_PER_SEC: u64 = 10_000_000;
 
     #[test]
-    fn delays_become_negative_counts_rounded_up() {
-        assert_eq!(relative_due(Duration::ZERO).unwrap(), 0, "zero is the documented 'immediately'");
-        assert_eq!(relative_due(Duration::from_nanos(1)).unwrap(), -1);
-        assert_eq!(relative_due(Duration::from_nanos(100)).unwrap(), -1);
-        assert_eq!(relative_due(Duration::from_nanos(101)).unwrap(), -2);
-        assert_eq!(relative_due(Duration::from_millis(5)).unwrap(), -50_000);
-    }
-
-    #[test]
-    fn unrepresentable_delays_are_rejected_not_wrapped() {
-        let max = Duration::new(i64::MAX as u64 / TICKS_PER_SEC, (i64::MAX as u64 % TICKS_PER_SEC) as u32 * 100);
-        assert_eq!(ticks_ceil(max), Some(i64::MAX));
-        assert_eq!(relative_due(max).unwrap(), -i64::MAX);
-        for d in [max + Duration::from_nanos(1), Duration::from_secs(u64::MAX / 2), Duration::MAX] {
-            let e = relative_due(d).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-            assert!(e.to_string().contains("too large"), "{e}");
-        }
-    }
-
-    #[test]
     fn instants_become_filetimes() {
         assert_eq!(absolute_due_from_unix(Ok(Duration::ZERO)).unwrap(), UNIX_EPOCH_FILETIME);
         assert_eq!(absolute_due_from_unix(Ok(Duration::from_nanos(150))).unwrap(), UNIX_EPOCH_FILETIME + 2);
@@ -1174,7 +1138,14 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
             assert!(e.to_string().contains(why), "{p:?}: {e}");
         }
-        assert!(window_millis(Duration::from_micros(10)).is_err());
-        assert_eq!(window_millis(Duration::ZERO).unwrap(), 0);
+    }
+
+    #[test]
+    fn windows_round_down_and_saturate() {
+        assert_eq!(window_millis(Duration::ZERO), 0);
+        assert_eq!(window_millis(Duration::from_micros(1999)), 1, "never a longer window than asked");
+        assert_eq!(window_millis(Duration::from_millis(u32::MAX as u64)), u32::MAX);
+        assert_eq!(window_millis(Duration::from_millis(u32::MAX as u64 + 1)), u32::MAX);
+        assert_eq!(window_millis(Duration::MAX), u32::MAX);
     }
 }

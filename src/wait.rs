@@ -11,10 +11,10 @@
 //! let wait = ThreadpoolWait::new(event.try_clone()?.into(), move |act| {
 //!     tx.send(act.result()).unwrap();
 //! }, None)?;
-//! wait.arm(None)?;          // wait forever for the event
+//! wait.arm(None);          // wait forever for the event
 //! event.set()?;
 //! assert_eq!(rx.recv().unwrap(), WaitResult::Signalled);
-//! wait.arm(Some(Duration::from_millis(1)))?;
+//! wait.arm(Some(Duration::from_millis(1)));
 //! assert_eq!(rx.recv().unwrap(), WaitResult::TimedOut);
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -89,7 +89,7 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
-use crate::sys::{self, filetime, ticks_ceil};
+use crate::sys::{self, filetime, relative_due};
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -452,21 +452,6 @@ impl AsHandle for WaitOnlyEvent {
     }
 }
 
-/// Converts a relative timeout to the negative `FILETIME` the pool takes,
-/// rounding up to whole 100 ns units so a wait never ends early.
-fn relative_filetime(timeout: Duration) -> io::Result<FILETIME> {
-    let units = ticks_ceil(timeout).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "wait timeout {timeout:?} is too large: the pool counts at most i64::MAX units of 100 ns \
-                 (about 29,227 years); use None to wait forever"
-            ),
-        )
-    })?;
-    Ok(filetime(-units))
-}
-
 /// Whether this process runs under Wine (ntdll exports `wine_get_version`).
 fn on_wine() -> bool {
     static WINE: OnceLock<bool> = OnceLock::new();
@@ -588,11 +573,11 @@ impl<'a> WaitActivation<'a> {
     /// Arms the wait again, as [`WaitObject::arm`] does: this activation
     /// consumed the previous arming.
     ///
-    /// Returns `Ok(false)` without arming when the wait is being stopped or
-    /// torn down ([`WaitObject::stop_and_drain`] or `Drop`), and an
-    /// [`io::ErrorKind::InvalidInput`] error for a timeout too large.
-    pub fn rearm(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let ft = timeout.map(relative_filetime).transpose()?;
+    /// Returns `false` without arming when the wait is being stopped or
+    /// torn down ([`WaitObject::stop_and_drain`] or `Drop`). A timeout too
+    /// large to represent saturates, as for [`WaitObject::arm`].
+    pub fn rearm(&self, timeout: Option<Duration>) -> bool {
+        let ft = timeout.map(|t| filetime(relative_due(t)));
         let h = self.header;
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "rearm-entered", self.wait, h.target.0);
@@ -600,10 +585,10 @@ impl<'a> WaitActivation<'a> {
         });
         if armed.is_none() {
             trace_record!("wait", "rearm-suppressed", self.wait, 0);
-            return Ok(false);
+            return false;
         }
         trace_record!("wait", "rearm-left", self.wait, 0);
-        Ok(true)
+        true
     }
 }
 
@@ -689,8 +674,8 @@ impl WaitCore {
         self.ctx.header()
     }
 
-    fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
-        let ft = timeout.map(relative_filetime).transpose()?;
+    fn arm(&self, timeout: Option<Duration>) {
+        let ft = timeout.map(|t| filetime(relative_due(t)));
         let h = self.header();
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "armed", self.raw, h.target.0);
@@ -699,7 +684,6 @@ impl WaitCore {
         if armed.is_none() {
             trace_record!("wait", "arm-suppressed", self.raw, 0);
         }
-        Ok(())
     }
 
     fn disarm(&self) {
@@ -957,10 +941,10 @@ impl WaitObject {
     /// already-signalled handle then reports [`WaitResult::Signalled`] is the
     /// platform's choice: Wine always reports a timeout and leaves the
     /// handle's state alone. A timeout of more than `i64::MAX` units of
-    /// 100 ns is rejected with [`io::ErrorKind::InvalidInput`]. An arm that
-    /// races [`stop_and_drain`](Self::stop_and_drain) on another thread may be
-    /// absorbed by it, as if it came first.
-    pub fn arm(&self, timeout: Option<Duration>) -> io::Result<()> {
+    /// 100 ns (about 29,227 years) saturates to that: never, in practice. An
+    /// arm that races [`stop_and_drain`](Self::stop_and_drain) on another
+    /// thread may be absorbed by it, as if it came first.
+    pub fn arm(&self, timeout: Option<Duration>) {
         self.0.arm(timeout)
     }
 
@@ -1027,36 +1011,5 @@ impl WaitObject {
     /// The raw `PTP_WAIT`, valid while its owner is alive.
     pub fn as_raw(&self) -> PTP_WAIT {
         self.0.raw
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn units(ft: FILETIME) -> i64 {
-        (i64::from(ft.dwHighDateTime) << 32) | i64::from(ft.dwLowDateTime)
-    }
-
-    #[test]
-    fn timeouts_are_negative_100ns_units_rounded_up() {
-        assert_eq!(units(relative_filetime(Duration::ZERO).unwrap()), 0);
-        assert_eq!(units(relative_filetime(Duration::from_nanos(1)).unwrap()), -1);
-        assert_eq!(units(relative_filetime(Duration::from_nanos(100)).unwrap()), -1);
-        assert_eq!(units(relative_filetime(Duration::from_nanos(101)).unwrap()), -2);
-        assert_eq!(units(relative_filetime(Duration::from_millis(15)).unwrap()), -150_000);
-        assert_eq!(units(relative_filetime(Duration::from_secs(1 << 32)).unwrap()), -((1i64 << 32) * 10_000_000));
-    }
-
-    #[test]
-    fn the_largest_timeout_is_accepted_and_the_next_rejected() {
-        let max = i64::MAX as u128 * 100;
-        let at = |n: u128| Duration::new((n / 1_000_000_000) as u64, (n % 1_000_000_000) as u32);
-        assert_eq!(units(relative_filetime(at(max)).unwrap()), -i64::MAX);
-        for d in [at(max + 1), Duration::MAX] {
-            let e = relative_filetime(d).map(units).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-            assert!(e.to_string().contains("too large"), "{e}");
-        }
     }
 }

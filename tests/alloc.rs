@@ -231,15 +231,15 @@ fn one_shot_arming() {
         None,
     )
     .unwrap();
-    timer.set_after(Duration::ZERO).unwrap();
+    timer.set_after(Duration::ZERO);
     p.wait_for(1);
     let far = Duration::from_secs(3600);
     let c = count_here(|| {
         for _ in 0..CALLS {
-            timer.set_after(far).unwrap();
+            timer.set_after(far);
             timer.set_at(SystemTime::now() + far).unwrap();
         }
-        timer.set_after(Duration::from_millis(1)).unwrap();
+        timer.set_after(Duration::from_millis(1));
     });
     assert_none("ThreadpoolTimer::set_after / set_at", c);
     p.wait_for(2);
@@ -257,7 +257,7 @@ fn one_shot_rearm_from_firing() {
         move |firing| {
             if f.fetch_add(1, SeqCst) % 2 == 0 {
                 open_here();
-                firing.rearm_after(Duration::from_millis(1)).unwrap();
+                firing.rearm_after(Duration::from_millis(1));
             } else {
                 q.bump();
             }
@@ -266,7 +266,7 @@ fn one_shot_rearm_from_firing() {
     )
     .unwrap();
     for round in 1..=ROUNDS {
-        timer.set_after(Duration::ZERO).unwrap();
+        timer.set_after(Duration::ZERO);
         p.wait_for(round);
         timer.wait();
         assert_none(&format!("TimerFiring::rearm_after and its application (round {round})"), close());
@@ -336,13 +336,13 @@ fn wait_arming() {
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     event.set().unwrap();
     p.wait_for(1);
     let c = count_here(|| {
         for _ in 0..CALLS {
-            wait.arm(Some(Duration::from_secs(3600))).unwrap();
-            wait.arm(None).unwrap();
+            wait.arm(Some(Duration::from_secs(3600)));
+            wait.arm(None);
         }
     });
     assert_none("ThreadpoolWait::arm", c);
@@ -359,16 +359,16 @@ fn wait_rearm_from_activation() {
     let wait = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
         move |act| {
-            let mut rearmed = Ok(false);
+            let mut rearmed = false;
             let c = count_here(|| rearmed = act.rearm(None));
-            assert!(matches!(rearmed, Ok(true)), "the re-arm was refused: {rearmed:?}");
+            assert!(rearmed, "the re-arm was refused");
             k.lock().unwrap().push(c);
             q.bump();
         },
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     for round in 1..=ROUNDS {
         event.set().unwrap();
         p.wait_for(round);

@@ -89,7 +89,7 @@ mod scenarios {
                 let m = group
                     .create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran(), None)
                     .unwrap();
-                m.arm(None).unwrap();
+                m.arm(None);
                 if signal {
                     e.set().unwrap();
                 }

@@ -69,7 +69,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
     )
     .unwrap();
     let opener = OpenOnDrop(Arc::clone(&gate));
-    timer.set_after(Duration::ZERO).unwrap();
+    timer.set_after(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
     assert_eq!(second, Err(ErrorKind::InvalidInput), "a second event for one callback must be refused");
@@ -84,7 +84,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
 fn may_run_long_is_true_on_the_default_pool() {
     let (tx, rx) = mpsc::channel();
     let timer = ThreadpoolTimer::new(move |f| tx.send(f.instance().may_run_long()).unwrap(), None).unwrap();
-    timer.set_after(Duration::ZERO).unwrap();
+    timer.set_after(Duration::ZERO);
     assert!(rx.recv_timeout(PATIENCE).expect("the timer fired"), "the default pool can always add a thread");
     timer.stop_and_drain();
 }
@@ -97,7 +97,7 @@ fn may_run_long_is_false_when_the_pool_cannot_add_a_thread() {
     env.set_pool(&pool);
     let (tx, rx) = mpsc::channel();
     let timer = ThreadpoolTimer::new(move |f| tx.send(f.instance().may_run_long()).unwrap(), Some(&mut env)).unwrap();
-    timer.set_after(Duration::ZERO).unwrap();
+    timer.set_after(Duration::ZERO);
     assert!(
         !rx.recv_timeout(PATIENCE).expect("the timer fired"),
         "a pool at its maximum of one thread, that thread in the callback, has no other thread"
@@ -138,7 +138,7 @@ fn a_wait_activation_reaches_its_instance() {
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     assert!(signalled_within_patience(done), "an activation's instance did not set the event");
     wait.stop_and_drain();
 }
@@ -199,7 +199,7 @@ fn free_library_on_return_releases_the_callers_reference() {
         None,
     )
     .unwrap();
-    timer.set_after(Duration::ZERO).unwrap();
+    timer.set_after(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
     assert_eq!(second, Err(ErrorKind::InvalidInput), "a second library for one callback must be refused");

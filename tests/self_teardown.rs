@@ -240,14 +240,14 @@ fn one_shot_timer_dropped_from_its_firing() {
     let timer = ThreadpoolTimer::new(
         move |firing| {
             f.fetch_add(1, SeqCst);
-            firing.rearm_after(Duration::ZERO).unwrap();
+            firing.rearm_after(Duration::ZERO);
             assert!(drop_from(&s));
             cap.returning();
         },
         None,
     )
     .unwrap();
-    slot.lock().unwrap().insert(timer).set_after(Duration::ZERO).unwrap();
+    slot.lock().unwrap().insert(timer).set_after(Duration::ZERO);
     freed.wait_freed_once();
     assert_eq!(firings.load(SeqCst), 1, "the re-arm requested before the drop was applied");
 }
@@ -326,13 +326,13 @@ fn wait_dropped_from_its_activation() {
         event.try_clone().unwrap().into(),
         move |act| {
             assert!(drop_from(&s));
-            *r.lock().unwrap() = Some(act.rearm(None).unwrap());
+            *r.lock().unwrap() = Some(act.rearm(None));
             cap.returning();
         },
         None,
     )
     .unwrap();
-    slot.lock().unwrap().insert(wait).arm(None).unwrap();
+    slot.lock().unwrap().insert(wait).arm(None);
     event.set().unwrap();
     freed.wait_freed_once();
     assert_eq!(*rearmed.lock().unwrap(), Some(false), "a re-arm after the drop must be refused");
@@ -474,7 +474,7 @@ fn timer_calling(drain: fn(&ThreadpoolTimer)) {
     let o = Arc::clone(&own);
     let timer = ThreadpoolTimer::new(move |_| drain(o.get().unwrap()), None).unwrap();
     let _ = own.set(timer);
-    own.get().unwrap().set_after(Duration::ZERO).unwrap();
+    own.get().unwrap().set_after(Duration::ZERO);
 }
 
 fn periodic_calling(drain: fn(&ThreadpoolPeriodicTimer)) {
@@ -482,7 +482,7 @@ fn periodic_calling(drain: fn(&ThreadpoolPeriodicTimer)) {
     let o = Arc::clone(&own);
     let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(1), move |_| drain(o.get().unwrap()), None).unwrap();
     let _ = own.set(timer);
-    own.get().unwrap().start_after(Duration::ZERO).unwrap();
+    own.get().unwrap().start_after(Duration::ZERO);
 }
 
 fn wait_calling(drain: fn(&ThreadpoolWait)) {
@@ -491,7 +491,7 @@ fn wait_calling(drain: fn(&ThreadpoolWait)) {
     let event = Event::new(false, false).unwrap();
     let wait = ThreadpoolWait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap()), None).unwrap();
     let _ = own.set(wait);
-    own.get().unwrap().arm(None).unwrap();
+    own.get().unwrap().arm(None);
     event.set().unwrap();
 }
 
@@ -527,7 +527,7 @@ fn timer_member_calling(drain: fn(&windows_threadpool::cleanup_group::TimerMembe
     let o = Arc::clone(&own);
     let member = static_group().create_timer(move |_| drain(o.get().unwrap()), None).unwrap();
     let _ = own.set(member);
-    own.get().unwrap().set_after(Duration::ZERO).unwrap();
+    own.get().unwrap().set_after(Duration::ZERO);
 }
 
 fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::PeriodicTimerMember<'static>)) {
@@ -536,7 +536,7 @@ fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::Periodi
     let member =
         static_group().create_periodic_timer(Duration::from_millis(1), move |_| drain(o.get().unwrap()), None).unwrap();
     let _ = own.set(member);
-    own.get().unwrap().start_after(Duration::ZERO).unwrap();
+    own.get().unwrap().start_after(Duration::ZERO);
 }
 
 fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<'static>)) {
@@ -546,7 +546,7 @@ fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<
     let member =
         static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap()), None).unwrap();
     let _ = own.set(member);
-    own.get().unwrap().arm(None).unwrap();
+    own.get().unwrap().arm(None);
     event.set().unwrap();
 }
 

@@ -89,7 +89,7 @@ mod scenarios {
             None,
         )
         .unwrap();
-        w.set_after(d).unwrap();
+        w.set_after(d);
         let g = fired.0.lock().unwrap();
         let (g, _) = fired.1.wait_timeout_while(g, PATIENCE, |f| !*f).unwrap();
         assert!(*g, "the witness timer never fired");
@@ -175,7 +175,7 @@ mod scenarios {
         }
         let t0 = Instant::now();
         for t in &timers {
-            t.set_after(Duration::ZERO).unwrap();
+            t.set_after(Duration::ZERO);
         }
         wait_until("every chain to finish", || probes.iter().all(|p| p.started() >= per));
         let took = t0.elapsed();
@@ -198,7 +198,7 @@ mod scenarios {
         rearm_chains(ctx, 8, ctx.n(250), |firing, n| {
             // Mostly immediate; every 50th waits 1 ms, so the chain also crosses due times.
             let d = if n % 50 == 0 { Duration::from_millis(1) } else { Duration::ZERO };
-            firing.rearm_after(d).unwrap();
+            firing.rearm_after(d);
         });
     }
 
@@ -233,9 +233,9 @@ mod scenarios {
                         for _ in 0..per_thread {
                             let d = rng.duration(Duration::from_micros(300));
                             match rng.below(4) {
-                                0 => timer.set_after(d).unwrap(),
+                                0 => timer.set_after(d),
                                 1 => timer.set_at(SystemTime::now() + d).unwrap(),
-                                2 => timer.set_after_with_window(d, Duration::from_millis(rng.below(3))).unwrap(),
+                                2 => timer.set_after_with_window(d, Duration::from_millis(rng.below(3))),
                                 _ => timer.disarm(),
                             }
                         }
@@ -244,7 +244,7 @@ mod scenarios {
             });
             // Floor: after each round of churn the timer still fires.
             let before = probe.started();
-            timer.set_after(Duration::ZERO).unwrap();
+            timer.set_after(Duration::ZERO);
             wait_until("a firing after a churn round", || probe.started() > before);
         }
         let took = t0.elapsed();
@@ -292,7 +292,7 @@ mod scenarios {
                     barrier.wait();
                     for _ in 0..per_block {
                         for t in &timers {
-                            t.set_after(ra.duration(Duration::from_micros(200))).unwrap();
+                            t.set_after(ra.duration(Duration::from_micros(200)));
                         }
                     }
                 });
@@ -309,7 +309,7 @@ mod scenarios {
             raced += probes.iter().zip(&before).map(|(p, b)| p.started() - b).sum::<usize>();
             // Floor: every timer still fires when armed after the race.
             for t in &timers {
-                t.set_after(Duration::ZERO).unwrap();
+                t.set_after(Duration::ZERO);
             }
             for (p, b) in probes.iter().zip(&before) {
                 wait_until("a firing after the race", || p.started() > *b);
@@ -363,7 +363,7 @@ mod scenarios {
                 if absolute {
                     timer.set_at(SystemTime::now() + delay).unwrap();
                 } else {
-                    timer.set_after(delay).unwrap();
+                    timer.set_after(delay);
                 }
                 let g = fired.0.lock().unwrap();
                 let (g, _) = fired.1.wait_timeout_while(g, PATIENCE, |f| f.is_none()).unwrap();
@@ -414,7 +414,7 @@ mod scenarios {
         for (t, due) in timers.iter().zip(&dues) {
             let delay = Duration::from_micros(rng.below(50_000));
             *due.lock().unwrap() = Some(Instant::now() + delay);
-            t.set_after(delay).unwrap();
+            t.set_after(delay);
         }
         let armed = t1.elapsed();
         wait_until("every timer to fire", || probe.started() >= n);
@@ -457,7 +457,7 @@ mod scenarios {
                 )
                 .unwrap();
                 *due.lock().unwrap() = Some(Instant::now() + delay);
-                t.set_after_with_window(delay, Duration::from_millis(w)).unwrap();
+                t.set_after_with_window(delay, Duration::from_millis(w));
                 timers.push(t);
             }
             wait_until("every windowed timer to fire", || probe.started() >= per);
@@ -488,7 +488,7 @@ mod scenarios {
                 None,
             )
             .unwrap();
-            t.set_after(rng.duration(Duration::from_micros(400))).unwrap();
+            t.set_after(rng.duration(Duration::from_micros(400)));
             if i % 10 == 0 {
                 // Floor: one in ten is dropped only after it fired.
                 wait_until("a firing before the drop", || probe.started() > 0);
@@ -526,14 +526,14 @@ mod scenarios {
             let t = ThreadpoolTimer::new(
                 move |firing| {
                     p.enter();
-                    firing.rearm_after(Duration::ZERO).unwrap();
+                    firing.rearm_after(Duration::ZERO);
                     spin(dwell);
                     p.leave();
                 },
                 None,
             )
             .unwrap();
-            t.set_after(Duration::ZERO).unwrap();
+            t.set_after(Duration::ZERO);
             // Drop once a firing has been entered; usually one is mid-callback.
             wait_until("the first firing", || probe.started() > 0);
             // Owed if an applied re-arm has not fired yet.
@@ -560,7 +560,7 @@ mod scenarios {
         let timer = ThreadpoolTimer::new(
             move |firing| {
                 p.enter();
-                firing.rearm_after(Duration::ZERO).unwrap();
+                firing.rearm_after(Duration::ZERO);
                 p.leave();
             },
             None,
@@ -569,7 +569,7 @@ mod scenarios {
         let rounds = ctx.n(30);
         for _ in 0..rounds {
             let before = probe.started();
-            timer.set_after(Duration::ZERO).unwrap();
+            timer.set_after(Duration::ZERO);
             wait_until("the chain to run", || probe.started() > before + 2);
             // A ninth thread re-arms the chain while the drains run: each
             // drain must still end (re-arms stay suppressed while any
@@ -585,7 +585,7 @@ mod scenarios {
                 s.spawn(|| {
                     barrier.wait();
                     for _ in 0..20 {
-                        timer.set_after(Duration::ZERO).unwrap();
+                        timer.set_after(Duration::ZERO);
                         spin(Duration::from_micros(50));
                     }
                 });
@@ -617,13 +617,13 @@ mod scenarios {
                         let t = ThreadpoolTimer::new(
                             move |firing| {
                                 pa.enter();
-                                firing.rearm_after(Duration::from_micros(200)).unwrap();
+                                firing.rearm_after(Duration::from_micros(200));
                                 pa.leave();
                             },
                             None,
                         )
                         .unwrap();
-                        t.set_after(Duration::ZERO).unwrap();
+                        t.set_after(Duration::ZERO);
                         let pt = ThreadpoolPeriodicTimer::new(
                             Duration::from_millis(1),
                             move |_| {
@@ -633,7 +633,7 @@ mod scenarios {
                             None,
                         )
                         .unwrap();
-                        pt.start_after(Duration::ZERO).unwrap();
+                        pt.start_after(Duration::ZERO);
                         one_shots.push(t);
                         periodics.push(pt);
                         probes.extend([a, b]);
@@ -727,7 +727,7 @@ mod scenarios {
         )
         .unwrap();
         let ticks = ctx.n(100);
-        timer.start_after(Duration::ZERO).unwrap();
+        timer.start_after(Duration::ZERO);
         wait_until("the ticks", || probe.started() >= ticks);
         timer.stop_and_drain();
         probe.assert_quiet("after stop_and_drain");
@@ -807,10 +807,8 @@ mod scenarios {
                         for _ in 0..per_thread {
                             match rng.below(4) {
                                 0 => timer.start(),
-                                1 => timer.start_after(rng.duration(Duration::from_millis(2))).unwrap(),
-                                2 => timer
-                                    .start_with_window(Duration::ZERO, Duration::from_millis(rng.below(3)))
-                                    .unwrap(),
+                                1 => timer.start_after(rng.duration(Duration::from_millis(2))),
+                                2 => timer.start_with_window(Duration::ZERO, Duration::from_millis(rng.below(3))),
                                 _ => timer.stop(),
                             }
                         }
@@ -819,7 +817,7 @@ mod scenarios {
             });
             // Floor: the timer ticks after every round of churn.
             let before = probe.started();
-            timer.start_after(Duration::ZERO).unwrap();
+            timer.start_after(Duration::ZERO);
             wait_until("a tick after a churn round", || probe.started() >= before + 2);
         }
         timer.stop_and_drain();
@@ -851,7 +849,7 @@ mod scenarios {
                 None,
             )
             .unwrap();
-            t.start_after(Duration::ZERO).unwrap();
+            t.start_after(Duration::ZERO);
             if i % 2 == 0 {
                 wait_until("ticking", || probe.started() >= 2);
             } else {
@@ -975,7 +973,7 @@ mod scenarios {
         let chain = ThreadpoolTimer::new(
             move |firing| {
                 cp.enter();
-                firing.rearm_after(Duration::from_micros(100)).unwrap();
+                firing.rearm_after(Duration::from_micros(100));
                 cp.leave();
             },
             None,
@@ -1000,8 +998,8 @@ mod scenarios {
             None,
         )
         .unwrap();
-        chain.set_after(Duration::ZERO).unwrap();
-        ticker.start_after(Duration::ZERO).unwrap();
+        chain.set_after(Duration::ZERO);
+        ticker.start_after(Duration::ZERO);
         let mut rng = Rng::from_time(ctx);
         let t0 = Instant::now();
         std::thread::scope(|s| {
@@ -1014,12 +1012,12 @@ mod scenarios {
                     if i.is_multiple_of(64) {
                         // Floor: wait past a due time now and then.
                         let before = churn_probe.started();
-                        churned.set_after(Duration::ZERO).unwrap();
+                        churned.set_after(Duration::ZERO);
                         wait_until("a churned firing", || churn_probe.started() > before);
                     } else if r.below(3) == 0 {
                         churned.disarm();
                     } else {
-                        churned.set_after(r.duration(Duration::from_micros(500))).unwrap();
+                        churned.set_after(r.duration(Duration::from_micros(500)));
                     }
                 }
             });
@@ -1031,13 +1029,13 @@ mod scenarios {
                     let t = ThreadpoolTimer::new(
                         move |firing| {
                             p.enter();
-                            firing.rearm_after(Duration::ZERO).unwrap();
+                            firing.rearm_after(Duration::ZERO);
                             p.leave();
                         },
                         None,
                     )
                     .unwrap();
-                    t.set_after(Duration::ZERO).unwrap();
+                    t.set_after(Duration::ZERO);
                     wait_until("a cycled timer to fire", || probe.started() > 0);
                     support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
                     probe.torn_down.store(true, SeqCst);

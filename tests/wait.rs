@@ -70,7 +70,7 @@ fn counting_wait(event: &Event, env: Option<&mut CallbackEnviron<'_>>) -> (Threa
 /// the signal for every wait armed on it earlier (see the callers).
 fn probe_fires(event: &Event) {
     let (probe, count) = counting_wait(event, None);
-    probe.arm(None).unwrap();
+    probe.arm(None);
     count.wait_for(1);
 }
 
@@ -87,7 +87,7 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
     )
     .unwrap();
     let expected = wait.handle().as_raw_handle() as usize;
-    wait.arm(None).unwrap();
+    wait.arm(None);
     event.set().unwrap();
     let (result, signalled, handle) = rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(result, WaitResult::Signalled);
@@ -99,9 +99,9 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
 #[test]
 fn timeout_activation_reports_timed_out() {
     let (wait, rx) = reporting_wait(WaitableHandle::event(false, false).unwrap());
-    wait.arm(Some(Duration::from_millis(20))).unwrap();
+    wait.arm(Some(Duration::from_millis(20)));
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
-    wait.arm(Some(Duration::ZERO)).unwrap();
+    wait.arm(Some(Duration::ZERO));
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut, "a zero timeout times out at once");
 }
 
@@ -112,7 +112,7 @@ fn timeout_activation_reports_timed_out() {
 fn zero_timeout_on_a_signalled_handle() {
     let event = Event::new(false, true).unwrap();
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
-    wait.arm(Some(Duration::ZERO)).unwrap();
+    wait.arm(Some(Duration::ZERO));
     let result = rx.recv_timeout(PATIENCE).unwrap();
     wait.stop_and_drain();
     let still_signalled = is_signalled(event.as_handle().as_raw_handle());
@@ -122,25 +122,34 @@ fn zero_timeout_on_a_signalled_handle() {
     }
 }
 
+/// A timeout beyond what the pool can represent saturates to "never in
+/// practice": the wait stays armed and reports the signal, not a timeout.
 #[test]
-fn oversized_timeouts_are_rejected_not_clamped() {
-    let (wait, rx) = reporting_wait(WaitableHandle::event(false, false).unwrap());
-    let e = wait.arm(Some(Duration::MAX)).unwrap_err();
-    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-    assert!(e.to_string().contains("too large"), "{e}");
-    // The rejected arm armed nothing: a later short arming is the only one.
-    wait.arm(Some(Duration::from_millis(1))).unwrap();
-    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
+fn oversized_timeouts_saturate_to_never() {
+    let event = Event::new(false, false).unwrap();
+    let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
+    for d in [Duration::MAX, Duration::from_secs(u64::MAX)] {
+        wait.arm(Some(d));
+        event.set().unwrap();
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled, "{d:?}");
+    }
 
     let (tx, rx) = mpsc::channel();
     let wait = ThreadpoolWait::new(
-        WaitableHandle::event(false, true).unwrap(),
-        move |act: &WaitActivation<'_>| tx.send(act.rearm(Some(Duration::MAX)).map_err(|e| e.kind())).unwrap(),
+        event.try_clone().unwrap().into(),
+        move |act: &WaitActivation<'_>| {
+            let rearmed = act.rearm(Some(Duration::MAX));
+            tx.send((act.result(), rearmed)).unwrap();
+        },
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
-    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), Err(std::io::ErrorKind::InvalidInput));
+    wait.arm(None);
+    event.set().unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (WaitResult::Signalled, true));
+    event.set().unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (WaitResult::Signalled, true), "the saturated re-arm timed out");
+    wait.stop_and_drain();
 }
 
 #[test]
@@ -152,13 +161,13 @@ fn rearming_gives_one_callback_per_signal() {
     let wait = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
         move |act: &WaitActivation<'_>| {
-            assert!(act.rearm(None).unwrap(), "nothing is stopping the wait");
+            assert!(act.rearm(None), "nothing is stopping the wait");
             c.bump();
         },
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     for i in 1..=N {
         event.set().unwrap();
         count.wait_for(i);
@@ -176,13 +185,13 @@ fn rearming_with_a_timeout_gives_timed_out_activations() {
         move |act: &WaitActivation<'_>| {
             tx.send(act.result()).unwrap();
             if left.fetch_sub(1, SeqCst) > 1 {
-                act.rearm(Some(Duration::from_millis(1))).unwrap();
+                act.rearm(Some(Duration::from_millis(1)));
             }
         },
         None,
     )
     .unwrap();
-    wait.arm(Some(Duration::from_millis(1))).unwrap();
+    wait.arm(Some(Duration::from_millis(1)));
     for _ in 0..3 {
         assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
     }
@@ -202,19 +211,19 @@ fn an_activation_consumes_its_arming() {
         event.try_clone().unwrap().into(),
         move |act: &WaitActivation<'_>| {
             if c.bump() < N {
-                act.rearm(None).unwrap();
+                act.rearm(None);
             }
         },
         None,
     )
     .unwrap();
-    rearming.arm(None).unwrap();
+    rearming.arm(None);
     count.wait_for(N);
     rearming.stop_and_drain();
     assert_eq!(count.get(), N);
 
     let (once, count) = counting_wait(&event, None);
-    once.arm(None).unwrap();
+    once.arm(None);
     count.wait_for(1);
     // A wait armed after the callback ran fires on the same signal; once it
     // has, the pool has processed the signal for `once` too, had it stayed
@@ -228,7 +237,7 @@ fn an_activation_consumes_its_arming() {
 fn disarm_stops_later_signals() {
     let event = Event::new(true, false).unwrap();
     let (wait, count) = counting_wait(&event, None);
-    wait.arm(None).unwrap();
+    wait.arm(None);
     wait.disarm();
     // Let the pool's wait machinery catch up with the disarm (on Wine a wait
     // thread still blocked on the old handle set could otherwise take the
@@ -241,7 +250,7 @@ fn disarm_stops_later_signals() {
     wait.wait();
     assert_eq!(count.get(), 0, "a disarmed wait ran its callback");
     // Still usable.
-    wait.arm(None).unwrap();
+    wait.arm(None);
     count.wait_for(1);
 }
 
@@ -284,7 +293,7 @@ fn drop_races_a_rearming_callback() {
                 if dwell {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                if act.rearm(None).unwrap() {
+                if act.rearm(None) {
                     i.rearmed.fetch_add(1, SeqCst);
                 } else {
                     i.suppressed.fetch_add(1, SeqCst);
@@ -293,7 +302,7 @@ fn drop_races_a_rearming_callback() {
             None,
         )
         .unwrap();
-        wait.arm(None).unwrap();
+        wait.arm(None);
         it.started.wait_for(2);
         support::teardown_maybe_owing("ThreadpoolWait", || drop(wait));
         it.dropped.store(true, SeqCst);
@@ -347,7 +356,7 @@ fn stop_and_drain_leaves_nothing_to_run() {
     .unwrap();
     for _ in 0..ITERATIONS {
         event.reset().unwrap();
-        wait.arm(None).unwrap();
+        wait.arm(None);
         // Lets Wine's wait thread block on the handle, the state in which a
         // stop can be overtaken. Correct code passes with or without it.
         std::thread::sleep(Duration::from_micros(300));
@@ -400,7 +409,7 @@ fn drop_leaves_nothing_to_run() {
             None,
         )
         .unwrap();
-        wait.arm(None).unwrap();
+        wait.arm(None);
         // As in `stop_and_drain_leaves_nothing_to_run`.
         std::thread::sleep(Duration::from_micros(300));
         event.set().unwrap();
@@ -423,7 +432,7 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
     let wait = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
         move |act: &WaitActivation<'_>| {
-            if !act.rearm(None).unwrap() {
+            if !act.rearm(None) {
                 r.fetch_add(1, SeqCst);
             }
             c.bump();
@@ -431,7 +440,7 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     count.wait_for(10);
     wait.stop_and_drain();
     let stopped_at = count.get();
@@ -442,7 +451,7 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
     wait.wait();
     assert_eq!(count.get(), stopped_at, "a re-arm outlived stop_and_drain");
     event.reset().unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     event.set().unwrap();
     count.wait_for(stopped_at + 1);
     wait.stop_and_drain();
@@ -478,7 +487,7 @@ fn queued_wait(event: &Event) -> Queued {
     blocker.submit();
     busy.wait_for(1);
     let (wait, count) = counting_wait(event, Some(&mut env));
-    wait.arm(None).unwrap();
+    wait.arm(None);
     event.set().unwrap();
     // Wine delivers a signal through its wait thread, so "set" does not mean
     // "queued". A probe armed after `wait` on the same handle fires only once
@@ -633,7 +642,7 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
                 l.wait();
                 // Re-arming on the unsignalled event is harmless until the
                 // teardown refuses it, which proves the teardown has begun.
-                while act.rearm(None).unwrap() {
+                while act.rearm(None) {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 r.saw_teardown.store(true, SeqCst);
@@ -644,7 +653,7 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
             None,
         )
         .unwrap();
-        wait.arm(None).unwrap();
+        wait.arm(None);
         waits.push((wait, record));
         signals.push(signal);
     }
@@ -704,7 +713,7 @@ fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
         }
         if scenario != "never armed" {
             for (w, _, _) in &waits {
-                w.arm(None).unwrap();
+                w.arm(None);
             }
         }
         if scenario == "signalled, callback done" {
@@ -775,7 +784,7 @@ fn event_set_reset_and_clone() {
 
     // Initially signalled: an armed wait fires at once.
     let (wait, rx) = reporting_wait(WaitableHandle::event(true, true).unwrap());
-    wait.arm(None).unwrap();
+    wait.arm(None);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
 }
 
@@ -789,7 +798,7 @@ fn a_wait_only_event_can_be_waited_on_but_not_signalled() {
     assert_eq!(ok, 0, "SetEvent through a SYNCHRONIZE-only handle succeeded");
     assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(5), "ERROR_ACCESS_DENIED");
     let (wait, rx) = reporting_wait(wait_only.into());
-    wait.arm(None).unwrap();
+    wait.arm(None);
     event.set().unwrap();
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
 }
@@ -825,7 +834,7 @@ fn child_process_wait_fires_when_the_process_exits() {
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     // The child cannot exit before its stdin closes.
     assert!(rx.try_recv().is_err(), "the wait fired while the child was alive");
     drop(stdin);
@@ -842,7 +851,7 @@ fn thread_wait_fires_when_the_thread_exits() {
         let _ = wait_go.recv();
     });
     let (wait, rx) = reporting_wait(thread.into());
-    wait.arm(None).unwrap();
+    wait.arm(None);
     assert!(rx.try_recv().is_err(), "the wait fired while the thread was alive");
     go.send(()).unwrap();
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
@@ -859,7 +868,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
     let wait = ThreadpoolWait::new(
         event.try_clone().unwrap().into(),
         move |act: &WaitActivation<'_>| {
-            assert!(act.rearm(None).unwrap());
+            assert!(act.rearm(None));
             tx.send(std::thread::current().id()).unwrap();
         },
         Some(&mut env),
@@ -867,7 +876,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
     .unwrap();
     drop(env);
     drop(pool);
-    wait.arm(None).unwrap();
+    wait.arm(None);
     event.set().unwrap();
     let first = rx.recv_timeout(PATIENCE).unwrap();
     event.set().unwrap();
@@ -890,7 +899,7 @@ fn panicking_wait_callback_aborts_the_process() {
             None,
         )
         .unwrap();
-        wait.arm(None).unwrap();
+        wait.arm(None);
         // Returns (and the child exits CHILD_DONE) only if the panic did not abort.
         let _ = rx.recv_timeout(PATIENCE);
     });
@@ -969,7 +978,7 @@ fn signalled_state_is_left_alone_by_a_disarmed_wait() {
     // The auto-reset signal set after a disarm is still there for others.
     let event = Event::new(false, false).unwrap();
     let (wait, count) = counting_wait(&event, None);
-    wait.arm(None).unwrap();
+    wait.arm(None);
     wait.stop_and_drain();
     event.set().unwrap();
     assert!(is_signalled(event.as_handle().as_raw_handle()));
@@ -994,17 +1003,17 @@ fn wait_records_its_life_in_order() {
             event.try_clone().unwrap().into(),
             move |act: &WaitActivation<'_>| {
                 if c.bump() == 1 {
-                    assert!(act.rearm(None).unwrap(), "nothing is stopping the wait");
+                    assert!(act.rearm(None), "nothing is stopping the wait");
                 } else {
                     g.wait();
-                    assert!(!act.rearm(None).unwrap(), "teardown refuses re-arms");
+                    assert!(!act.rearm(None), "teardown refuses re-arms");
                 }
             },
             None,
         )
         .unwrap();
         let target = wait.handle().as_raw_handle() as u64;
-        wait.arm(None).unwrap();
+        wait.arm(None);
         event.set().unwrap();
         count.wait_for(1);
         event.set().unwrap();
@@ -1123,7 +1132,7 @@ fn try_cancel_pending_discards_a_queued_callback() {
     assert_eq!(q.count.get(), 0, "the queued callback ran");
     // The cancellation does not disarm, and the wait stays usable.
     event.reset().unwrap();
-    q.wait.arm(None).unwrap();
+    q.wait.arm(None);
     event.set().unwrap();
     q.count.wait_for(1);
 }
@@ -1143,7 +1152,7 @@ fn assume_waitable_waits_on_and_owns_the_handle() {
     let target = unsafe { WaitableHandle::assume_waitable(owned) };
     let (wait, rx) = reporting_wait(target);
     assert_eq!(wait.handle().as_raw_handle(), raw);
-    wait.arm(None).unwrap();
+    wait.arm(None);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
     wait.stop_and_drain();
 }
@@ -1155,7 +1164,7 @@ fn as_raw_is_the_live_wait_object() {
     let (b, _) = counting_wait(&event, None);
     assert_ne!(a.as_raw(), 0);
     assert_ne!(a.as_raw(), b.as_raw(), "each wait has its own TP_WAIT");
-    a.arm(None).unwrap();
+    a.arm(None);
     count.wait_for(1);
     // SAFETY: `a.as_raw()` is live; a drain through it is the crate's own `wait`.
     unsafe { WaitForThreadpoolWaitCallbacks(a.as_raw(), 0) };

@@ -341,7 +341,7 @@ fn wait_latency(cfg: &Config, table: &mut Table) {
         None,
     )
     .unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         stamp.store(0, Release);
@@ -502,7 +502,7 @@ fn timer_latency(cfg: &Config, table: &mut Table) {
         for _ in 0..n {
             stamp.store(0, Release);
             let t0 = now_ns();
-            timer.set_after(delay).unwrap();
+            timer.set_after(delay);
             samples.push((spin_stamp(&stamp) - t0) as f64 / 1000.0);
         }
         timer.stop_and_drain();
@@ -682,7 +682,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
     let mut raw = Vec::new();
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
     let wait = ThreadpoolWait::new(Event::new(false, false).unwrap().into(), |_| {}, None).unwrap();
-    wait.arm(None).unwrap();
+    wait.arm(None);
     // The first safe cancellation starts the healer: keep that out of the trials.
     wait.try_cancel_pending();
     for _ in 0..cfg.trials {

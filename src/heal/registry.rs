@@ -221,7 +221,7 @@ fn ensure_healer(key: usize) -> bool {
         let mut env = CallbackEnviron::new();
         env.set_pool(&pool);
         let timer = ThreadpoolPeriodicTimer::new(HEALER_PERIOD, |_| tick(now()), Some(&mut env))?;
-        timer.start_with_window(HEALER_PERIOD, HEALER_PERIOD)?;
+        timer.start_with_window(HEALER_PERIOD, HEALER_PERIOD);
         Ok(Healer { _timer: timer, _pool: pool })
     };
     match start() {
