@@ -5,9 +5,7 @@ fn main() -> std::io::Result<()> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
-    use windows_threadpool::{
-        CallbackEnviron, Event, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork,
-    };
+    use windows_threadpool::{CallbackEnviron, Event, PeriodicTimer, Pool, Wait, Work};
 
     fn thread_id() -> u32 {
         // SAFETY: GetCurrentThreadId has no preconditions.
@@ -17,13 +15,12 @@ fn main() -> std::io::Result<()> {
     println!("tour: main thread {}", thread_id());
 
     // Work on a private pool of at most two threads.
-    let pool = ThreadpoolPool::new()?;
+    let pool = Pool::new()?;
     pool.set_max_threads(2)?;
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let ran: Arc<Mutex<Vec<u32>>> = Arc::default();
     let log = Arc::clone(&ran);
-    let work = ThreadpoolWork::new(move || log.lock().unwrap().push(thread_id()), Some(&mut env))?;
+    let work = Work::new_in(move |_| log.lock().unwrap().push(thread_id()), &env)?;
     for _ in 0..6 {
         work.submit();
     }
@@ -36,7 +33,7 @@ fn main() -> std::io::Result<()> {
     let ticks = Arc::new(AtomicUsize::new(0));
     let t = Arc::clone(&ticks);
     let (tx, rx) = std::sync::mpsc::channel();
-    let periodic = ThreadpoolPeriodicTimer::new(
+    let periodic = PeriodicTimer::new_in(
         Duration::from_millis(5),
         move |tick| {
             if t.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
@@ -44,7 +41,7 @@ fn main() -> std::io::Result<()> {
                 let _ = tx.send(Instant::now());
             }
         },
-        Some(&mut env),
+        &env,
     )?;
     let started = Instant::now();
     periodic.start();
@@ -63,14 +60,10 @@ fn main() -> std::io::Result<()> {
     // arming). The wait owns its handle; we keep a clone to signal it.
     let event = Event::new(false, false)?;
     let (tx, rx) = std::sync::mpsc::channel();
-    let wait = ThreadpoolWait::new(
-        event.try_clone()?.into(),
-        move |act| {
-            let rearmed = act.rearm(None);
-            let _ = tx.send((act.result(), thread_id(), rearmed));
-        },
-        None,
-    )?;
+    let wait = Wait::new(event.try_clone()?.into(), move |act| {
+        let rearmed = act.rearm(None);
+        let _ = tx.send((act.result(), thread_id(), rearmed));
+    })?;
     wait.arm(None);
     let patience = Duration::from_secs(10);
     for _ in 0..3 {
@@ -94,7 +87,7 @@ fn io_copy() -> std::io::Result<()> {
     use std::fs::OpenOptions;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use windows_threadpool::io::{self, IoCompletion, ThreadpoolIo};
+    use windows_threadpool::io::{self, Io, IoCompletion};
 
     /// A chunk of the file: where it belongs, and its bytes.
     struct Chunk {
@@ -122,25 +115,20 @@ fn io_copy() -> std::io::Result<()> {
 
     let written = Arc::new(AtomicUsize::new(0));
     let w = Arc::clone(&written);
-    let dst = Arc::new(ThreadpoolIo::new(
+    let dst = Arc::new(Io::new(
         io::open_file(&to, OpenOptions::new().write(true).create(true).truncate(true))?,
         move |c: &IoCompletion| {
             assert!(c.error().is_none(), "write failed: {c:?}");
             w.fetch_add(c.bytes_transferred(), Ordering::Relaxed);
         },
-        None,
     )?);
     let d = Arc::clone(&dst);
-    let src = ThreadpoolIo::new(
-        io::open_file(&from, OpenOptions::new().read(true))?,
-        move |c: &IoCompletion| {
-            assert!(c.error().is_none(), "read failed: {c:?}");
-            let mut chunk = c.claim::<Chunk>().expect("reads carry a Chunk").into_payload();
-            chunk.len = c.bytes_transferred();
-            d.write_at(chunk.offset, chunk).expect("issue the write");
-        },
-        None,
-    )?;
+    let src = Io::new(io::open_file(&from, OpenOptions::new().read(true))?, move |c: &IoCompletion| {
+        assert!(c.error().is_none(), "read failed: {c:?}");
+        let mut chunk = c.claim::<Chunk>().expect("reads carry a Chunk").into_payload();
+        chunk.len = c.bytes_transferred();
+        d.write_at(chunk.offset, chunk).expect("issue the write");
+    })?;
     let chunks = contents.len().div_ceil(CHUNK);
     for i in 0..chunks {
         let offset = (i * CHUNK) as u64;

@@ -11,31 +11,28 @@
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
     use std::time::Duration;
-    use windows_threadpool::{
-        CallbackEnviron, Event, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork, trace,
-    };
+    use windows_threadpool::{CallbackEnviron, Event, PeriodicTimer, Pool, Wait, Work, trace};
 
     if !trace::enabled() {
         eprintln!("build with --features trace and set WINDOWS_THREADPOOL_TRACE='*' to record");
     }
-    let pool = ThreadpoolPool::new()?;
+    let pool = Pool::new()?;
     pool.set_max_threads(2)?;
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
 
-    let work = ThreadpoolWork::new(|| std::thread::sleep(Duration::from_millis(2)), Some(&mut env))?;
+    let work = Work::new_in(|_| std::thread::sleep(Duration::from_millis(2)), &env)?;
     for _ in 0..4 {
         work.submit();
     }
     work.wait();
 
-    let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(3), |_| {}, Some(&mut env))?;
+    let timer = PeriodicTimer::new_in(Duration::from_millis(3), |_| {}, &env)?;
     timer.start();
     std::thread::sleep(Duration::from_millis(20));
     timer.stop_and_drain();
 
     let event = Event::new(false, false)?;
-    let wait = ThreadpoolWait::new(event.try_clone()?.into(), |_| {}, Some(&mut env))?;
+    let wait = Wait::new_in(event.try_clone()?.into(), |_| {}, &env)?;
     wait.arm(None);
     event.set()?;
     std::thread::sleep(Duration::from_millis(5));

@@ -11,7 +11,7 @@
 //! ```compile_fail,E0502
 //! use windows_threadpool::cleanup_group::CleanupGroup;
 //! let mut group = CleanupGroup::new()?;
-//! let work = group.create_work(|| {}, None)?;
+//! let work = group.create_work(|_| {})?;
 //! group.close_members();
 //! work.submit(); // error[E0502]: `group` is borrowed by `work`
 //! # Ok::<(), std::io::Error>(())
@@ -40,7 +40,7 @@
 //!
 //! Thread-pool I/O is deliberately not a member type: a `TP_IO` must not be
 //! closed while an operation is outstanding, which a bulk release cannot
-//! guarantee. Use the `io` module's `ThreadpoolIo` on its own.
+//! guarantee. Use the `io` module's `Io` on its own.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -51,7 +51,7 @@
 //! let count = Arc::new(AtomicUsize::new(0));
 //! for _ in 0..100 {
 //!     let c = Arc::clone(&count);
-//!     let member = group.create_work(move || { c.fetch_add(1, Ordering::Relaxed); }, None)?;
+//!     let member = group.create_work(move |_| { c.fetch_add(1, Ordering::Relaxed); })?;
 //!     member.submit();
 //!     member.wait();
 //! }
@@ -82,7 +82,7 @@ use crate::sys;
 use crate::timer::{PeriodicTick, PeriodicTimerObject, TimerCore, TimerFiring, TimerObject};
 use crate::trace::EventInfo;
 use crate::wait::{WaitActivation, WaitCore, WaitObject, WaitableHandle};
-use crate::work::{WorkCore, WorkObject};
+use crate::work::{WorkCore, WorkInvocation, WorkObject};
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "group", event: "created", slots: ["group", ""], meaning: "a cleanup group was created" },
@@ -199,13 +199,13 @@ unsafe impl Send for CleanupGroup {}
 unsafe impl Sync for CleanupGroup {}
 
 /// A work object owned by a [`CleanupGroup`]. Its methods are
-/// [`WorkObject`]'s, as [`crate::ThreadpoolWork`]'s are.
+/// [`WorkObject`]'s, as [`crate::Work`]'s are.
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
 /// ```compile_fail,E0502
 /// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
-/// let work = group.create_work(|| {}, None)?;
+/// let work = group.create_work(|_| {})?;
 /// group.close_members();
 /// work.submit();
 /// # Ok::<(), std::io::Error>(())
@@ -216,7 +216,7 @@ pub struct WorkMember<'g> {
 }
 
 /// A thread-pool wait owned by a [`CleanupGroup`]. Its methods are
-/// [`WaitObject`]'s, as [`crate::wait::ThreadpoolWait`]'s are. The group closes its wait target, with its
+/// [`WaitObject`]'s, as [`crate::wait::Wait`]'s are. The group closes its wait target, with its
 /// own close routine, after the release has drained the member.
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
@@ -224,7 +224,7 @@ pub struct WorkMember<'g> {
 /// ```compile_fail,E0502
 /// use windows_threadpool::{cleanup_group::CleanupGroup, wait::WaitableHandle};
 /// let mut group = CleanupGroup::new()?;
-/// let wait = group.create_wait(WaitableHandle::event(false, false)?, |_| {}, None)?;
+/// let wait = group.create_wait(WaitableHandle::event(false, false)?, |_| {})?;
 /// group.close_members();
 /// wait.arm(None);
 /// # Ok::<(), std::io::Error>(())
@@ -235,14 +235,14 @@ pub struct WaitMember<'g> {
 }
 
 /// A one-shot timer owned by a [`CleanupGroup`]. Its methods are
-/// [`TimerObject`]'s, as [`crate::timer::ThreadpoolTimer`]'s are (its callback gets the same
+/// [`TimerObject`]'s, as [`crate::timer::Timer`]'s are (its callback gets the same
 /// [`TimerFiring`] token).
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
 /// ```compile_fail,E0502
 /// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
-/// let timer = group.create_timer(|_| {}, None)?;
+/// let timer = group.create_timer(|_| {})?;
 /// group.close_members();
 /// timer.set_after(std::time::Duration::from_millis(1));
 /// # Ok::<(), std::io::Error>(())
@@ -254,13 +254,13 @@ pub struct TimerMember<'g> {
 
 /// A periodic timer owned by a [`CleanupGroup`] (ticks may overlap). Its
 /// methods are [`PeriodicTimerObject`]'s, as
-/// [`crate::timer::ThreadpoolPeriodicTimer`]'s are.
+/// [`crate::timer::PeriodicTimer`]'s are.
 ///
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
 /// ```compile_fail,E0502
 /// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
-/// let timer = group.create_periodic_timer(std::time::Duration::from_millis(5), |_| {}, None)?;
+/// let timer = group.create_periodic_timer(std::time::Duration::from_millis(5), |_| {})?;
 /// group.close_members();
 /// timer.start();
 /// # Ok::<(), std::io::Error>(())
@@ -345,18 +345,17 @@ impl CleanupGroup {
 
     /// A copy of the caller's environment (or a default one) that binds new
     /// objects to this group. The caller's environment is never changed.
-    fn member_env<'p>(&self, env: Option<&CallbackEnviron<'p>>) -> CallbackEnviron<'p> {
-        let mut e: CallbackEnviron<'p> = env.cloned().unwrap_or_default();
+    fn member_env(&self, env: Option<&CallbackEnviron>) -> CallbackEnviron {
+        let e = env.cloned().unwrap_or_default();
         // SAFETY: `e` is never cloned and lives only until the member is
         // created; the group outlives that (`&self`), and only a release,
         // which requires that no member borrow is alive, releases members.
-        unsafe { e.set_cleanup_group(self.raw, None) };
-        e
+        unsafe { e.with_cleanup_group(self.raw, None) }
     }
 
     /// Stores a member's core and lends it to the caller for as long as the
     /// group is borrowed.
-    fn adopt<C: Released>(&self, core: C, env: &CallbackEnviron<'_>) -> &C {
+    fn adopt<C: Released>(&self, core: C, env: &CallbackEnviron) -> &C {
         let claim = Registration::new(env.pool_ref());
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(core))) };
@@ -372,56 +371,130 @@ impl CleanupGroup {
         unsafe { ptr.as_ref() }
     }
 
-    /// Creates a work object in the group.
-    pub fn create_work<F>(&self, callback: F, env: Option<&CallbackEnviron<'_>>) -> io::Result<WorkMember<'_>>
+    fn work_member<F>(&self, callback: F, env: Option<&CallbackEnviron>) -> io::Result<WorkMember<'_>>
     where
-        F: Fn() + Send + Sync + 'static,
+        F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
-        let mut env = self.member_env(env);
-        let core = self.adopt(WorkCore::new("WorkMember", callback, Some(&mut env))?, &env);
+        let env = self.member_env(env);
+        let core = self.adopt(WorkCore::new("WorkMember", callback, Some(&env))?, &env);
         Ok(WorkMember { core, _group: PhantomData })
     }
 
-    /// Creates a disarmed one-shot timer in the group.
-    pub fn create_timer<F>(&self, callback: F, env: Option<&CallbackEnviron<'_>>) -> io::Result<TimerMember<'_>>
+    fn timer_member<F>(&self, callback: F, env: Option<&CallbackEnviron>) -> io::Result<TimerMember<'_>>
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        let mut env = self.member_env(env);
-        let core = self.adopt(TimerCore::new_one_shot("TimerMember", callback, Some(&mut env))?, &env);
+        let env = self.member_env(env);
+        let core = self.adopt(TimerCore::new_one_shot("TimerMember", callback, Some(&env))?, &env);
         Ok(TimerMember { core, _group: PhantomData })
     }
 
-    /// Creates a stopped periodic timer in the group. The period is checked
-    /// as [`crate::timer::ThreadpoolPeriodicTimer::new`] checks it.
-    pub fn create_periodic_timer<F>(
+    fn periodic_member<F>(
         &self,
         period: Duration,
         callback: F,
-        env: Option<&CallbackEnviron<'_>>,
+        env: Option<&CallbackEnviron>,
     ) -> io::Result<PeriodicTimerMember<'_>>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        let mut env = self.member_env(env);
-        let core = self.adopt(TimerCore::new_periodic("PeriodicTimerMember", period, callback, Some(&mut env))?, &env);
+        let env = self.member_env(env);
+        let core = self.adopt(TimerCore::new_periodic("PeriodicTimerMember", period, callback, Some(&env))?, &env);
         Ok(PeriodicTimerMember { core, _group: PhantomData })
     }
 
-    /// Creates a disarmed thread-pool wait on `handle` in the group. If
-    /// creation fails, `handle` is closed.
-    pub fn create_wait<F>(
+    fn wait_member<F>(
         &self,
         handle: WaitableHandle,
         callback: F,
-        env: Option<&CallbackEnviron<'_>>,
+        env: Option<&CallbackEnviron>,
     ) -> io::Result<WaitMember<'_>>
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
-        let mut env = self.member_env(env);
-        let core = self.adopt(WaitCore::new("WaitMember", handle, callback, Some(&mut env))?, &env);
+        let env = self.member_env(env);
+        let core = self.adopt(WaitCore::new("WaitMember", handle, callback, Some(&env))?, &env);
         Ok(WaitMember { core, _group: PhantomData })
+    }
+
+    /// Creates a work object in the group, on the process default pool.
+    pub fn create_work<F>(&self, callback: F) -> io::Result<WorkMember<'_>>
+    where
+        F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
+    {
+        self.work_member(callback, None)
+    }
+
+    /// Creates a work object in the group, on the pool and with the settings
+    /// of `env` (which is not changed: the group is set on a copy).
+    pub fn create_work_in<F>(&self, callback: F, env: &CallbackEnviron) -> io::Result<WorkMember<'_>>
+    where
+        F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
+    {
+        self.work_member(callback, Some(env))
+    }
+
+    /// Creates a disarmed one-shot timer in the group, on the process
+    /// default pool.
+    pub fn create_timer<F>(&self, callback: F) -> io::Result<TimerMember<'_>>
+    where
+        F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+    {
+        self.timer_member(callback, None)
+    }
+
+    /// Creates a disarmed one-shot timer in the group, with `env`'s settings.
+    pub fn create_timer_in<F>(&self, callback: F, env: &CallbackEnviron) -> io::Result<TimerMember<'_>>
+    where
+        F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+    {
+        self.timer_member(callback, Some(env))
+    }
+
+    /// Creates a stopped periodic timer in the group, on the process default
+    /// pool. The period is checked as [`crate::timer::PeriodicTimer::new`]
+    /// checks it.
+    pub fn create_periodic_timer<F>(&self, period: Duration, callback: F) -> io::Result<PeriodicTimerMember<'_>>
+    where
+        F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+    {
+        self.periodic_member(period, callback, None)
+    }
+
+    /// Creates a stopped periodic timer in the group, with `env`'s settings.
+    pub fn create_periodic_timer_in<F>(
+        &self,
+        period: Duration,
+        callback: F,
+        env: &CallbackEnviron,
+    ) -> io::Result<PeriodicTimerMember<'_>>
+    where
+        F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+    {
+        self.periodic_member(period, callback, Some(env))
+    }
+
+    /// Creates a disarmed thread-pool wait on `handle` in the group, on the
+    /// process default pool. If creation fails, `handle` is closed.
+    pub fn create_wait<F>(&self, handle: WaitableHandle, callback: F) -> io::Result<WaitMember<'_>>
+    where
+        F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+    {
+        self.wait_member(handle, callback, None)
+    }
+
+    /// Creates a disarmed wait on `handle` in the group, with `env`'s
+    /// settings. If creation fails, `handle` is closed.
+    pub fn create_wait_in<F>(
+        &self,
+        handle: WaitableHandle,
+        callback: F,
+        env: &CallbackEnviron,
+    ) -> io::Result<WaitMember<'_>>
+    where
+        F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+    {
+        self.wait_member(handle, callback, Some(env))
     }
 
     /// Releases every member: stops them, drains every queued and running
@@ -553,10 +626,10 @@ const _: () = {
         B: core::ops::Deref<Target = V>,
     {
     }
-    same_view::<crate::ThreadpoolWork, WorkMember<'static>, WorkObject>();
-    same_view::<crate::ThreadpoolTimer, TimerMember<'static>, TimerObject>();
-    same_view::<crate::ThreadpoolPeriodicTimer, PeriodicTimerMember<'static>, PeriodicTimerObject>();
-    same_view::<crate::ThreadpoolWait, WaitMember<'static>, WaitObject>();
+    same_view::<crate::Work, WorkMember<'static>, WorkObject>();
+    same_view::<crate::Timer, TimerMember<'static>, TimerObject>();
+    same_view::<crate::PeriodicTimer, PeriodicTimerMember<'static>, PeriodicTimerObject>();
+    same_view::<crate::Wait, WaitMember<'static>, WaitObject>();
 };
 
 #[cfg(test)]
@@ -589,16 +662,16 @@ mod tests {
         blocks
     }
 
-    /// A standalone type adds only constructors to its view; a member adds
+    /// A standalone type adds only its two constructors to its view; a member adds
     /// nothing. So every method of one is a method of the other, and a
     /// method written for one kind of owner alone cannot appear.
     #[test]
     fn standalone_types_and_members_have_only_the_view_methods() {
         let all = |ty: &str| SOURCES.iter().flat_map(|s| inherent_methods(s, ty)).collect::<Vec<_>>();
-        for ty in ["ThreadpoolWork", "ThreadpoolTimer", "ThreadpoolPeriodicTimer", "ThreadpoolWait"] {
+        for ty in ["Work", "Timer", "PeriodicTimer", "Wait"] {
             let blocks = all(ty);
             assert_eq!(blocks.len(), 1, "{ty}: expected one inherent impl block (its constructor)");
-            assert_eq!(blocks[0], ["new"], "{ty} has public methods outside its view");
+            assert_eq!(blocks[0], ["new", "new_in"], "{ty} has public methods outside its view");
         }
         for ty in ["WorkMember", "TimerMember", "PeriodicTimerMember", "WaitMember"] {
             assert_eq!(all(ty), Vec::<Vec<String>>::new(), "{ty} has methods outside its view");

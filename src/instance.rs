@@ -10,16 +10,15 @@
 //!
 //! ```
 //! use std::sync::OnceLock;
-//! use windows_threadpool::{Event, ThreadpoolTimer};
+//! use windows_threadpool::{Event, Timer};
 //!
 //! static DONE: OnceLock<Event> = OnceLock::new();
 //! let done = DONE.get_or_init(|| Event::new(true, false).unwrap());
-//! let timer = ThreadpoolTimer::new(
+//! let timer = Timer::new(
 //!     |firing| {
 //!         // Set once this callback has returned, by the pool.
 //!         firing.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
 //!     },
-//!     None,
 //! )?;
 //! timer.set_after(std::time::Duration::ZERO);
 //! timer.stop_and_drain();
@@ -38,22 +37,21 @@
 //!
 //! ```compile_fail,E0521
 //! use std::cell::Cell;
-//! use windows_threadpool::{ThreadpoolTimer, instance::CallbackInstance};
+//! use windows_threadpool::{Timer, instance::CallbackInstance};
 //!
 //! thread_local! {
 //!     static KEPT: Cell<Option<&'static CallbackInstance<'static>>> = const { Cell::new(None) };
 //! }
 //! // error[E0521]: borrowed data escapes outside of closure
-//! let _t = ThreadpoolTimer::new(|f| KEPT.with(|k| k.set(Some(f.instance()))), None);
+//! let _t = Timer::new(|f| KEPT.with(|k| k.set(Some(f.instance()))));
 //! ```
 //!
 //! ```compile_fail,E0277
-//! use windows_threadpool::ThreadpoolTimer;
+//! use windows_threadpool::Timer;
 //!
 //! // error[E0277]: `*mut ()` cannot be shared between threads safely
-//! let _t = ThreadpoolTimer::new(
+//! let _t = Timer::new(
 //!     |f| std::thread::scope(|s| { s.spawn(|| f.instance().may_run_long()); }),
-//!     None,
 //! );
 //! ```
 //!

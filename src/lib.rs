@@ -102,19 +102,21 @@ pub mod work;
 #[cfg(windows)]
 pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
+pub use cleanup_group::CleanupGroup;
+#[cfg(windows)]
 pub use instance::CallbackInstance;
 #[cfg(windows)]
-pub use io::ThreadpoolIo;
+pub use io::{Io, IoCompletion};
 #[cfg(windows)]
 pub use placement::ProcessorSet;
 #[cfg(windows)]
-pub use pool::ThreadpoolPool;
+pub use pool::Pool;
 #[cfg(windows)]
-pub use timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
+pub use timer::{PeriodicTick, PeriodicTimer, Timer, TimerFiring};
 #[cfg(windows)]
-pub use wait::{Event, ThreadpoolWait, WaitResult, WaitableHandle};
+pub use wait::{Event, Wait, WaitActivation, WaitResult, WaitableHandle};
 #[cfg(windows)]
-pub use work::ThreadpoolWork;
+pub use work::{Work, WorkInvocation};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(windows, doctest))]

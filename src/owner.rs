@@ -6,7 +6,7 @@
 //! the sequence itself is written here, once, and run by the two ways of
 //! owning a core:
 //!
-//! - [`Owner`], inside a standalone type (`ThreadpoolWork`, ...): its `Drop`
+//! - [`Owner`], inside a standalone type (`Work`, ...): its `Drop`
 //!   runs [`tear_down`], or from the object's own callback stops it at once
 //!   and hands the rest to another thread (`crate::reentry`);
 //! - a cleanup group, which runs [`before_release`] on every member, lets
@@ -37,7 +37,7 @@ pub(crate) enum Phase {
 /// The phases of one kind's teardown. Implemented once per kind; only
 /// [`Owner`], [`quiesce_for_teardown`] and the cleanup group sequence them.
 pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
-    /// The public type owning this object (`"ThreadpoolWork"`,
+    /// The public type owning this object (`"Work"`,
     /// `"WorkMember"`, ...): reports and panics name it.
     fn owner_name(&self) -> &'static str;
     /// The context pointer, which identifies the object to its callbacks.

@@ -1,15 +1,14 @@
 //! Placement: running an object's callbacks on a chosen set of processors.
 //!
-//! [`CallbackEnviron::set_affinity`](crate::CallbackEnviron::set_affinity)
+//! [`CallbackEnviron::with_affinity`](crate::CallbackEnviron::with_affinity)
 //! names a [`ProcessorSet`]; every object created from the environment runs
 //! each of its callbacks there:
 //!
 //! ```
-//! use windows_threadpool::{CallbackEnviron, ProcessorSet, ThreadpoolWork};
+//! use windows_threadpool::{CallbackEnviron, ProcessorSet, Work};
 //!
-//! let mut env = CallbackEnviron::new();
-//! env.set_affinity(ProcessorSet::new(0, 0b1)?); // processor 0 of group 0
-//! let work = ThreadpoolWork::new(|| { /* runs on processor 0 */ }, Some(&mut env))?;
+//! let env = CallbackEnviron::new(); // processor 0 of group 0
+//! let work = Work::new_in(|_| { /* runs on processor 0 */ }, &env)?;
 //! work.submit();
 //! work.wait();
 //! # Ok::<(), std::io::Error>(())

@@ -5,7 +5,7 @@
 //! [`CallbackEnviron`](crate::CallbackEnviron) that names it.
 //!
 //! Every object created on a private pool holds a reference to it, so the
-//! pool is closed (`CloseThreadpool`) only when the [`ThreadpoolPool`] and all
+//! pool is closed (`CloseThreadpool`) only when the [`Pool`] and all
 //! of those objects are gone. Windows documents that closing a pool with live
 //! objects defers the release, but Wine asserts when such an object is used
 //! afterwards (see `docs/wine.md`); holding the reference is sound on both.
@@ -21,7 +21,7 @@ use windows_sys::Win32::System::Threading::{
 
 use crate::sys;
 use crate::trace::EventInfo;
-use crate::work::ThreadpoolWork;
+use crate::work::{Work, WorkInvocation};
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "pool", event: "created", slots: ["pool", ""], meaning: "a private pool was created" },
@@ -40,7 +40,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "QueryThreadpoolStackInformation", slots: ["pool", ""], meaning: "" },
 ];
 
-/// The raw pool, closed when the last reference (the [`ThreadpoolPool`] or an
+/// The raw pool, closed when the last reference (the [`Pool`] or an
 /// object created on it) goes away.
 #[derive(Debug)]
 pub(crate) struct PoolShared {
@@ -77,11 +77,11 @@ pub(crate) type PoolRef = Option<Arc<PoolShared>>;
 /// Dropping it releases this handle's reference; the pool is closed once no
 /// object created on it is left.
 #[derive(Debug)]
-pub struct ThreadpoolPool {
+pub struct Pool {
     shared: Arc<PoolShared>,
 }
 
-impl ThreadpoolPool {
+impl Pool {
     /// Creates a private pool (`CreateThreadpool`).
     pub fn new() -> io::Result<Self> {
         let raw = trace_call!("CreateThreadpool", 0, 0, {
@@ -183,17 +183,19 @@ pub fn prewarm_default_pool() -> bool {
 }
 
 /// [`prewarm_default_pool`] on the pool of `env`, waiting at most `timeout`.
-fn prewarm(env: Option<&mut crate::CallbackEnviron<'_>>, timeout: Duration) -> bool {
+fn prewarm(env: Option<&crate::CallbackEnviron>, timeout: Duration) -> bool {
     let ran = Arc::new((Mutex::new(false), Condvar::new()));
     let signal = Arc::clone(&ran);
-    let Ok(work) = ThreadpoolWork::new(
-        move || {
-            let (lock, cv) = &*signal;
-            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            cv.notify_all();
-        },
-        env,
-    ) else {
+    let ran_now = move |_: &WorkInvocation<'_>| {
+        let (lock, cv) = &*signal;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    };
+    let made = match env {
+        Some(env) => Work::new_in(ran_now, env),
+        None => Work::new(ran_now),
+    };
+    let Ok(work) = made else {
         return false;
     };
     work.submit();
@@ -212,7 +214,7 @@ fn prewarm(env: Option<&mut crate::CallbackEnviron<'_>>, timeout: Duration) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CallbackEnviron, ThreadpoolWork};
+    use crate::{CallbackEnviron, Work};
     use std::sync::mpsc;
 
     /// The timeout path: the pool's only thread is held, so the prewarm item
@@ -222,20 +224,19 @@ mod tests {
     /// below opens it only after its deadline, which the test then reports.
     #[test]
     fn prewarm_gives_up_and_cancels_when_no_thread_runs_its_item() {
-        let pool = ThreadpoolPool::new().unwrap();
+        let pool = Pool::new().unwrap();
         pool.set_max_threads(1).unwrap();
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
+        let env = CallbackEnviron::new().with_pool(&pool);
         let gate = Arc::new((Mutex::new(false), Condvar::new()));
         let (entered_tx, entered_rx) = mpsc::channel();
         let g = Arc::clone(&gate);
-        let blocker = ThreadpoolWork::new(
-            move || {
+        let blocker = Work::new_in(
+            move |_| {
                 entered_tx.send(()).unwrap();
                 let (lock, cv) = &*g;
                 let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
             },
-            Some(&mut env),
+            &env,
         )
         .unwrap();
         blocker.submit();
@@ -249,7 +250,7 @@ mod tests {
             g.1.notify_all();
             in_time
         });
-        let ran = prewarm(Some(&mut env), Duration::from_millis(20));
+        let ran = prewarm(Some(&env), Duration::from_millis(20));
         returned_tx.send(()).unwrap();
         assert!(opener.join().unwrap(), "prewarm waited for the held thread instead of cancelling its item");
         assert!(!ran, "prewarm reported a run although the pool's only thread was held");

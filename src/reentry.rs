@@ -38,7 +38,7 @@
 //! holds its own reference on the module that contains this code, released
 //! only once its callback has returned (`FreeLibraryWhenCallbackReturns`):
 //! the close it performs may release the last reference an environment's
-//! `set_library` gave the object.
+//! `with_library` gave the object.
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -229,7 +229,7 @@ unsafe extern "system" fn run_handoff<F: FnOnce()>(instance: PTP_CALLBACK_INSTAN
 
 /// A counted reference to the module (EXE or DLL) that contains this crate's
 /// code. The object being torn down may have kept its DLL loaded
-/// (`set_library`); its close releases that reference while the handoff's
+/// (`with_library`); its close releases that reference while the handoff's
 /// code still runs, so the handoff holds its own.
 fn pin_own_module() -> HMODULE {
     let mut module: HMODULE = core::ptr::null_mut();

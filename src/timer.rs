@@ -1,18 +1,18 @@
-//! Thread-pool timers (`TP_TIMER`): [`ThreadpoolTimer`] fires once per arming,
-//! [`ThreadpoolPeriodicTimer`] ticks every period until stopped.
+//! Thread-pool timers (`TP_TIMER`): [`Timer`] fires once per arming,
+//! [`PeriodicTimer`] ticks every period until stopped.
 //!
 //! ```
 //! use std::sync::mpsc;
 //! use std::time::Duration;
-//! use windows_threadpool::ThreadpoolTimer;
+//! use windows_threadpool::Timer;
 //!
 //! let (tx, rx) = mpsc::channel();
-//! let timer = ThreadpoolTimer::new(move |firing| {
+//! let timer = Timer::new(move |firing| {
 //!     let _ = tx.send(());
 //!     // Fire again 5 ms after this firing ends; the request applies once
 //!     // the callback has returned, so firings never overlap.
 //!     firing.rearm_after(Duration::from_millis(5));
-//! }, None)?;
+//! })?;
 //! timer.set_after(Duration::from_millis(1));
 //! for _ in 0..3 {
 //!     rx.recv_timeout(Duration::from_secs(10)).expect("the timer fires");
@@ -27,9 +27,9 @@
 //! pool queues the next tick on schedule whether or not the previous one has
 //! returned, and runs it on another thread). A `period` argument on one type
 //! would silently change that concurrency contract, so the contract is in the
-//! type: [`ThreadpoolTimer`] for self-paced repetition
+//! type: [`Timer`] for self-paced repetition
 //! ([`TimerFiring::rearm_after`]: the next firing is due a delay after the
-//! previous one *ended*), [`ThreadpoolPeriodicTimer`] for a fixed cadence.
+//! previous one *ended*), [`PeriodicTimer`] for a fixed cadence.
 //!
 //! # Due times
 //! `SetThreadpoolTimer` takes a `FILETIME` read as a signed 64-bit count of
@@ -327,12 +327,12 @@ fn window_millis(window: Duration) -> u32 {
     u32::try_from(window.as_millis()).unwrap_or(u32::MAX)
 }
 
-/// Validates a periodic timer's period (see [`ThreadpoolPeriodicTimer::new`]).
+/// Validates a periodic timer's period (see [`PeriodicTimer::new`]).
 pub(crate) fn period_millis(period: Duration) -> io::Result<u32> {
-    if period < ThreadpoolPeriodicTimer::MIN_PERIOD {
+    if period < PeriodicTimer::MIN_PERIOD {
         return Err(invalid(format!(
             "timer period {period:?} is below the minimum of 1 ms: the pool takes the period in whole \
-             milliseconds, and a period of zero would mean \"do not repeat\" (use ThreadpoolTimer for a one-shot)"
+             milliseconds, and a period of zero would mean \"do not repeat\" (use Timer for a one-shot)"
         )));
     }
     whole_millis("period", period)
@@ -470,7 +470,7 @@ impl TimerCore {
         period: Option<Period>,
         callback: F,
         trampoline: unsafe extern "system" fn(PTP_CALLBACK_INSTANCE, *mut c_void, PTP_TIMER),
-        env: Option<&mut CallbackEnviron<'_>>,
+        env: Option<&CallbackEnviron>,
     ) -> io::Result<Self> {
         reentry::ensure_slot()?;
         let periodic = period.is_some();
@@ -488,11 +488,7 @@ impl TimerCore {
         Ok(Self { raw, ctx, pool, owner, period })
     }
 
-    pub(crate) fn new_one_shot<F>(
-        owner: &'static str,
-        callback: F,
-        env: Option<&mut CallbackEnviron<'_>>,
-    ) -> io::Result<Self>
+    pub(crate) fn new_one_shot<F>(owner: &'static str, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
@@ -500,12 +496,12 @@ impl TimerCore {
     }
 
     /// A periodic timer; `period` is checked as
-    /// [`ThreadpoolPeriodicTimer::new`] documents.
+    /// [`PeriodicTimer::new`] documents.
     pub(crate) fn new_periodic<F>(
         owner: &'static str,
         period: Duration,
         callback: F,
-        env: Option<&mut CallbackEnviron<'_>>,
+        env: Option<&CallbackEnviron>,
     ) -> io::Result<Self>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
@@ -670,7 +666,7 @@ unsafe extern "system" fn periodic_trampoline<F>(
     trace_record!("timer-periodic", "trampoline-left", timer, 0);
 }
 
-/// What a [`ThreadpoolTimer`]'s callback receives: the handle for re-arming
+/// What a [`Timer`]'s callback receives: the handle for re-arming
 /// the timer from inside its own firing.
 ///
 /// A request is only recorded; it is applied after the callback returns
@@ -720,7 +716,7 @@ impl<'a> TimerFiring<'a> {
     }
 }
 
-/// What a [`ThreadpoolPeriodicTimer`]'s callback receives on each tick.
+/// What a [`PeriodicTimer`]'s callback receives on each tick.
 ///
 /// Not `Send` or `Sync`: it lives for one tick on one thread.
 pub struct PeriodicTick<'a> {
@@ -760,8 +756,8 @@ impl<'a> PeriodicTick<'a> {
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<ThreadpoolTimer>();
-    send_sync::<ThreadpoolPeriodicTimer>();
+    send_sync::<Timer>();
+    send_sync::<PeriodicTimer>();
     send_sync::<TimerObject>();
     send_sync::<PeriodicTimerObject>();
 };
@@ -783,14 +779,14 @@ const _: () = {
 /// ```
 /// use std::sync::{Arc, Mutex, Condvar};
 /// use std::time::{Duration, SystemTime};
-/// use windows_threadpool::ThreadpoolTimer;
+/// use windows_threadpool::Timer;
 ///
 /// let fired = Arc::new((Mutex::new(0), Condvar::new()));
 /// let f = Arc::clone(&fired);
-/// let timer = ThreadpoolTimer::new(move |_| {
+/// let timer = Timer::new(move |_| {
 ///     *f.0.lock().unwrap() += 1;
 ///     f.1.notify_all();
-/// }, None)?;
+/// })?;
 /// timer.set_at(SystemTime::now() + Duration::from_millis(10))?;
 /// let (lock, cv) = &*fired;
 /// let n = cv.wait_while(lock.lock().unwrap(), |n| *n == 0).unwrap();
@@ -802,15 +798,15 @@ const _: () = {
 /// timer.stop_and_drain();
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct ThreadpoolTimer {
+pub struct Timer {
     core: Owner<TimerCore>,
 }
 
 view! {
-    /// A one-shot timer's methods, shared by its owners: [`ThreadpoolTimer`] and
+    /// A one-shot timer's methods, shared by its owners: [`Timer`] and
     /// the cleanup group's [`TimerMember`](crate::cleanup_group::TimerMember)
     /// both dereference to it.
-    pub struct TimerObject(TimerCore); owned by ThreadpoolTimer
+    pub struct TimerObject(TimerCore); owned by Timer
 }
 
 impl core::fmt::Debug for TimerObject {
@@ -819,14 +815,23 @@ impl core::fmt::Debug for TimerObject {
     }
 }
 
-impl ThreadpoolTimer {
-    /// Creates a disarmed timer whose callback is `callback`, on the pool and
-    /// with the settings of `env` (the default pool when `None`).
-    pub fn new<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+impl Timer {
+    /// Creates a disarmed timer whose callback is `callback`, on the process
+    /// default pool.
+    pub fn new<F>(callback: F) -> io::Result<Self>
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(TimerCore::new_one_shot("ThreadpoolTimer", callback, env)?) })
+        Ok(Self { core: Owner::new(TimerCore::new_one_shot("Timer", callback, None)?) })
+    }
+
+    /// Creates a disarmed timer whose callback is `callback`, on the pool and
+    /// with the settings of `env`.
+    pub fn new_in<F>(callback: F, env: &CallbackEnviron) -> io::Result<Self>
+    where
+        F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(TimerCore::new_one_shot("Timer", callback, Some(env))?) })
     }
 }
 
@@ -923,7 +928,7 @@ impl TimerObject {
 /// **Ticks may overlap.** The pool queues each tick on schedule whether or
 /// not the previous one has returned, and runs it on another thread; a
 /// callback that can take longer than the period must tolerate running
-/// concurrently with itself. (Use [`ThreadpoolTimer`] with
+/// concurrently with itself. (Use [`Timer`] with
 /// [`TimerFiring::rearm_after`] for repetition that never overlaps.)
 ///
 /// `Drop` stops the timer, drains (never cancels), closes it, then frees the
@@ -937,15 +942,15 @@ impl TimerObject {
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::time::Duration;
-/// use windows_threadpool::timer::ThreadpoolPeriodicTimer;
+/// use windows_threadpool::timer::PeriodicTimer;
 ///
 /// let ticks = Arc::new(AtomicUsize::new(0));
 /// let t = Arc::clone(&ticks);
-/// let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(2), move |tick| {
+/// let timer = PeriodicTimer::new(Duration::from_millis(2), move |tick| {
 ///     if t.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
 ///         tick.stop(); // ends the timer from inside a tick
 ///     }
-/// }, None)?;
+/// })?;
 /// timer.start();
 /// while timer.is_running() {
 ///     std::thread::sleep(Duration::from_millis(1));
@@ -953,20 +958,20 @@ impl TimerObject {
 /// timer.wait(); // ticks already queued or running have finished
 /// assert!(ticks.load(Ordering::SeqCst) >= 5);
 /// // A period the pool cannot take is rejected with a reason.
-/// let err = ThreadpoolPeriodicTimer::new(Duration::from_micros(1500), |_| {}, None).unwrap_err();
+/// let err = PeriodicTimer::new(Duration::from_micros(1500), |_| {}).unwrap_err();
 /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct ThreadpoolPeriodicTimer {
+pub struct PeriodicTimer {
     core: Owner<TimerCore>,
 }
 
 view! {
     /// A periodic timer's methods, shared by its owners:
-    /// [`ThreadpoolPeriodicTimer`] and the cleanup group's
+    /// [`PeriodicTimer`] and the cleanup group's
     /// [`PeriodicTimerMember`](crate::cleanup_group::PeriodicTimerMember) both
     /// dereference to it.
-    pub struct PeriodicTimerObject(TimerCore); owned by ThreadpoolPeriodicTimer
+    pub struct PeriodicTimerObject(TimerCore); owned by PeriodicTimer
 }
 
 /// A validated period: its duration and whole milliseconds.
@@ -991,7 +996,7 @@ impl core::fmt::Debug for PeriodicTimerObject {
     }
 }
 
-impl ThreadpoolPeriodicTimer {
+impl PeriodicTimer {
     /// The shortest period: 1 ms (the pool counts periods in whole
     /// milliseconds, and zero would mean "do not repeat").
     pub const MIN_PERIOD: Duration = Duration::from_millis(1);
@@ -999,17 +1004,26 @@ impl ThreadpoolPeriodicTimer {
     /// period as signed: above `i32::MAX` ms it ticks continuously there.)
     pub const MAX_PERIOD: Duration = Duration::from_millis(u32::MAX as u64);
 
-    /// Creates a stopped periodic timer on the pool and with the settings of
-    /// `env` (the default pool when `None`).
+    /// Creates a stopped periodic timer on the process default pool.
     ///
     /// A period below [`MIN_PERIOD`](Self::MIN_PERIOD), above
     /// [`MAX_PERIOD`](Self::MAX_PERIOD), or not a whole number of
-    /// milliseconds is rejected with `InvalidInput` and a message saying why.
-    pub fn new<F>(period: Duration, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    /// milliseconds is rejected with `InvalidInput` and a message saying why:
+    /// the one place a period is checked.
+    pub fn new<F>(period: Duration, callback: F) -> io::Result<Self>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(TimerCore::new_periodic("ThreadpoolPeriodicTimer", period, callback, env)?) })
+        Ok(Self { core: Owner::new(TimerCore::new_periodic("PeriodicTimer", period, callback, None)?) })
+    }
+
+    /// Creates a stopped periodic timer on the pool and with the settings of
+    /// `env`; `period` is checked as in [`new`](Self::new).
+    pub fn new_in<F>(period: Duration, callback: F, env: &CallbackEnviron) -> io::Result<Self>
+    where
+        F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(TimerCore::new_periodic("PeriodicTimer", period, callback, Some(env))?) })
     }
 }
 
@@ -1127,12 +1141,12 @@ mod tests {
     #[test]
     fn periods_are_whole_milliseconds_in_range() {
         assert_eq!(period_millis(Duration::from_millis(1)).unwrap(), 1);
-        assert_eq!(period_millis(ThreadpoolPeriodicTimer::MAX_PERIOD).unwrap(), u32::MAX);
+        assert_eq!(period_millis(PeriodicTimer::MAX_PERIOD).unwrap(), u32::MAX);
         let cases = [
             (Duration::ZERO, "do not repeat"),
             (Duration::from_micros(999), "below the minimum"),
             (Duration::from_micros(1500), "whole number of milliseconds"),
-            (ThreadpoolPeriodicTimer::MAX_PERIOD + Duration::from_millis(1), "above the maximum"),
+            (PeriodicTimer::MAX_PERIOD + Duration::from_millis(1), "above the maximum"),
             (Duration::MAX, "whole number of milliseconds"),
         ];
         for (p, why) in cases {

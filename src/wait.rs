@@ -4,13 +4,13 @@
 //! ```
 //! use std::sync::mpsc;
 //! use std::time::Duration;
-//! use windows_threadpool::wait::{Event, ThreadpoolWait, WaitResult};
+//! use windows_threadpool::wait::{Event, Wait, WaitResult};
 //!
 //! let event = Event::new(false, false)?;
 //! let (tx, rx) = mpsc::channel();
-//! let wait = ThreadpoolWait::new(event.try_clone()?.into(), move |act| {
+//! let wait = Wait::new(event.try_clone()?.into(), move |act| {
 //!     tx.send(act.result()).unwrap();
-//! }, None)?;
+//! })?;
 //! wait.arm(None);          // wait forever for the event
 //! event.set()?;
 //! assert_eq!(rx.recv().unwrap(), WaitResult::Signalled);
@@ -238,7 +238,7 @@ const _: () = {
     send_sync::<WaitableHandle>();
     send_sync::<Event>();
     send_sync::<WaitOnlyEvent>();
-    send_sync::<ThreadpoolWait>();
+    send_sync::<Wait>();
     send_sync::<WaitObject>();
 };
 
@@ -366,7 +366,7 @@ impl<T> From<std::thread::JoinHandle<T>> for WaitableHandle {
 /// An owned unnamed event (`CreateEventW`), with full access.
 ///
 /// Keep one and give a [`try_clone`](Self::try_clone) (or a
-/// [`wait_only`](Self::wait_only) duplicate) to a [`ThreadpoolWait`].
+/// [`wait_only`](Self::wait_only) duplicate) to a [`Wait`].
 #[derive(Debug)]
 pub struct Event {
     handle: OwnedHandle,
@@ -621,7 +621,7 @@ unsafe extern "system" fn trampoline<F>(
     trace_record!("wait", "trampoline-left", wait, 0);
 }
 
-/// The part of a wait shared by [`ThreadpoolWait`] and the cleanup group's
+/// The part of a wait shared by [`Wait`] and the cleanup group's
 /// wait member: the raw object, its context, its target and its pool.
 pub(crate) struct WaitCore {
     raw: PTP_WAIT,
@@ -643,7 +643,7 @@ impl WaitCore {
         owner: &'static str,
         handle: WaitableHandle,
         callback: F,
-        env: Option<&mut CallbackEnviron<'_>>,
+        env: Option<&CallbackEnviron>,
     ) -> io::Result<Self>
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
@@ -888,22 +888,22 @@ Without the `self-heal` feature the safe cancellation does not exist; only the
 `unsafe` `try_cancel_pending_no_heal_tracking` does:
 
 ```compile_fail,E0599
-use windows_threadpool::wait::{ThreadpoolWait, WaitableHandle};
-let wait = ThreadpoolWait::new(WaitableHandle::event(false, false)?, |_| {}, None)?;
+use windows_threadpool::wait::{Wait, WaitableHandle};
+let wait = Wait::new(WaitableHandle::event(false, false)?, |_| {})?;
 wait.try_cancel_pending();
 # Ok::<(), std::io::Error>(())
 ```
 "#
 )]
-pub struct ThreadpoolWait {
+pub struct Wait {
     core: Owner<WaitCore>,
 }
 
 view! {
-    /// A wait's methods, shared by its owners: [`ThreadpoolWait`] and the
+    /// A wait's methods, shared by its owners: [`Wait`] and the
     /// cleanup group's [`WaitMember`](crate::cleanup_group::WaitMember) both
     /// dereference to it.
-    pub struct WaitObject(WaitCore); owned by ThreadpoolWait
+    pub struct WaitObject(WaitCore); owned by Wait
 }
 
 impl core::fmt::Debug for WaitObject {
@@ -915,15 +915,24 @@ impl core::fmt::Debug for WaitObject {
     }
 }
 
-impl ThreadpoolWait {
+impl Wait {
     /// Creates a disarmed wait on `handle` whose callback is `callback`, on
-    /// the pool and with the settings of `env` (the default pool when
-    /// `None`). If creation fails, `handle` is closed.
-    pub fn new<F>(handle: WaitableHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    /// the process default pool. If creation fails, `handle` is closed.
+    pub fn new<F>(handle: WaitableHandle, callback: F) -> io::Result<Self>
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(WaitCore::new("ThreadpoolWait", handle, callback, env)?) })
+        Ok(Self { core: Owner::new(WaitCore::new("Wait", handle, callback, None)?) })
+    }
+
+    /// Creates a disarmed wait on `handle` whose callback is `callback`, on
+    /// the pool and with the settings of `env`. If creation fails, `handle`
+    /// is closed.
+    pub fn new_in<F>(handle: WaitableHandle, callback: F, env: &CallbackEnviron) -> io::Result<Self>
+    where
+        F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(WaitCore::new("Wait", handle, callback, Some(env))?) })
     }
 }
 

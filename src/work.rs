@@ -3,11 +3,13 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
-//! use windows_threadpool::ThreadpoolWork;
+//! use windows_threadpool::Work;
 //!
 //! let count = Arc::new(AtomicUsize::new(0));
 //! let c = Arc::clone(&count);
-//! let work = ThreadpoolWork::new(move || { c.fetch_add(1, Ordering::Relaxed); }, None)?;
+//! let work = Work::new(move |_| {
+//!     c.fetch_add(1, Ordering::Relaxed);
+//! })?;
 //! for _ in 0..10 {
 //!     work.submit();
 //! }
@@ -26,6 +28,7 @@ use windows_sys::Win32::System::Threading::{
 
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
+use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
@@ -75,7 +78,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
 ];
 
 /// A work object's core: the raw object, its context and its pool. Owned by
-/// [`ThreadpoolWork`] or by a cleanup group (see `crate::owner`).
+/// [`Work`] or by a cleanup group (see `crate::owner`).
 pub(crate) struct WorkCore {
     raw: PTP_WORK,
     ctx: Context<WorkHeader>,
@@ -91,9 +94,9 @@ pub(crate) struct WorkHeader {
 }
 
 impl WorkCore {
-    pub(crate) fn new<F>(owner: &'static str, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub(crate) fn new<F>(owner: &'static str, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
     where
-        F: Fn() + Send + Sync + 'static,
+        F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
         reentry::ensure_slot()?;
         let (env, pool, placement) = env_parts(env);
@@ -168,8 +171,8 @@ impl Released for WorkCore {
     }
 }
 
-unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
-    _instance: PTP_CALLBACK_INSTANCE,
+unsafe extern "system" fn trampoline<F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static>(
+    instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
     work: PTP_WORK,
 ) {
@@ -179,8 +182,29 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
     // owner frees it only after draining every callback.
     let shared = unsafe { ctx::get::<WorkHeader, F>(context) };
     shared.header.obligation.dispatched();
-    (shared.callback)();
+    (shared.callback)(&WorkInvocation { instance: CallbackInstance::new(instance) });
     trace_record!("work", "trampoline-left", work, 0);
+}
+
+/// What a [`Work`]'s callback receives on each run.
+///
+/// Not `Send` or `Sync`: it lives for one run on one thread.
+pub struct WorkInvocation<'a> {
+    instance: CallbackInstance<'a>,
+}
+
+impl core::fmt::Debug for WorkInvocation<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WorkInvocation").field("instance", &self.instance).finish()
+    }
+}
+
+impl<'a> WorkInvocation<'a> {
+    /// The running callback's instance: what it can ask of the pool (see
+    /// [`crate::instance`]).
+    pub fn instance(&self) -> &CallbackInstance<'a> {
+        &self.instance
+    }
 }
 
 /// An owned work object (`CreateThreadpoolWork`).
@@ -198,20 +222,21 @@ unsafe extern "system" fn trampoline<F: Fn() + Send + Sync + 'static>(
 /// [`cancel_pending`](WorkObject::cancel_pending) called from the callback
 /// panic instead: they would wait for themselves (see the
 /// [crate docs](crate#a-callback-that-reaches-its-own-object)).
-pub struct ThreadpoolWork {
+#[must_use = "dropping a work object waits for its submissions and closes it"]
+pub struct Work {
     core: Owner<WorkCore>,
 }
 
 view! {
-    /// A work object's methods, shared by its owners: [`ThreadpoolWork`] and the
+    /// A work object's methods, shared by its owners: [`Work`] and the
     /// cleanup group's [`WorkMember`](crate::cleanup_group::WorkMember) both
     /// dereference to it.
-    pub struct WorkObject(WorkCore); owned by ThreadpoolWork
+    pub struct WorkObject(WorkCore); owned by Work
 }
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<ThreadpoolWork>();
+    send_sync::<Work>();
     send_sync::<WorkObject>();
 };
 
@@ -221,14 +246,23 @@ impl core::fmt::Debug for WorkObject {
     }
 }
 
-impl ThreadpoolWork {
-    /// Creates a work object whose callback is `callback`, on the pool and
-    /// with the settings of `env` (the default pool when `None`).
-    pub fn new<F>(callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+impl Work {
+    /// Creates a work object whose callback is `callback`, on the process
+    /// default pool.
+    pub fn new<F>(callback: F) -> io::Result<Self>
     where
-        F: Fn() + Send + Sync + 'static,
+        F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(WorkCore::new("ThreadpoolWork", callback, env)?) })
+        Ok(Self { core: Owner::new(WorkCore::new("Work", callback, None)?) })
+    }
+
+    /// Creates a work object whose callback is `callback`, on the pool and
+    /// with the settings of `env`.
+    pub fn new_in<F>(callback: F, env: &CallbackEnviron) -> io::Result<Self>
+    where
+        F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(WorkCore::new("Work", callback, Some(env))?) })
     }
 }
 

@@ -27,10 +27,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use windows_sys::Win32::Storage::FileSystem::ReadFile;
 use windows_sys::Win32::System::Threading::GetCurrentThreadId;
-use windows_threadpool::ThreadpoolWork;
-use windows_threadpool::io::{self, IoCompletion, Operation, OperationId, ThreadpoolIo};
-use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
-use windows_threadpool::wait::{Event, ThreadpoolWait};
+use windows_threadpool::Work;
+use windows_threadpool::io::{self, Io, IoCompletion, Operation, OperationId};
+use windows_threadpool::timer::{PeriodicTimer, Timer};
+use windows_threadpool::wait::{Event, Wait};
 
 struct Counting;
 
@@ -185,13 +185,10 @@ fn counter_counts() {
     // A window opened inside a pool callback counts that thread's allocations.
     let seen = Arc::new(Mutex::new(None));
     let s = Arc::clone(&seen);
-    let work = ThreadpoolWork::new(
-        move || {
-            let c = count_here(|| drop(std::hint::black_box(vec![1u8; 100])));
-            *s.lock().unwrap() = Some(c);
-        },
-        None,
-    )
+    let work = Work::new(move |_| {
+        let c = count_here(|| drop(std::hint::black_box(vec![1u8; 100])));
+        *s.lock().unwrap() = Some(c);
+    })
     .unwrap();
     work.submit();
     work.wait();
@@ -202,12 +199,9 @@ fn counter_counts() {
 fn work_submit() {
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
-    let work = ThreadpoolWork::new(
-        move || {
-            q.bump();
-        },
-        None,
-    )
+    let work = Work::new(move |_| {
+        q.bump();
+    })
     .unwrap();
     work.submit();
     work.wait();
@@ -217,19 +211,16 @@ fn work_submit() {
         }
     });
     work.wait();
-    assert_none("ThreadpoolWork::submit", c);
+    assert_none("Work::submit", c);
     assert_eq!(p.get(), CALLS + 1, "every submission ran");
 }
 
 fn one_shot_arming() {
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
-    let timer = ThreadpoolTimer::new(
-        move |_| {
-            q.bump();
-        },
-        None,
-    )
+    let timer = Timer::new(move |_| {
+        q.bump();
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     p.wait_for(1);
@@ -241,7 +232,7 @@ fn one_shot_arming() {
         }
         timer.set_after(Duration::from_millis(1));
     });
-    assert_none("ThreadpoolTimer::set_after / set_at", c);
+    assert_none("Timer::set_after / set_at", c);
     p.wait_for(2);
     timer.stop_and_drain();
 }
@@ -253,17 +244,14 @@ fn one_shot_rearm_from_firing() {
     let p = Arc::new(Progress::default());
     let fired = Arc::new(AtomicUsize::new(0));
     let (q, f) = (Arc::clone(&p), Arc::clone(&fired));
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            if f.fetch_add(1, SeqCst) % 2 == 0 {
-                open_here();
-                firing.rearm_after(Duration::from_millis(1));
-            } else {
-                q.bump();
-            }
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        if f.fetch_add(1, SeqCst) % 2 == 0 {
+            open_here();
+            firing.rearm_after(Duration::from_millis(1));
+        } else {
+            q.bump();
+        }
+    })
     .unwrap();
     for round in 1..=ROUNDS {
         timer.set_after(Duration::ZERO);
@@ -278,22 +266,18 @@ fn one_shot_rearm_from_firing() {
 fn periodic_start_stop() {
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(1),
-        move |_| {
-            q.bump();
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+        q.bump();
+    })
     .unwrap();
     timer.start();
     timer.stop();
     let mut seen = 0;
     for round in 0..ROUNDS {
-        assert_none(&format!("ThreadpoolPeriodicTimer::start (round {round})"), count_here(|| timer.start()));
+        assert_none(&format!("PeriodicTimer::start (round {round})"), count_here(|| timer.start()));
         assert!(timer.is_running());
         p.wait_for(seen + 2);
-        assert_none(&format!("ThreadpoolPeriodicTimer::stop (round {round})"), count_here(|| timer.stop()));
+        assert_none(&format!("PeriodicTimer::stop (round {round})"), count_here(|| timer.stop()));
         assert!(!timer.is_running());
         timer.wait();
         seen = p.get();
@@ -303,16 +287,12 @@ fn periodic_start_stop() {
     // A tick stopping its own timer.
     let stopped = Arc::new(Mutex::new(None));
     let s = Arc::clone(&stopped);
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(1),
-        move |tick| {
-            let mut slot = s.lock().unwrap();
-            if slot.is_none() {
-                *slot = Some(count_here(|| tick.stop()));
-            }
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_millis(1), move |tick| {
+        let mut slot = s.lock().unwrap();
+        if slot.is_none() {
+            *slot = Some(count_here(|| tick.stop()));
+        }
+    })
     .unwrap();
     timer.start();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -328,13 +308,9 @@ fn wait_arming() {
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
     let event = Event::new(false, false).unwrap();
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |_| {
-            q.bump();
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |_| {
+        q.bump();
+    })
     .unwrap();
     wait.arm(None);
     event.set().unwrap();
@@ -345,7 +321,7 @@ fn wait_arming() {
             wait.arm(None);
         }
     });
-    assert_none("ThreadpoolWait::arm", c);
+    assert_none("Wait::arm", c);
     event.set().unwrap();
     p.wait_for(2);
     wait.stop_and_drain();
@@ -356,17 +332,13 @@ fn wait_rearm_from_activation() {
     let counts = Arc::new(Mutex::new(Vec::with_capacity(ROUNDS + 1)));
     let (q, k) = (Arc::clone(&p), Arc::clone(&counts));
     let event = Event::new(false, false).unwrap();
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act| {
-            let mut rearmed = false;
-            let c = count_here(|| rearmed = act.rearm(None));
-            assert!(rearmed, "the re-arm was refused");
-            k.lock().unwrap().push(c);
-            q.bump();
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
+        let mut rearmed = false;
+        let c = count_here(|| rearmed = act.rearm(None));
+        assert!(rearmed, "the re-arm was refused");
+        k.lock().unwrap().push(c);
+        q.bump();
+    })
     .unwrap();
     wait.arm(None);
     for round in 1..=ROUNDS {
@@ -424,14 +396,10 @@ fn io_read_at() {
     let file = TempFile::new("read-at", IO_BLOCK * (CALLS + 1));
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
-    let io = ThreadpoolIo::new(
-        file.open(),
-        move |c: &IoCompletion| {
-            assert!(c.error().is_none() && c.bytes_transferred() == IO_BLOCK, "read failed: {c:?}");
-            q.bump();
-        },
-        None,
-    )
+    let io = Io::new(file.open(), move |c: &IoCompletion| {
+        assert!(c.error().is_none() && c.bytes_transferred() == IO_BLOCK, "read failed: {c:?}");
+        q.bump();
+    })
     .unwrap();
     // Outside a window: the registry's first slot. One read outstanding at a
     // time reuses it, so the registry never grows below.
@@ -440,7 +408,7 @@ fn io_read_at() {
     let buffers: Vec<Vec<u8>> = (0..CALLS).map(|_| vec![0u8; IO_BLOCK]).collect();
     for (i, buf) in buffers.into_iter().enumerate() {
         let offset = ((i + 1) * IO_BLOCK) as u64;
-        assert_one_block(&format!("ThreadpoolIo::read_at #{i}"), || io.read_at(offset, buf).unwrap());
+        assert_one_block(&format!("Io::read_at #{i}"), || io.read_at(offset, buf).unwrap());
         p.wait_for(i + 2);
     }
     io.wait();
@@ -454,16 +422,14 @@ fn io_read_at() {
 fn io_outstanding_pipe_reads() {
     const DEPTH: usize = 64;
     let (server, _client) = io::pipe_pair().unwrap();
-    let io = ThreadpoolIo::new(server, |_: &IoCompletion| {}, None).unwrap();
+    let io = Io::new(server, |_: &IoCompletion| {}).unwrap();
     for round in 0..3 {
         let buffers: Vec<Vec<u8>> = (0..DEPTH).map(|_| vec![0u8; 8]).collect();
         for (i, buf) in buffers.into_iter().enumerate() {
             if round == 0 {
                 io.read(buf).unwrap();
             } else {
-                assert_one_block(&format!("ThreadpoolIo::read, round {round}, {i} outstanding"), || {
-                    io.read(buf).unwrap()
-                });
+                assert_one_block(&format!("Io::read, round {round}, {i} outstanding"), || io.read(buf).unwrap());
             }
         }
         assert_eq!(io.outstanding(), DEPTH, "the reads stay pending");
@@ -478,15 +444,11 @@ fn io_resubmit_claimed() {
     let p = Arc::new(Progress::default());
     let claimed: Arc<Mutex<Vec<Operation<Vec<u8>>>>> = Arc::new(Mutex::new(Vec::with_capacity(1)));
     let (q, k) = (Arc::clone(&p), Arc::clone(&claimed));
-    let io = ThreadpoolIo::new(
-        file.open(),
-        move |c: &IoCompletion| {
-            assert!(c.error().is_none() && c.bytes_transferred() == IO_BLOCK, "read failed: {c:?}");
-            k.lock().unwrap().push(c.claim::<Vec<u8>>().expect("a Vec<u8> read"));
-            q.bump();
-        },
-        None,
-    )
+    let io = Io::new(file.open(), move |c: &IoCompletion| {
+        assert!(c.error().is_none() && c.bytes_transferred() == IO_BLOCK, "read failed: {c:?}");
+        k.lock().unwrap().push(c.claim::<Vec<u8>>().expect("a Vec<u8> read"));
+        q.bump();
+    })
     .unwrap();
     io.read_at(0, vec![0u8; IO_BLOCK]).unwrap();
     p.wait_for(1);
@@ -511,7 +473,7 @@ fn io_resubmit_claimed() {
             }
             .unwrap();
         });
-        assert_none(&format!("ThreadpoolIo::submit of a claimed operation #{i}"), c);
+        assert_none(&format!("Io::submit of a claimed operation #{i}"), c);
         p.wait_for(i + 2);
     }
     io.wait();

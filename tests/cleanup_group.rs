@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+use windows_threadpool::{CallbackEnviron, Pool, Work, WorkInvocation};
 
 /// Counts live callback states: each clone's drop decrements.
 #[derive(Default)]
@@ -37,12 +37,9 @@ fn thousand_members_released_drain_and_free_once() {
     for _ in 0..1000 {
         let tok = Token::new(&tally);
         let m = group
-            .create_work(
-                move || {
-                    tok.0.ran.fetch_add(1, SeqCst);
-                },
-                None,
-            )
+            .create_work(move |_| {
+                tok.0.ran.fetch_add(1, SeqCst);
+            })
             .unwrap();
         m.submit();
         m.submit();
@@ -65,12 +62,9 @@ fn group_dropped_without_explicit_release_drains_and_frees() {
         for _ in 0..50 {
             let tok = Token::new(&tally);
             let m = group
-                .create_work(
-                    move || {
-                        tok.0.ran.fetch_add(1, SeqCst);
-                    },
-                    None,
-                )
+                .create_work(move |_| {
+                    tok.0.ran.fetch_add(1, SeqCst);
+                })
                 .unwrap();
             m.submit();
             m.wait();
@@ -88,12 +82,9 @@ fn group_is_reusable_after_a_release() {
         for _ in 0..20 {
             let tok = Token::new(&tally);
             let m = group
-                .create_work(
-                    move || {
-                        tok.0.ran.fetch_add(1, SeqCst);
-                    },
-                    None,
-                )
+                .create_work(move |_| {
+                    tok.0.ran.fetch_add(1, SeqCst);
+                })
                 .unwrap();
             m.submit();
             m.wait();
@@ -106,23 +97,17 @@ fn group_is_reusable_after_a_release() {
 
 #[test]
 fn members_on_private_and_default_pools_and_caller_env_untouched() {
-    let pool = ThreadpoolPool::new().unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let pool = Pool::new().unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
     let before = format!("{env:?}");
     let count = Arc::new(AtomicUsize::new(0));
     let mut group = CleanupGroup::new().unwrap();
     for i in 0..40 {
         let c = Arc::clone(&count);
-        let e = if i % 2 == 0 { Some(&env) } else { None };
-        let m = group
-            .create_work(
-                move || {
-                    c.fetch_add(1, SeqCst);
-                },
-                e,
-            )
-            .unwrap();
+        let cb = move |_: &WorkInvocation<'_>| {
+            c.fetch_add(1, SeqCst);
+        };
+        let m = if i % 2 == 0 { group.create_work_in(cb, &env) } else { group.create_work(cb) }.unwrap();
         m.submit();
         m.wait();
     }
@@ -140,20 +125,17 @@ fn callbacks_running_at_release_are_drained_and_none_runs_after() {
     let release_started = Arc::new(AtomicBool::new(false));
     let (e, l, r) = (Arc::clone(&entered), Arc::clone(&left), Arc::clone(&release_started));
     let m = group
-        .create_work(
-            move || {
-                *e.0.lock().unwrap() = true;
-                e.1.notify_all();
-                while !r.load(SeqCst) {
-                    std::thread::yield_now();
-                }
-                // Dwell past the start of the release: a release that did not
-                // drain would return before this store.
-                std::thread::sleep(Duration::from_millis(50));
-                l.store(true, SeqCst);
-            },
-            None,
-        )
+        .create_work(move |_| {
+            *e.0.lock().unwrap() = true;
+            e.1.notify_all();
+            while !r.load(SeqCst) {
+                std::thread::yield_now();
+            }
+            // Dwell past the start of the release: a release that did not
+            // drain would return before this store.
+            std::thread::sleep(Duration::from_millis(50));
+            l.store(true, SeqCst);
+        })
         .unwrap();
     m.submit();
     drop(entered.1.wait_while(entered.0.lock().unwrap(), |e| !*e).unwrap());
@@ -166,24 +148,23 @@ fn callbacks_running_at_release_are_drained_and_none_runs_after() {
 /// group member) until `gate` opens: a member on it has its callbacks queued,
 /// and none can start before the gate opens, whatever the scheduling.
 struct Held {
-    pool: ThreadpoolPool,
+    pool: Pool,
     gate: Arc<support::Gate>,
-    blocker: ThreadpoolWork,
+    blocker: Work,
 }
 
 fn held_pool() -> Held {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let (gate, entered) = (Arc::new(support::Gate::default()), Arc::new(support::Gate::default()));
     let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-    let blocker = ThreadpoolWork::new(
-        move || {
+    let blocker = Work::new_in(
+        move |_| {
             e.open();
             g.wait();
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     blocker.submit();
@@ -192,10 +173,8 @@ fn held_pool() -> Held {
 }
 
 impl Held {
-    fn env(&self) -> CallbackEnviron<'_> {
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&self.pool);
-        env
+    fn env(&self) -> CallbackEnviron {
+        CallbackEnviron::new().with_pool(&self.pool)
     }
     fn release(&self) {
         self.gate.open();
@@ -214,11 +193,11 @@ fn member_cancel_pending_discards_queued_callbacks() {
     let mut group = CleanupGroup::new().unwrap();
     let env = held.env();
     let m = group
-        .create_work(
-            move || {
+        .create_work_in(
+            move |_| {
                 c.fetch_add(1, SeqCst);
             },
-            Some(&env),
+            &env,
         )
         .unwrap();
     for _ in 0..10 {
@@ -254,11 +233,11 @@ fn release_drains_queued_callbacks_and_settles_the_owed_drain() {
     let mut group = CleanupGroup::new().unwrap();
     let env = held.env();
     let m = group
-        .create_work(
-            move || {
+        .create_work_in(
+            move |_| {
                 tok.0.ran.fetch_add(1, SeqCst);
             },
-            Some(&env),
+            &env,
         )
         .unwrap();
     m.submit();
@@ -284,34 +263,23 @@ fn close_members_settles_members_still_armed() {
     let tally = Arc::new(Tally::default());
     let tok = Token::new(&tally);
     let wait = group
-        .create_wait(
-            WaitableHandle::event(false, false).unwrap(),
-            move |_| {
-                tok.0.ran.fetch_add(1, SeqCst);
-            },
-            None,
-        )
+        .create_wait(WaitableHandle::event(false, false).unwrap(), move |_| {
+            tok.0.ran.fetch_add(1, SeqCst);
+        })
         .unwrap();
     wait.arm(None);
     let tok = Token::new(&tally);
     let timer = group
-        .create_timer(
-            move |_| {
-                tok.0.ran.fetch_add(1, SeqCst);
-            },
-            None,
-        )
+        .create_timer(move |_| {
+            tok.0.ran.fetch_add(1, SeqCst);
+        })
         .unwrap();
     timer.set_after(Duration::from_secs(3600));
     let tok = Token::new(&tally);
     let periodic = group
-        .create_periodic_timer(
-            Duration::from_secs(3600),
-            move |_| {
-                tok.0.ran.fetch_add(1, SeqCst);
-            },
-            None,
-        )
+        .create_periodic_timer(Duration::from_secs(3600), move |_| {
+            tok.0.ran.fetch_add(1, SeqCst);
+        })
         .unwrap();
     periodic.start();
     group.close_members();
@@ -331,13 +299,9 @@ fn dropping_a_group_with_an_armed_member_reports_after_freeing_it() {
     let tally = Arc::new(Tally::default());
     let tok = Token::new(&tally);
     let wait = group
-        .create_wait(
-            WaitableHandle::event(false, false).unwrap(),
-            move |_| {
-                tok.0.ran.fetch_add(1, SeqCst);
-            },
-            None,
-        )
+        .create_wait(WaitableHandle::event(false, false).unwrap(), move |_| {
+            tok.0.ran.fetch_add(1, SeqCst);
+        })
         .unwrap();
     wait.arm(None);
     support::teardown_owing("WaitMember", || drop(group));
@@ -364,12 +328,9 @@ fn members_created_from_several_threads_stay_usable_until_release() {
                     .map(|_| {
                         let tok = Token::new(&tally);
                         group
-                            .create_work(
-                                move || {
-                                    tok.0.ran.fetch_add(1, SeqCst);
-                                },
-                                None,
-                            )
+                            .create_work(move |_| {
+                                tok.0.ran.fetch_add(1, SeqCst);
+                            })
                             .unwrap()
                     })
                     .collect();
@@ -435,14 +396,10 @@ mod waits {
             };
             let f = Arc::clone(&fired);
             let m = group
-                .create_wait(
-                    target,
-                    move |act: &WaitActivation<'_>| {
-                        assert_eq!(act.result(), WaitResult::Signalled);
-                        f.fetch_add(1, SeqCst);
-                    },
-                    None,
-                )
+                .create_wait(target, move |act: &WaitActivation<'_>| {
+                    assert_eq!(act.result(), WaitResult::Signalled);
+                    f.fetch_add(1, SeqCst);
+                })
                 .unwrap();
             m.arm(None);
         }
@@ -473,14 +430,10 @@ mod waits {
         let c = Arc::clone(&count);
         let mut group = CleanupGroup::new().unwrap();
         let m = group
-            .create_wait(
-                event.try_clone().unwrap().into(),
-                move |act: &WaitActivation<'_>| {
-                    c.fetch_add(1, SeqCst);
-                    let _ = act.rearm(None);
-                },
-                None,
-            )
+            .create_wait(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+                c.fetch_add(1, SeqCst);
+                let _ = act.rearm(None);
+            })
             .unwrap();
         m.arm(None);
         while count.load(SeqCst) < 5 {
@@ -491,12 +444,11 @@ mod waits {
         // A probe wait on the same, still signalled, event proves the pool has
         // processed the handle since the release.
         let (tx, rx) = std::sync::mpsc::channel();
-        let probe = windows_threadpool::wait::ThreadpoolWait::new(
-            event.try_clone().unwrap().into(),
-            move |_: &WaitActivation<'_>| tx.send(()).unwrap(),
-            None,
-        )
-        .unwrap();
+        let probe =
+            windows_threadpool::wait::Wait::new(event.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| {
+                tx.send(()).unwrap()
+            })
+            .unwrap();
         probe.arm(None);
         rx.recv_timeout(Duration::from_secs(10)).unwrap();
         probe.stop_and_drain();
@@ -513,12 +465,9 @@ mod waits {
             let r = Arc::clone(&ran);
             if i % 2 == 0 {
                 let m = group
-                    .create_work(
-                        move || {
-                            r.fetch_add(1, SeqCst);
-                        },
-                        None,
-                    )
+                    .create_work(move |_| {
+                        r.fetch_add(1, SeqCst);
+                    })
                     .unwrap();
                 m.submit();
                 m.wait();
@@ -526,13 +475,9 @@ mod waits {
                 let event = Event::new(false, false).unwrap();
                 signals.push(event.try_clone().unwrap());
                 let m = group
-                    .create_wait(
-                        event.into(),
-                        move |_: &WaitActivation<'_>| {
-                            r.fetch_add(1, SeqCst);
-                        },
-                        None,
-                    )
+                    .create_wait(event.into(), move |_: &WaitActivation<'_>| {
+                        r.fetch_add(1, SeqCst);
+                    })
                     .unwrap();
                 m.arm(None);
             }
@@ -562,27 +507,20 @@ mod timers {
         let fired = Arc::new(AtomicUsize::new(0));
         let f = Arc::clone(&fired);
         let one_shot = group
-            .create_timer(
-                move |firing: &TimerFiring<'_>| {
-                    if f.fetch_add(1, SeqCst) + 1 < 3 {
-                        firing.rearm_after(Duration::from_millis(1));
-                    }
-                },
-                None,
-            )
+            .create_timer(move |firing: &TimerFiring<'_>| {
+                if f.fetch_add(1, SeqCst) + 1 < 3 {
+                    firing.rearm_after(Duration::from_millis(1));
+                }
+            })
             .unwrap();
         let ticks = Arc::new(AtomicUsize::new(0));
         let t = Arc::clone(&ticks);
         let periodic = group
-            .create_periodic_timer(
-                Duration::from_millis(2),
-                move |tick: &PeriodicTick<'_>| {
-                    if t.fetch_add(1, SeqCst) + 1 == 4 {
-                        tick.stop();
-                    }
-                },
-                None,
-            )
+            .create_periodic_timer(Duration::from_millis(2), move |tick: &PeriodicTick<'_>| {
+                if t.fetch_add(1, SeqCst) + 1 == 4 {
+                    tick.stop();
+                }
+            })
             .unwrap();
         assert_eq!(periodic.period(), Duration::from_millis(2));
         one_shot.set_after(Duration::from_millis(1));
@@ -610,25 +548,18 @@ mod timers {
         let live = Arc::new(());
         let (r1, l1) = (Arc::clone(&runs), Arc::clone(&live));
         let one_shot = group
-            .create_timer(
-                move |firing: &TimerFiring<'_>| {
-                    let _keep = &l1;
-                    r1.fetch_add(1, SeqCst);
-                    firing.rearm_after(Duration::from_millis(1));
-                },
-                None,
-            )
+            .create_timer(move |firing: &TimerFiring<'_>| {
+                let _keep = &l1;
+                r1.fetch_add(1, SeqCst);
+                firing.rearm_after(Duration::from_millis(1));
+            })
             .unwrap();
         let (r2, l2) = (Arc::clone(&runs), Arc::clone(&live));
         let periodic = group
-            .create_periodic_timer(
-                Duration::from_millis(1),
-                move |_: &PeriodicTick<'_>| {
-                    let _keep = &l2;
-                    r2.fetch_add(1, SeqCst);
-                },
-                None,
-            )
+            .create_periodic_timer(Duration::from_millis(1), move |_: &PeriodicTick<'_>| {
+                let _keep = &l2;
+                r2.fetch_add(1, SeqCst);
+            })
             .unwrap();
         one_shot.set_after(Duration::ZERO);
         periodic.start();
@@ -647,7 +578,7 @@ mod timers {
     fn invalid_periods_are_rejected_by_the_group_too() {
         let group = CleanupGroup::new().unwrap();
         for p in [Duration::ZERO, Duration::from_micros(1500)] {
-            let e = group.create_periodic_timer(p, |_| {}, None).expect_err("rejected");
+            let e = group.create_periodic_timer(p, |_| {}).expect_err("rejected");
             assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
         }
         assert_eq!(group.owned_resources(), 0);
@@ -660,7 +591,7 @@ mod member_api {
     use std::time::SystemTime;
     use windows_threadpool::timer::TimerFiring;
     use windows_threadpool::wait::{Event, WaitActivation};
-    use windows_threadpool::{ThreadpoolTimer, ThreadpoolWait};
+    use windows_threadpool::{Timer, Wait};
 
     /// Returns once a wait on `event` armed now (on the default pool) has
     /// fired: the pool has then processed the signal for every wait armed on
@@ -668,13 +599,9 @@ mod member_api {
     fn probe_fires(event: &Event) {
         let fired = Arc::new(support::Counter::default());
         let f = Arc::clone(&fired);
-        let probe = ThreadpoolWait::new(
-            event.try_clone().unwrap().into(),
-            move |_: &WaitActivation<'_>| {
-                f.bump();
-            },
-            None,
-        )
+        let probe = Wait::new(event.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| {
+            f.bump();
+        })
         .unwrap();
         probe.arm(None);
         fired.wait_for(1);
@@ -685,12 +612,9 @@ mod member_api {
     fn witness_at(at: SystemTime) {
         let fired = Arc::new(support::Counter::default());
         let f = Arc::clone(&fired);
-        let w = ThreadpoolTimer::new(
-            move |_: &TimerFiring<'_>| {
-                f.bump();
-            },
-            None,
-        )
+        let w = Timer::new(move |_: &TimerFiring<'_>| {
+            f.bump();
+        })
         .unwrap();
         w.set_at(at).unwrap();
         fired.wait_for(1);
@@ -708,12 +632,12 @@ mod member_api {
         let target = event.try_clone().unwrap();
         let target_raw = target.as_handle().as_raw_handle();
         let m = group
-            .create_wait(
+            .create_wait_in(
                 target.into(),
                 move |_: &WaitActivation<'_>| {
                     c.bump();
                 },
-                Some(&env),
+                &env,
             )
             .unwrap();
         assert_eq!(m.handle().as_raw_handle(), target_raw, "handle() is the wait's own target");
@@ -757,11 +681,11 @@ mod member_api {
         let mut group = CleanupGroup::new().unwrap();
         let env = held.env();
         let m = group
-            .create_timer(
+            .create_timer_in(
                 move |_: &TimerFiring<'_>| {
                     c.bump();
                 },
-                Some(&env),
+                &env,
             )
             .unwrap();
         assert!(!m.is_set());
@@ -795,13 +719,9 @@ mod member_api {
         let c = Arc::clone(&count);
         let mut group = CleanupGroup::new().unwrap();
         let m = group
-            .create_periodic_timer(
-                Duration::from_millis(1),
-                move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
-                    c.bump();
-                },
-                None,
-            )
+            .create_periodic_timer(Duration::from_millis(1), move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
+                c.bump();
+            })
             .unwrap();
         assert!(!m.is_running());
         m.start_after(Duration::ZERO);
@@ -827,23 +747,16 @@ mod member_api {
         let (f, t) = (Arc::clone(&fired), Arc::clone(&ticks));
         let mut group = CleanupGroup::new().unwrap();
         let one_shot = group
-            .create_timer(
-                move |_: &TimerFiring<'_>| {
-                    f.bump();
-                },
-                None,
-            )
+            .create_timer(move |_: &TimerFiring<'_>| {
+                f.bump();
+            })
             .unwrap();
         let periodic = group
-            .create_periodic_timer(
-                Duration::from_millis(1),
-                move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
-                    t.bump();
-                },
-                None,
-            )
+            .create_periodic_timer(Duration::from_millis(1), move |_: &windows_threadpool::timer::PeriodicTick<'_>| {
+                t.bump();
+            })
             .unwrap();
-        let work = group.create_work(|| {}, None).unwrap();
+        let work = group.create_work(|_| {}).unwrap();
         assert!(one_shot.as_raw() != 0 && periodic.as_raw() != 0 && work.as_raw() != 0);
         assert_ne!(one_shot.as_raw(), periodic.as_raw());
         one_shot.set_after_with_window(Duration::ZERO, Duration::from_millis(1));
@@ -875,7 +788,7 @@ fn group_release_records_its_syscall_brackets() {
     support::traced_child("group_release_records_its_syscall_brackets", "group,syscall", || {
         let mut group = CleanupGroup::new().unwrap();
         for _ in 0..3 {
-            group.create_work(|| {}, None).unwrap();
+            group.create_work(|_| {}).unwrap();
         }
         group.close_members();
         drop(group);
@@ -920,9 +833,8 @@ fn group_release_records_its_syscall_brackets() {
 fn a_reporting_drop_closes_the_group_before_it_reports() {
     support::traced_child("a_reporting_drop_closes_the_group_before_it_reports", "group,syscall", || {
         let group = CleanupGroup::new().unwrap();
-        let wait = group
-            .create_wait(windows_threadpool::wait::WaitableHandle::event(false, false).unwrap(), |_| {}, None)
-            .unwrap();
+        let wait =
+            group.create_wait(windows_threadpool::wait::WaitableHandle::event(false, false).unwrap(), |_| {}).unwrap();
         wait.arm(None);
         support::teardown_owing("WaitMember", || drop(group));
         let all = rows::rows(&windows_threadpool::trace::dump());

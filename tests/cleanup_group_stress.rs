@@ -80,15 +80,14 @@ mod scenarios {
         for i in 0..n {
             let tok = Token::new(books);
             if i % 2 == 0 {
-                let m = group.create_work(move || tok.ran(), None).unwrap();
+                let m = group.create_work(move |_| tok.ran()).unwrap();
                 for _ in 0..submits {
                     m.submit();
                 }
             } else {
                 let e = Event::new(false, false).unwrap();
-                let m = group
-                    .create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran(), None)
-                    .unwrap();
+                let m =
+                    group.create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran()).unwrap();
                 m.arm(None);
                 if signal {
                     e.set().unwrap();

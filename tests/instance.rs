@@ -17,9 +17,9 @@ use support::Gate;
 use windows_sys::Win32::Foundation::{WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, LoadLibraryW};
 use windows_sys::Win32::System::Threading::WaitForSingleObject;
-use windows_threadpool::io::{IoCompletion, ThreadpoolIo};
-use windows_threadpool::wait::{Event, ThreadpoolWait};
-use windows_threadpool::{CallbackEnviron, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolTimer};
+use windows_threadpool::io::{Io, IoCompletion};
+use windows_threadpool::wait::{Event, Wait};
+use windows_threadpool::{CallbackEnviron, PeriodicTimer, Pool, Timer};
 
 /// Bound on every wait for something that must happen.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -57,16 +57,13 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
     let gate = Arc::new(Gate::default());
     let (tx, rx) = mpsc::channel();
     let g = Arc::clone(&gate);
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            let inst = firing.instance();
-            let first = inst.set_event_on_return(DONE.get().unwrap()).map_err(|e| e.kind());
-            let second = inst.set_event_on_return(DONE.get().unwrap()).map_err(|e| e.kind());
-            tx.send((first, second)).unwrap();
-            g.wait();
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        let inst = firing.instance();
+        let first = inst.set_event_on_return(DONE.get().unwrap()).map_err(|e| e.kind());
+        let second = inst.set_event_on_return(DONE.get().unwrap()).map_err(|e| e.kind());
+        tx.send((first, second)).unwrap();
+        g.wait();
+    })
     .unwrap();
     let opener = OpenOnDrop(Arc::clone(&gate));
     timer.set_after(Duration::ZERO);
@@ -83,7 +80,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
 #[test]
 fn may_run_long_is_true_on_the_default_pool() {
     let (tx, rx) = mpsc::channel();
-    let timer = ThreadpoolTimer::new(move |f| tx.send(f.instance().may_run_long()).unwrap(), None).unwrap();
+    let timer = Timer::new(move |f| tx.send(f.instance().may_run_long()).unwrap()).unwrap();
     timer.set_after(Duration::ZERO);
     assert!(rx.recv_timeout(PATIENCE).expect("the timer fired"), "the default pool can always add a thread");
     timer.stop_and_drain();
@@ -91,12 +88,11 @@ fn may_run_long_is_true_on_the_default_pool() {
 
 #[test]
 fn may_run_long_is_false_when_the_pool_cannot_add_a_thread() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let (tx, rx) = mpsc::channel();
-    let timer = ThreadpoolTimer::new(move |f| tx.send(f.instance().may_run_long()).unwrap(), Some(&mut env)).unwrap();
+    let timer = Timer::new_in(move |f| tx.send(f.instance().may_run_long()).unwrap(), &env).unwrap();
     timer.set_after(Duration::ZERO);
     assert!(
         !rx.recv_timeout(PATIENCE).expect("the timer fired"),
@@ -109,16 +105,12 @@ fn may_run_long_is_false_when_the_pool_cannot_add_a_thread() {
 fn a_periodic_tick_reaches_its_instance() {
     static DONE: OnceLock<Event> = OnceLock::new();
     let done = static_event(&DONE);
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(1),
-        |tick| {
-            // Ignored after the first tick that got it in (one per tick, but
-            // the event is already set then).
-            let _ = tick.instance().set_event_on_return(DONE.get().unwrap());
-            tick.stop();
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_millis(1), |tick| {
+        // Ignored after the first tick that got it in (one per tick, but
+        // the event is already set then).
+        let _ = tick.instance().set_event_on_return(DONE.get().unwrap());
+        tick.stop();
+    })
     .unwrap();
     timer.start();
     assert!(signalled_within_patience(done), "a tick's instance did not set the event");
@@ -130,13 +122,9 @@ fn a_wait_activation_reaches_its_instance() {
     static DONE: OnceLock<Event> = OnceLock::new();
     let done = static_event(&DONE);
     let target = Event::new(false, true).unwrap();
-    let wait = ThreadpoolWait::new(
-        target.into(),
-        |act| {
-            act.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
-        },
-        None,
-    )
+    let wait = Wait::new(target.into(), |act| {
+        act.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
+    })
     .unwrap();
     wait.arm(None);
     assert!(signalled_within_patience(done), "an activation's instance did not set the event");
@@ -149,12 +137,11 @@ fn an_io_completion_reaches_its_instance() {
     let done = static_event(&DONE);
     let path = std::env::temp_dir().join(format!("wtp-instance-io-{}", std::process::id()));
     std::fs::write(&path, b"instance").unwrap();
-    let io = ThreadpoolIo::new(
+    let io = Io::new(
         windows_threadpool::io::open_file(&path, std::fs::OpenOptions::new().read(true)).unwrap(),
         |c: &IoCompletion| {
             c.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
         },
-        None,
     )
     .unwrap();
     io.read_at(0, vec![0u8; 8]).unwrap();
@@ -186,18 +173,15 @@ fn free_library_on_return_releases_the_callers_reference() {
     assert!(is_loaded(&name));
     let module = module as usize;
     let (tx, rx) = mpsc::channel();
-    let timer = ThreadpoolTimer::new(
-        move |f| {
-            let inst = f.instance();
-            // SAFETY: the test owns the one reference, gives it up here, and
-            // never uses the module again.
-            let first = unsafe { inst.free_library_on_return(module as *mut _) }.map_err(|e| e.kind());
-            // SAFETY: refused before anything is released.
-            let second = unsafe { inst.free_library_on_return(module as *mut _) }.map_err(|e| e.kind());
-            tx.send((first, second)).unwrap();
-        },
-        None,
-    )
+    let timer = Timer::new(move |f| {
+        let inst = f.instance();
+        // SAFETY: the test owns the one reference, gives it up here, and
+        // never uses the module again.
+        let first = unsafe { inst.free_library_on_return(module as *mut _) }.map_err(|e| e.kind());
+        // SAFETY: refused before anything is released.
+        let second = unsafe { inst.free_library_on_return(module as *mut _) }.map_err(|e| e.kind());
+        tx.send((first, second)).unwrap();
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");

@@ -32,8 +32,8 @@ use windows_sys::Win32::System::Pipes::{
     CreateNamedPipeW, PIPE_READMODE_MESSAGE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_MESSAGE, PIPE_WAIT,
 };
 use windows_sys::Win32::System::Threading::CreateEventW;
-use windows_threadpool::io::{self, IoCompletion, Operation, OperationId, ThreadpoolIo};
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool};
+use windows_threadpool::io::{self, Io, IoCompletion, Operation, OperationId};
+use windows_threadpool::{CallbackEnviron, Pool};
 
 /// Bounds every wait for a completion: a lost completion fails the test
 /// instead of hanging it.
@@ -153,9 +153,9 @@ fn recv_n<P: Send + 'static>(rx: &Receiver<Done<P>>, n: usize) -> Vec<Done<P>> {
 /// A pipe whose server end is bound to an object with a `sender::<P>()`
 /// callback, and whose client end is bound to a write-only object.
 struct Pipe<P: Send + 'static> {
-    server: ThreadpoolIo,
+    server: Io,
     rx: Receiver<Done<P>>,
-    client: ThreadpoolIo,
+    client: Io,
     writes: Arc<AtomicUsize>,
 }
 
@@ -172,9 +172,9 @@ impl<P: Send + 'static> Drop for Pipe<P> {
 fn pipe<P: Send + 'static>() -> Pipe<P> {
     let (s, c) = io::pipe_pair().unwrap();
     let (cb, rx) = sender::<P>();
-    let server = ThreadpoolIo::new(s, cb, None).unwrap();
+    let server = Io::new(s, cb).unwrap();
     let (wcb, writes) = counter();
-    let client = ThreadpoolIo::new(c, wcb, None).unwrap();
+    let client = Io::new(c, wcb).unwrap();
     Pipe { server, rx, client, writes }
 }
 
@@ -189,7 +189,7 @@ fn assert_os_error(e: &std::io::Error, code: u32) {
 fn immediate_failure_is_balanced_and_returns_the_buffer() {
     let file = TempFile::with_contents("fail", &pattern(4096));
     let (cb, calls) = counter();
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let mut buf = Counted::new(0, 64, &drops);
     buf.buf.fill(7);
@@ -216,7 +216,7 @@ fn immediate_failure_on_a_broken_pipe() {
     let (s, c) = io::pipe_pair().unwrap();
     drop(c);
     let (cb, calls) = counter();
-    let io = ThreadpoolIo::new(s, cb, None).unwrap();
+    let io = Io::new(s, cb).unwrap();
     let err = io.read(vec![1u8; 8]).expect_err("reading a pipe whose other end is closed fails synchronously");
     assert_os_error(err.error(), ERROR_BROKEN_PIPE);
     assert_eq!(err.into_payload(), vec![1u8; 8]);
@@ -230,7 +230,7 @@ fn immediate_failure_on_a_broken_pipe() {
 fn oversized_buffers_are_refused_before_starting() {
     let (cb, calls) = counter();
     let file = TempFile::with_contents("big", b"x");
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_write()).unwrap(), cb, None).unwrap();
+    let io = Io::new(io::open_file(&file.0, &read_write()).unwrap(), cb).unwrap();
     // Zeroed pages are only reserved, not touched: nothing reads or writes them.
     let big = vec![0u8; u32::MAX as usize + 1];
     let err = io.read_at(0, big).expect_err("a buffer over u32::MAX bytes");
@@ -245,7 +245,7 @@ fn oversized_buffers_are_refused_before_starting() {
 fn immediate_success_still_delivers_exactly_one_completion() {
     let (s, c) = io::pipe_pair().unwrap();
     let (cb, rx) = sender::<Vec<u8>>();
-    let client = ThreadpoolIo::new(c, cb, None).unwrap();
+    let client = Io::new(c, cb).unwrap();
     let mut returned = None;
     // SAFETY: one WriteFile on the handle with the OVERLAPPED, from the
     // payload's buffer; `issue_result` classifies it.
@@ -325,7 +325,7 @@ fn cancel_all_cancels_every_outstanding_operation() {
 fn run_down_with_operations_outstanding() {
     let (s, c) = io::pipe_pair().unwrap();
     let (cb, calls) = counter();
-    let io = ThreadpoolIo::new(s, cb, None).unwrap();
+    let io = Io::new(s, cb).unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     for _ in 0..64 {
         io.read(Counted::new(0, 8, &drops)).unwrap();
@@ -370,7 +370,7 @@ fn five_hundred_twelve_file_reads_at_distinct_offsets() {
     let contents = pattern(BLOCK * N);
     let file = TempFile::with_contents("512", &contents);
     let (cb, rx) = sender::<Counted>();
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     // Submit in a scrambled order so offsets and addresses do not line up.
     let mut ids = HashMap::new();
@@ -432,7 +432,7 @@ fn eight_threads_submitting_concurrently() {
     let contents = pattern(BLOCK * THREADS * PER);
     let file = TempFile::with_contents("threads", &contents);
     let (cb, rx) = sender::<Counted>();
-    let io = Arc::new(ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap());
+    let io = Arc::new(Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap());
     let drops = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(THREADS));
     let threads: Vec<_> = (0..THREADS)
@@ -471,7 +471,7 @@ fn reads_past_end_of_file_are_errors() {
     let contents = pattern(100);
     let file = TempFile::with_contents("eof", &contents);
     let (cb, rx) = sender::<Vec<u8>>();
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap();
     let wine = support::on_wine();
     for offset in [100u64, 1000, 1 << 40] {
         match io.read_at(offset, vec![0u8; 64]) {
@@ -500,7 +500,7 @@ fn reads_past_end_of_file_are_errors() {
 fn zero_length_reads_and_writes() {
     let file = TempFile::with_contents("zero", &pattern(100));
     let (cb, rx) = sender::<Vec<u8>>();
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap();
     let id = io.read_at(0, Vec::new()).unwrap();
     let d = recv(&rx);
     assert_eq!((d.id, d.result, d.bytes), (id, 0, 0));
@@ -509,7 +509,7 @@ fn zero_length_reads_and_writes() {
 
     let (cb, wrx) = sender::<Vec<u8>>();
     let (s, c) = io::pipe_pair().unwrap();
-    let client = ThreadpoolIo::new(c, cb, None).unwrap();
+    let client = Io::new(c, cb).unwrap();
     let id = client.write(Vec::new()).unwrap();
     let d = recv(&wrx);
     assert_eq!((d.id, d.result, d.bytes), (id, 0, 0));
@@ -538,25 +538,21 @@ enum Claimed {
 fn two_payload_types_on_one_object() {
     let (s, c) = io::pipe_pair().unwrap();
     let (tx, rx) = mpsc::channel();
-    let server = ThreadpoolIo::new(
-        s,
-        move |c: &IoCompletion| {
-            assert!(c.claim::<String>().is_none(), "a payload of another type is not claimable");
-            let claimed = if let Some(op) = c.claim::<Vec<u8>>() {
-                Claimed::Vec(op.into_payload())
-            } else if let Some(op) = c.claim::<Tagged>() {
-                Claimed::Tagged(op.into_payload())
-            } else {
-                panic!("unclaimable completion {c:?}");
-            };
-            let again = c.claim::<Vec<u8>>().is_some() || c.claim::<Tagged>().is_some();
-            tx.send((c.id(), claimed, again)).unwrap();
-        },
-        None,
-    )
+    let server = Io::new(s, move |c: &IoCompletion| {
+        assert!(c.claim::<String>().is_none(), "a payload of another type is not claimable");
+        let claimed = if let Some(op) = c.claim::<Vec<u8>>() {
+            Claimed::Vec(op.into_payload())
+        } else if let Some(op) = c.claim::<Tagged>() {
+            Claimed::Tagged(op.into_payload())
+        } else {
+            panic!("unclaimable completion {c:?}");
+        };
+        let again = c.claim::<Vec<u8>>().is_some() || c.claim::<Tagged>().is_some();
+        tx.send((c.id(), claimed, again)).unwrap();
+    })
     .unwrap();
     let (wcb, _writes) = counter();
-    let client = ThreadpoolIo::new(c, wcb, None).unwrap();
+    let client = Io::new(c, wcb).unwrap();
     // Pending reads are satisfied in the order they were issued.
     let a = server.read(vec![0u8; 8]).unwrap();
     let b = server.read(Tagged { tag: "tagged", buf: [0; 8] }).unwrap();
@@ -588,16 +584,12 @@ fn unclaimed_completions_free_their_storage() {
         let file = TempFile::with_contents("leak", &pattern(4096));
         let drops = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel();
-        let io = ThreadpoolIo::new(
-            io::open_file(&file.0, &read_only()).unwrap(),
-            move |c: &IoCompletion| {
-                // Claim the operations at even offsets, leave the rest.
-                if c.id().generation().is_multiple_of(2) {
-                    tx.send(c.claim::<Counted>().unwrap()).unwrap();
-                }
-            },
-            None,
-        )
+        let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), move |c: &IoCompletion| {
+            // Claim the operations at even offsets, leave the rest.
+            if c.id().generation().is_multiple_of(2) {
+                tx.send(c.claim::<Counted>().unwrap()).unwrap();
+            }
+        })
         .unwrap();
         let mut even = 0;
         for i in 0..100u64 {
@@ -614,7 +606,7 @@ fn unclaimed_completions_free_their_storage() {
         assert_eq!(drops.load(SeqCst), 100);
 
         // A synchronous failure gives the block back and frees it once.
-        let ro = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}, None).unwrap();
+        let ro = Io::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}).unwrap();
         let e = ro.write_at(0, vec![1u8; 4]).unwrap_err();
         assert_eq!(io::live_operations(), 0, "the block was freed when the buffer came back");
         drop(e);
@@ -637,7 +629,7 @@ fn unclaimed_completions_free_their_storage() {
 fn a_claimed_operation_can_be_submitted_again() {
     let file = TempFile::with_contents("reuse", &pattern(1024));
     let (cb, rx) = sender::<Vec<u8>>();
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap();
     io.read_at(0, vec![0u8; 16]).unwrap();
     let mut op = recv(&rx).op.unwrap();
     let buffer = op.payload().as_ptr();
@@ -674,7 +666,7 @@ fn a_claimed_operation_can_be_submitted_again() {
 }
 
 /// Reads into the payload of `op` through the raw seam.
-fn resubmit_read(io: &ThreadpoolIo, op: Operation<Vec<u8>>) -> OperationId {
+fn resubmit_read(io: &Io, op: Operation<Vec<u8>>) -> OperationId {
     // SAFETY: one ReadFile into the payload, on the handle, with the OVERLAPPED.
     unsafe {
         io.submit(op, |h, ov, buf: &mut Vec<u8>| {
@@ -735,20 +727,16 @@ fn drop_cancels_outstanding_operations_and_frees_everything() {
     let (s, c) = io::pipe_pair().unwrap();
     let state = Arc::new(AtomicUsize::new(0));
     let st = Arc::clone(&state);
-    let io = ThreadpoolIo::new(
-        s,
-        move |c: &IoCompletion| {
-            assert_eq!(c.io_result(), ERROR_OPERATION_ABORTED);
-            st.fetch_add(1, SeqCst);
-        },
-        None,
-    )
+    let io = Io::new(s, move |c: &IoCompletion| {
+        assert_eq!(c.io_result(), ERROR_OPERATION_ABORTED);
+        st.fetch_add(1, SeqCst);
+    })
     .unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     for _ in 0..32 {
         io.read(Counted::new(0, 8, &drops)).unwrap();
     }
-    support::teardown_owing("ThreadpoolIo", || drop(io));
+    support::teardown_owing("Io", || drop(io));
     assert_eq!(state.load(SeqCst), 32, "every completion was delivered before drop returned");
     assert_eq!(drops.load(SeqCst), 32, "every payload was freed");
     assert_eq!(Arc::strong_count(&state), 1, "the callback was freed");
@@ -787,7 +775,7 @@ fn a_synchronous_more_data_still_completes() {
     };
     let (cb, rx) = sender::<Vec<u8>>();
     // SAFETY: opened overlapped just above, never bound, no skip-on-success.
-    let io = unsafe { ThreadpoolIo::from_handle(server, cb, None) }.unwrap();
+    let io = Io::new(unsafe { io::OverlappedHandle::assume_overlapped(server) }, cb).unwrap();
     // Write one 50-byte message from the unbound client end, and wait for it.
     let message: Vec<u8> = (0..50).collect();
     // SAFETY: the OVERLAPPED, event and buffer outlive the write, which is waited for.
@@ -814,13 +802,12 @@ fn a_synchronous_more_data_still_completes() {
 
 #[test]
 fn objects_on_a_private_pool() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let file = TempFile::with_contents("pool", &pattern(256));
     let (cb, rx) = sender::<Vec<u8>>();
-    let io = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, Some(&mut env)).unwrap();
+    let io = Io::new_in(io::open_file(&file.0, &read_only()).unwrap(), cb, &env).unwrap();
     drop(env);
     drop(pool); // the object keeps the pool open
     let ids: BTreeSet<_> = (0..8u64).map(|i| io.read_at(i * 32, vec![0u8; 32]).unwrap()).collect();
@@ -835,7 +822,7 @@ fn objects_on_a_private_pool() {
 fn run_down_while_another_thread_submits() {
     let (s, c) = io::pipe_pair().unwrap();
     let (cb, calls) = counter();
-    let io = Arc::new(ThreadpoolIo::new(s, cb, None).unwrap());
+    let io = Arc::new(Io::new(s, cb).unwrap());
     let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(2));
     let submitter = {
@@ -866,31 +853,27 @@ fn run_down_while_another_thread_submits() {
 #[test]
 fn a_callback_may_issue_on_its_own_object_during_run_down() {
     let (s, c) = io::pipe_pair().unwrap();
-    let me: Arc<std::sync::OnceLock<std::sync::Weak<ThreadpoolIo>>> = Arc::default();
+    let me: Arc<std::sync::OnceLock<std::sync::Weak<Io>>> = Arc::default();
     let (entered, gate) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
     let (tx, rx) = mpsc::channel();
     let io = {
         let (me, entered, gate) = (Arc::clone(&me), Arc::clone(&entered), Arc::clone(&gate));
         Arc::new(
-            ThreadpoolIo::new(
-                s,
-                move |c: &IoCompletion| {
-                    tx.send(c.io_result()).unwrap();
-                    if c.io_result() == 0 {
-                        entered.open();
-                        gate.wait();
-                        let io = me.get().unwrap().upgrade().unwrap();
-                        io.read(vec![0u8; 4]).unwrap();
-                    }
-                },
-                None,
-            )
+            Io::new(s, move |c: &IoCompletion| {
+                tx.send(c.io_result()).unwrap();
+                if c.io_result() == 0 {
+                    entered.open();
+                    gate.wait();
+                    let io = me.get().unwrap().upgrade().unwrap();
+                    io.read(vec![0u8; 4]).unwrap();
+                }
+            })
             .unwrap(),
         )
     };
     me.set(Arc::downgrade(&io)).unwrap();
     let (cb, _writes) = counter();
-    let client = ThreadpoolIo::new(c, cb, None).unwrap();
+    let client = Io::new(c, cb).unwrap();
     io.read(vec![0u8; 4]).unwrap();
     client.write(b"data".to_vec()).unwrap();
     entered.wait();
@@ -914,7 +897,7 @@ fn a_callback_may_issue_on_its_own_object_during_run_down() {
 fn a_panicking_issue_closure_aborts_the_process() {
     let out = support::child("a_panicking_issue_closure_aborts_the_process", &[], || {
         let (s, _c) = io::pipe_pair().unwrap();
-        let io = ThreadpoolIo::new(s, |_: &IoCompletion| {}, None).unwrap();
+        let io = Io::new(s, |_: &IoCompletion| {}).unwrap();
         // SAFETY: issues nothing; it panics, which must abort the process.
         let _ = unsafe { io.submit(Operation::new(()), |_, _, _| panic!("boom from an issue closure")) };
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.
@@ -926,11 +909,9 @@ fn a_panicking_issue_closure_aborts_the_process() {
 fn panicking_io_callback_aborts_the_process() {
     let out = support::child("panicking_io_callback_aborts_the_process", &[], || {
         let file = TempFile::with_contents("panic", b"0123456789");
-        let io = ThreadpoolIo::new(
-            io::open_file(&file.0, &read_only()).unwrap(),
-            |_: &IoCompletion| panic!("boom from an io callback"),
-            None,
-        )
+        let io = Io::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {
+            panic!("boom from an io callback")
+        })
         .unwrap();
         io.read_at(0, vec![0u8; 4]).unwrap();
         io.wait();
@@ -947,11 +928,9 @@ fn panicking_io_callback_aborts_the_process() {
 fn write_at_writes_at_its_offset() {
     let file = TempFile::with_contents("write-at", b"0123456789");
     let (tx, rx) = std::sync::mpsc::channel();
-    let io = ThreadpoolIo::new(
-        io::open_file(&file.0, &read_write()).unwrap(),
-        move |c: &IoCompletion| tx.send((c.io_result(), c.bytes_transferred(), c.error().is_none())).unwrap(),
-        None,
-    )
+    let io = Io::new(io::open_file(&file.0, &read_write()).unwrap(), move |c: &IoCompletion| {
+        tx.send((c.io_result(), c.bytes_transferred(), c.error().is_none())).unwrap()
+    })
     .unwrap();
     io.write_at(3, b"abcd".to_vec()).map_err(|e| e.into_parts().0).unwrap();
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (0, 4, true));
@@ -968,10 +947,9 @@ fn open_file_with_flags_passes_its_flags() {
     use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_DELETE_ON_CLOSE;
     let file = TempFile::with_contents("flags", b"flagged");
     let (tx, rx) = std::sync::mpsc::channel();
-    let io = ThreadpoolIo::new(
+    let io = Io::new(
         io::open_file_with_flags(&file.0, &read_write(), FILE_FLAG_DELETE_ON_CLOSE).unwrap(),
         move |c: &IoCompletion| tx.send(c.claim::<Vec<u8>>().map(Operation::into_payload)).unwrap(),
-        None,
     )
     .unwrap();
     io.read_at(0, vec![0u8; 7]).map_err(|e| e.into_parts().0).unwrap();
@@ -987,11 +965,9 @@ fn open_file_with_flags_passes_its_flags() {
 fn a_completion_error_is_some() {
     let (server, _client) = io::pipe_pair().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let io = ThreadpoolIo::new(
-        server,
-        move |c: &IoCompletion| tx.send((c.io_result(), c.error().and_then(|e| e.raw_os_error()))).unwrap(),
-        None,
-    )
+    let io = Io::new(server, move |c: &IoCompletion| {
+        tx.send((c.io_result(), c.error().and_then(|e| e.raw_os_error()))).unwrap()
+    })
     .unwrap();
     // Nothing is written to the pipe: the read stays pending until cancelled.
     let id = io.read(vec![0u8; 8]).map_err(|e| e.into_parts().0).unwrap();
@@ -1016,8 +992,8 @@ fn overlapped_handle_into_owned_keeps_the_handle_open() {
 #[test]
 fn as_raw_is_the_live_io_object() {
     let file = TempFile::with_contents("raw", b"r");
-    let a = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}, None).unwrap();
-    let b = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}, None).unwrap();
+    let a = Io::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}).unwrap();
+    let b = Io::new(io::open_file(&file.0, &read_only()).unwrap(), |_: &IoCompletion| {}).unwrap();
     assert_ne!(a.as_raw(), 0);
     assert_ne!(a.as_raw(), b.as_raw(), "each object has its own TP_IO");
     assert_eq!(a.as_raw(), a.as_raw(), "stable for the object's life");
@@ -1057,7 +1033,7 @@ fn foreign_io(handle: &OwnedHandle, write: bool, offset: u32, buf: &mut [u8]) ->
 fn flush_completions() {
     let file = TempFile::with_contents("flush", &pattern(64));
     let (cb, rx) = sender::<Vec<u8>>();
-    let probe = ThreadpoolIo::new(io::open_file(&file.0, &read_only()).unwrap(), cb, None).unwrap();
+    let probe = Io::new(io::open_file(&file.0, &read_only()).unwrap(), cb).unwrap();
     let id = probe.read_at(0, vec![0u8; 8]).unwrap();
     assert_eq!(recv(&rx).id, id);
     probe.wait();
@@ -1078,9 +1054,9 @@ fn foreign_completions_on_a_duplicate_handle_are_ignored() {
     let scenario = || {
         let (server, client) = io::pipe_pair().unwrap();
         let (cb, rx) = sender::<Vec<u8>>();
-        let io = ThreadpoolIo::new(server, cb, None).unwrap();
+        let io = Io::new(server, cb).unwrap();
         let dup = io.handle().try_clone_to_owned().unwrap();
-        let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+        let client = Io::new(client, |_: &IoCompletion| {}).unwrap();
         let mut keep = Vec::new();
         let mut foreign = BTreeSet::new();
         let mut note = |(ov, ev): (Box<OVERLAPPED>, OwnedHandle)| {
@@ -1147,12 +1123,12 @@ fn teardown_closes_the_handle_before_the_io_object() {
     support::traced_child("teardown_closes_the_handle_before_the_io_object", "io,syscall", || {
         let (s, c) = io::pipe_pair().unwrap();
         let (cb, calls) = counter();
-        let io = ThreadpoolIo::new(s, cb, None).unwrap();
+        let io = Io::new(s, cb).unwrap();
         let (raw, handle) = (io.as_raw() as u64, io.handle().as_raw_handle() as u64);
         for _ in 0..4 {
             io.read(vec![0u8; 8]).unwrap();
         }
-        support::teardown_owing("ThreadpoolIo", || drop(io));
+        support::teardown_owing("Io", || drop(io));
         assert_eq!(calls.load(SeqCst), 4);
         drop(c);
         let rows = rows::rows(&windows_threadpool::trace::dump());

@@ -19,7 +19,7 @@ use windows_sys::Win32::System::Threading::{
     ALL_PROCESSOR_GROUPS, GetActiveProcessorCount, GetCurrentProcessorNumber, GetCurrentThreadId,
 };
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::{CallbackEnviron, ProcessorSet, ThreadpoolPool, ThreadpoolTimer, ThreadpoolWork};
+use windows_threadpool::{CallbackEnviron, Pool, ProcessorSet, Timer, Work};
 
 /// Bound on every wait for something that must happen.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -61,11 +61,10 @@ fn recv(rx: &Receiver<Seen>) -> Seen {
 #[test]
 fn every_placed_callback_runs_on_the_set() {
     let set = cpu1();
-    let mut env = CallbackEnviron::new();
-    env.set_affinity(set);
+    let env = CallbackEnviron::new().with_affinity(set);
     assert_eq!(env.affinity(), Some(set));
     let (tx, rx) = observer();
-    let work = ThreadpoolWork::new(move || tx.send(seen()).unwrap(), Some(&mut env)).unwrap();
+    let work = Work::new_in(move |_| tx.send(seen()).unwrap(), &env).unwrap();
     for _ in 0..64 {
         work.submit();
     }
@@ -81,16 +80,15 @@ fn every_placed_callback_runs_on_the_set() {
 #[test]
 fn a_placed_timer_and_a_placed_group_member_run_on_the_set() {
     let set = cpu1();
-    let mut env = CallbackEnviron::new();
-    env.set_affinity(set);
+    let env = CallbackEnviron::new().with_affinity(set);
     let (tx, rx) = observer();
     let t = tx.clone();
-    let timer = ThreadpoolTimer::new(move |_| t.send(seen()).unwrap(), Some(&mut env)).unwrap();
+    let timer = Timer::new_in(move |_| t.send(seen()).unwrap(), &env).unwrap();
     timer.set_after(Duration::ZERO);
     assert_eq!(recv(&rx).processor, 1, "the placed timer's firing");
     timer.stop_and_drain();
     let group = CleanupGroup::new().unwrap();
-    let member = group.create_work(move || tx.send(seen()).unwrap(), Some(&env)).unwrap();
+    let member = group.create_work_in(move |_| tx.send(seen()).unwrap(), &env).unwrap();
     member.submit();
     assert_eq!(recv(&rx).processor, 1, "the placed group member's callback");
 }
@@ -99,31 +97,29 @@ fn a_placed_timer_and_a_placed_group_member_run_on_the_set() {
 /// the same thread, so an unplaced callback after a placed one shows what
 /// the placed one left behind.
 struct OneThread {
-    pool: ThreadpoolPool,
+    pool: Pool,
 }
 
 impl OneThread {
     fn new() -> Self {
-        let pool = ThreadpoolPool::new().unwrap();
+        let pool = Pool::new().unwrap();
         pool.set_max_threads(1).unwrap();
         pool.set_min_threads(1).unwrap();
         Self { pool }
     }
 
-    fn env(&self) -> CallbackEnviron<'_> {
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&self.pool);
-        env
+    fn env(&self) -> CallbackEnviron {
+        CallbackEnviron::new().with_pool(&self.pool)
     }
 
     /// An unplaced work object that reports where it ran.
-    fn probe(&self) -> (ThreadpoolWork, Receiver<Seen>) {
+    fn probe(&self) -> (Work, Receiver<Seen>) {
         let (tx, rx) = observer();
-        (ThreadpoolWork::new(move || tx.send(seen()).unwrap(), Some(&mut self.env())).unwrap(), rx)
+        (Work::new_in(move |_| tx.send(seen()).unwrap(), &self.env()).unwrap(), rx)
     }
 }
 
-fn look(probe: &(ThreadpoolWork, Receiver<Seen>)) -> Seen {
+fn look(probe: &(Work, Receiver<Seen>)) -> Seen {
     probe.0.submit();
     probe.0.wait();
     recv(&probe.1)
@@ -144,10 +140,9 @@ fn the_pool_threads_affinity_is_restored_after_a_placed_callback() {
     let pool = OneThread::new();
     let probe = pool.probe();
     let before = look(&probe);
-    let mut env = pool.env();
-    env.set_affinity(set);
+    let env = pool.env().with_affinity(set);
     let (tx, rx) = observer();
-    let placed = ThreadpoolWork::new(move || tx.send(seen()).unwrap(), Some(&mut env)).unwrap();
+    let placed = Work::new_in(move |_| tx.send(seen()).unwrap(), &env).unwrap();
     placed.submit();
     placed.wait();
     let during = recv(&rx);
@@ -160,15 +155,14 @@ fn the_affinity_is_restored_when_the_callback_rearms_its_timer() {
     let pool = OneThread::new();
     let probe = pool.probe();
     let before = look(&probe);
-    let mut env = pool.env();
-    env.set_affinity(set);
+    let env = pool.env().with_affinity(set);
     let (tx, rx) = observer();
-    let timer = ThreadpoolTimer::new(
+    let timer = Timer::new_in(
         move |firing| {
             tx.send(seen()).unwrap();
             firing.rearm_after(Duration::from_secs(3600));
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     timer.set_after(Duration::ZERO);
@@ -195,16 +189,15 @@ fn the_affinity_is_restored_when_the_callback_drops_its_own_object() {
     let pool = OneThread::new();
     let probe = pool.probe();
     let before = look(&probe);
-    let mut env = pool.env();
-    env.set_affinity(set);
+    let env = pool.env().with_affinity(set);
     let (tx, rx) = observer();
     let (freed_tx, freed_rx) = mpsc::channel();
-    let slot: Arc<Mutex<Option<ThreadpoolWork>>> = Arc::default();
+    let slot: Arc<Mutex<Option<Work>>> = Arc::default();
     let s = Arc::clone(&slot);
     let freed = Freed(freed_tx);
     let (dropped_tx, dropped_rx) = mpsc::channel();
-    let work = ThreadpoolWork::new(
-        move || {
+    let work = Work::new_in(
+        move |_| {
             let _keep = &freed;
             tx.send(seen()).unwrap();
             // The teardown is handed to another thread; it frees the
@@ -213,7 +206,7 @@ fn the_affinity_is_restored_when_the_callback_drops_its_own_object() {
             dropped_tx.send(own.is_some()).unwrap();
             drop(own);
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     let mut held = slot.lock().unwrap();
@@ -239,8 +232,6 @@ fn processor_sets_are_validated() {
     let all = if count >= usize::BITS { usize::MAX } else { (1 << count) - 1 };
     let s = ProcessorSet::new(0, all).unwrap();
     assert_eq!((s.group(), s.mask()), (0, all));
-    let mut env = CallbackEnviron::new();
-    env.set_affinity(s);
-    env.clear_affinity();
-    assert_eq!(env.affinity(), None);
+    assert_eq!(CallbackEnviron::new().affinity(), None);
+    assert_eq!(CallbackEnviron::new().with_affinity(s).affinity(), Some(s));
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use windows_sys::Win32::System::Threading::GetCurrentThreadId;
 use windows_threadpool::pool::prewarm_default_pool;
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 fn thread_id() -> u32 {
     // SAFETY: no preconditions.
@@ -18,12 +18,11 @@ fn thread_id() -> u32 {
 
 #[test]
 fn private_pool_runs_callbacks_off_the_submitting_thread() {
-    let pool = ThreadpoolPool::new().unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let pool = Pool::new().unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
     let seen: Arc<Mutex<Vec<u32>>> = Arc::default();
     let s = Arc::clone(&seen);
-    let work = ThreadpoolWork::new(move || s.lock().unwrap().push(thread_id()), Some(&mut env)).unwrap();
+    let work = Work::new_in(move |_| s.lock().unwrap().push(thread_id()), &env).unwrap();
     for _ in 0..4 {
         work.submit();
     }
@@ -35,16 +34,15 @@ fn private_pool_runs_callbacks_off_the_submitting_thread() {
 
 #[test]
 fn max_threads_one_serialises_callbacks() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let (r, p, d) = (Arc::clone(&running), Arc::clone(&peak), Arc::clone(&done));
-    let work = ThreadpoolWork::new(
-        move || {
+    let work = Work::new_in(
+        move |_| {
             let now = r.fetch_add(1, SeqCst) + 1;
             p.fetch_max(now, SeqCst);
             // Dwell so that an overlapping callback, if the pool allowed one, would be seen.
@@ -52,7 +50,7 @@ fn max_threads_one_serialises_callbacks() {
             r.fetch_sub(1, SeqCst);
             d.fetch_add(1, SeqCst);
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     for _ in 0..8 {
@@ -65,7 +63,7 @@ fn max_threads_one_serialises_callbacks() {
 
 #[test]
 fn max_threads_zero_is_rejected() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let err = pool.set_max_threads(0).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("zero"), "{err}");
@@ -73,7 +71,7 @@ fn max_threads_zero_is_rejected() {
 
 #[test]
 fn min_threads_can_be_set() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(4).unwrap();
     pool.set_min_threads(2).unwrap();
 }
@@ -88,14 +86,13 @@ fn pool_may_be_dropped_before_its_objects() {
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
     let work = {
-        let pool = ThreadpoolPool::new().unwrap();
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
-        ThreadpoolWork::new(
-            move || {
+        let pool = Pool::new().unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        Work::new_in(
+            move |_| {
                 c.fetch_add(1, SeqCst);
             },
-            Some(&mut env),
+            &env,
         )
         .unwrap()
     };
@@ -117,10 +114,9 @@ fn raw_use_after_closing_the_pool_differs_on_wine() {
         unsafe {
             let pool = CreateThreadpool(core::ptr::null());
             assert_ne!(pool, 0);
-            let mut env = windows_threadpool::CallbackEnviron::new();
+            let env = windows_threadpool::CallbackEnviron::new();
             let mut raw_env = *env.as_inner();
             raw_env.Pool = pool;
-            let _ = env.as_mut_ptr();
             let work = CreateThreadpoolWork(Some(cb), core::ptr::null_mut(), &raw_env);
             assert_ne!(work, 0);
             CloseThreadpool(pool);
@@ -174,22 +170,21 @@ fn process_threads() -> std::collections::HashSet<u32> {
 #[test]
 fn min_threads_are_created_up_front() {
     const N: usize = 3;
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(N as u32).unwrap();
     pool.set_min_threads(N as u32).unwrap();
     let existing = process_threads();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let (seen, arrived) = (Arc::new(Mutex::new(Vec::new())), Arc::new(support::Counter::default()));
     let (s, a) = (Arc::clone(&seen), Arc::clone(&arrived));
-    let work = ThreadpoolWork::new(
-        move || {
+    let work = Work::new_in(
+        move |_| {
             s.lock().unwrap().push(thread_id());
             a.bump();
             // All N run at once: each waits for the others (a failed wait aborts the test).
             a.wait_for(N);
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     for _ in 0..N {
@@ -205,23 +200,22 @@ fn min_threads_are_created_up_front() {
 
 #[test]
 fn as_raw_is_the_live_pool() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let raw = pool.as_raw();
     assert_ne!(raw, 0);
-    assert_ne!(ThreadpoolPool::new().unwrap().as_raw(), raw, "each pool has its own TP_POOL");
+    assert_ne!(Pool::new().unwrap().as_raw(), raw, "each pool has its own TP_POOL");
     // SAFETY: `raw` is the live pool `pool` owns; a one-thread maximum is valid.
     unsafe { windows_sys::Win32::System::Threading::SetThreadpoolThreadMaximum(raw, 1) };
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (r, p) = (Arc::clone(&running), Arc::clone(&peak));
-    let work = ThreadpoolWork::new(
-        move || {
+    let work = Work::new_in(
+        move |_| {
             p.fetch_max(r.fetch_add(1, SeqCst) + 1, SeqCst);
             std::thread::sleep(Duration::from_millis(5));
             r.fetch_sub(1, SeqCst);
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     for _ in 0..4 {

@@ -1,4 +1,4 @@
-//! A private pool's thread stack size (`ThreadpoolPool::set_stack_size`).
+//! A private pool's thread stack size (`Pool::set_stack_size`).
 //!
 //! Windows creates the pool's threads with the stack set; Wine 8 stores the
 //! sizes but creates its threads with the default stack. The test asserts
@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use windows_sys::Win32::System::Threading::GetCurrentThreadStackLimits;
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 /// Bound on every wait for something that must happen.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -25,7 +25,7 @@ const COMMIT: usize = 64 << 10;
 
 #[test]
 fn the_stack_size_reads_back() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_stack_size(RESERVE, COMMIT).unwrap();
     assert_eq!(pool.stack_size().unwrap(), (RESERVE, COMMIT));
     pool.set_stack_size(RESERVE * 2, 0).unwrap();
@@ -34,7 +34,7 @@ fn the_stack_size_reads_back() {
 
 #[test]
 fn a_commit_above_the_reserve_is_refused() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_stack_size(RESERVE, COMMIT).unwrap();
     let err = pool.set_stack_size(COMMIT, RESERVE).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
@@ -45,21 +45,20 @@ fn a_commit_above_the_reserve_is_refused() {
 /// Windows gives threads created after the call a stack of the reserve set.
 #[test]
 fn threads_created_after_the_call_get_the_stack_on_windows_only() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     // Before the pool has any thread.
     pool.set_stack_size(RESERVE, COMMIT).unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let (tx, rx) = mpsc::channel();
-    let work = ThreadpoolWork::new(
-        move || {
+    let work = Work::new_in(
+        move |_| {
             let (mut low, mut high) = (0usize, 0usize);
             // SAFETY: both pointers are valid for the call.
             unsafe { GetCurrentThreadStackLimits(&mut low, &mut high) };
             tx.send(high - low).unwrap();
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     work.submit();

@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::heal::testing::{self, EntryView, OVERDUE_AFTER};
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWait, ThreadpoolWork, WaitableHandle};
+use windows_threadpool::{CallbackEnviron, Pool, Wait, WaitableHandle, Work};
 
 /// The default pool's registry key.
 const DEFAULT_POOL: usize = 0;
 /// Bound on every poll: generous, since the machine may be loaded.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn key(pool: &ThreadpoolPool) -> usize {
+fn key(pool: &Pool) -> usize {
     pool.as_raw() as usize
 }
 
@@ -65,33 +65,31 @@ fn own_process() {
     );
 }
 
-fn env_for(pool: &ThreadpoolPool) -> CallbackEnviron<'_> {
-    let mut env = CallbackEnviron::new();
-    env.set_pool(pool);
-    env
+fn env_for(pool: &Pool) -> CallbackEnviron {
+    CallbackEnviron::new().with_pool(pool)
 }
 
 /// A private pool whose only thread is held by a blocked work item, so that
 /// whatever else is submitted to it (a repair) stays unstarted until
 /// [`Wedged::unblock`].
 struct Wedged {
-    blocker: Option<ThreadpoolWork>,
+    blocker: Option<Work>,
     gate: Arc<Gate>,
-    pool: ThreadpoolPool,
+    pool: Pool,
 }
 
 fn wedged() -> Wedged {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
     let gate = Arc::new(Gate::default());
     let entered = Arc::new(Gate::default());
     let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-    let blocker = ThreadpoolWork::new(
-        move || {
+    let blocker = Work::new_in(
+        move |_| {
             e.open();
             g.wait();
         },
-        Some(&mut env_for(&pool)),
+        &env_for(&pool),
     )
     .unwrap();
     blocker.submit();
@@ -266,7 +264,7 @@ fn healer_panic_on_a_second_overdue_episode_reaches_stderr() {
 #[test]
 fn inline_fallback_submits_when_the_healer_cannot_start() {
     own_process();
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let k = key(&pool);
     testing::fail_healer_start(k);
     let reg = testing::register(Some(&pool));
@@ -288,7 +286,7 @@ fn inline_fallback_submits_when_the_healer_cannot_start() {
 #[test]
 fn late_published_stamps_do_not_lower_a_stamp() {
     own_process();
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let k = key(&pool);
     testing::fail_healer_start(k);
     let reg = testing::register(Some(&pool));
@@ -385,7 +383,7 @@ fn unstarted_repair_keeps_the_entry() {
 #[test]
 fn entries_retire_when_the_last_user_drops_and_nothing_is_owed() {
     own_process();
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let k = key(&pool);
     let r1 = testing::register(Some(&pool));
     let r2 = testing::register(Some(&pool));
@@ -417,7 +415,7 @@ fn entries_retire_when_the_last_user_drops_and_nothing_is_owed() {
 #[test]
 fn failed_registration_keeps_its_key_and_retries_at_cancellation() {
     own_process();
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let k = key(&pool);
     testing::fail_repair_creation(k);
     testing::fail_healer_start(k);
@@ -445,8 +443,8 @@ fn failed_registration_keeps_its_key_and_retries_at_cancellation() {
 fn untracked_cancellation_names_its_pool() {
     support::traced_child("untracked_cancellation_names_its_pool", "heal", || {
         own_process();
-        let tracked = ThreadpoolPool::new().unwrap();
-        let untracked = ThreadpoolPool::new().unwrap();
+        let tracked = Pool::new().unwrap();
+        let untracked = Pool::new().unwrap();
         let (kt, ku) = (key(&tracked), key(&untracked));
         testing::fail_healer_start(kt);
         testing::fail_repair_creation(ku);
@@ -486,19 +484,18 @@ fn untracked_cancellation_names_its_pool() {
 #[test]
 fn try_cancel_pending_stamps_the_pool_and_submits_a_repair() {
     own_process();
-    let p = ThreadpoolPool::new().unwrap();
-    let q = ThreadpoolPool::new().unwrap();
+    let p = Pool::new().unwrap();
+    let q = Pool::new().unwrap();
     for k in [key(&p), key(&q), DEFAULT_POOL] {
         testing::fail_healer_start(k);
     }
-    let on_p =
-        ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&mut env_for(&p))).unwrap();
-    let on_default = ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, None).unwrap();
+    let on_p = Wait::new_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_for(&p)).unwrap();
+    let on_default = Wait::new(WaitableHandle::event(false, false).unwrap(), |_| {}).unwrap();
     let mut group = CleanupGroup::new().unwrap();
-    let member = group.create_wait(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&env_for(&q))).unwrap();
+    let member = group.create_wait_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_for(&q)).unwrap();
     let cases: [(&str, usize, &dyn Fn()); 3] = [
-        ("ThreadpoolWait on a private pool", key(&p), &|| on_p.try_cancel_pending()),
-        ("ThreadpoolWait on the default pool", DEFAULT_POOL, &|| on_default.try_cancel_pending()),
+        ("Wait on a private pool", key(&p), &|| on_p.try_cancel_pending()),
+        ("Wait on the default pool", DEFAULT_POOL, &|| on_default.try_cancel_pending()),
         ("WaitMember on a private pool", key(&q), &|| member.try_cancel_pending()),
     ];
     for (what, k, cancel) in cases {
@@ -531,10 +528,10 @@ fn close_members_cancelling_stamps_each_pool_once() {
     let default_reg = testing::register(None);
     let mut group = CleanupGroup::new().unwrap();
     let (env_b, env_c) = (env_for(&b.pool), env_for(&c.pool));
-    group.create_work(|| {}, Some(&env_b)).unwrap();
-    group.create_work(|| {}, Some(&env_b)).unwrap();
-    group.create_wait(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&env_c)).unwrap();
-    group.create_work(|| {}, None).unwrap();
+    group.create_work_in(|_| {}, &env_b).unwrap();
+    group.create_work_in(|_| {}, &env_b).unwrap();
+    group.create_wait_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_c).unwrap();
+    group.create_work(|_| {}).unwrap();
     for k in [kb, kc, DEFAULT_POOL] {
         assert!(view(k).users > 0);
     }
@@ -564,7 +561,7 @@ fn close_members_cancelling_stamps_each_pool_once() {
 #[test]
 fn close_members_cancelling_discards_queued_callbacks() {
     own_process();
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
     let k = key(&pool);
     testing::fail_healer_start(k);
@@ -574,12 +571,12 @@ fn close_members_cancelling_discards_queued_callbacks() {
     let (gate, entered) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
     let blocker = {
         let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-        ThreadpoolWork::new(
-            move || {
+        Work::new_in(
+            move |_| {
                 e.open();
                 g.wait();
             },
-            Some(&mut env_for(&pool)),
+            &env_for(&pool),
         )
         .unwrap()
     };
@@ -589,11 +586,11 @@ fn close_members_cancelling_discards_queued_callbacks() {
     {
         let n = Arc::clone(&count);
         let member = group
-            .create_work(
-                move || {
+            .create_work_in(
+                move |_| {
                     n.fetch_add(1, SeqCst);
                 },
-                Some(&env_for(&pool)),
+                &env_for(&pool),
             )
             .unwrap();
         for _ in 0..3 {
@@ -628,10 +625,9 @@ fn close_members_cancelling_discards_queued_callbacks() {
 #[test]
 fn healer_repairs_a_stamped_pool() {
     own_process();
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     let k = key(&pool);
-    let wait =
-        ThreadpoolWait::new(WaitableHandle::event(false, false).unwrap(), |_| {}, Some(&mut env_for(&pool))).unwrap();
+    let wait = Wait::new_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_for(&pool)).unwrap();
     wait.try_cancel_pending();
     assert!(testing::healer_running(), "the cancellation did not start the healer");
     wait_for("the healer to repair the pool", || {

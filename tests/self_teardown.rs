@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::io::{self, IoCompletion, ThreadpoolIo};
-use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
-use windows_threadpool::wait::{Event, ThreadpoolWait};
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+use windows_threadpool::io::{self, Io, IoCompletion};
+use windows_threadpool::timer::{PeriodicTimer, Timer};
+use windows_threadpool::wait::{Event, Wait};
+use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 /// How long a teardown may take before the test calls it a hang.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -122,15 +122,12 @@ fn await_abort() {
 #[test]
 fn work_dropped_from_its_own_callback() {
     let (cap, freed) = Captured::new(1);
-    let slot: Slot<ThreadpoolWork> = Slot::default();
+    let slot: Slot<Work> = Slot::default();
     let s = Arc::clone(&slot);
-    let work = ThreadpoolWork::new(
-        move || {
-            assert!(drop_from(&s));
-            cap.returning();
-        },
-        None,
-    )
+    let work = Work::new(move |_| {
+        assert!(drop_from(&s));
+        cap.returning();
+    })
     .unwrap();
     slot.lock().unwrap().insert(work).submit();
     freed.wait_freed_once();
@@ -147,21 +144,18 @@ fn work_dropped_by_the_first_of_several_running_callbacks() {
     let (cap, freed) = Captured::new(N);
     let entered = Arc::new(support::Counter::default());
     let dropped = Arc::new(Gate::default());
-    let slot: Slot<ThreadpoolWork> = Slot::default();
+    let slot: Slot<Work> = Slot::default();
     let (s, e, d) = (Arc::clone(&slot), Arc::clone(&entered), Arc::clone(&dropped));
-    let work = ThreadpoolWork::new(
-        move || {
-            if e.bump() == 1 {
-                e.wait_for(N);
-                assert!(drop_from(&s));
-                d.open();
-            } else {
-                d.wait();
-            }
-            cap.returning();
-        },
-        None,
-    )
+    let work = Work::new(move |_| {
+        if e.bump() == 1 {
+            e.wait_for(N);
+            assert!(drop_from(&s));
+            d.open();
+        } else {
+            d.wait();
+        }
+        cap.returning();
+    })
     .unwrap();
     *slot.lock().unwrap() = Some(work);
     for i in 1..=N {
@@ -181,18 +175,17 @@ fn work_dropped_by_the_first_of_several_running_callbacks() {
 fn work_on_a_one_thread_pool_dropped_with_submissions_queued() {
     let out = support::child("work_on_a_one_thread_pool_dropped_with_submissions_queued", &[], || {
         const N: usize = 3;
-        let pool = ThreadpoolPool::new().unwrap();
+        let pool = Pool::new().unwrap();
         pool.set_max_threads(1).unwrap();
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
+        let env = CallbackEnviron::new().with_pool(&pool);
         let (cap, freed) = Captured::new(N);
         let runs = Arc::new(AtomicUsize::new(0));
-        let slot: Slot<ThreadpoolWork> = Slot::default();
+        let slot: Slot<Work> = Slot::default();
         let (s, r) = (Arc::clone(&slot), Arc::clone(&runs));
         let gate = Arc::new(Gate::default());
         let g = Arc::clone(&gate);
-        let work = ThreadpoolWork::new(
-            move || {
+        let work = Work::new_in(
+            move |_| {
                 if r.fetch_add(1, SeqCst) == 0 {
                     // Hold the only thread until every submission is queued.
                     g.wait();
@@ -200,7 +193,7 @@ fn work_on_a_one_thread_pool_dropped_with_submissions_queued() {
                 }
                 cap.returning();
             },
-            Some(&mut env),
+            &env,
         )
         .unwrap();
         {
@@ -222,7 +215,7 @@ fn work_on_a_one_thread_pool_dropped_with_submissions_queued() {
         support::assert_panicked_and_aborted(
             &out,
             support::AbortKind::CannotUnwind,
-            "ThreadpoolWork was torn down with a drain still owed",
+            "Work was torn down with a drain still owed",
         );
     } else {
         out.assert_completed();
@@ -235,17 +228,14 @@ fn work_on_a_one_thread_pool_dropped_with_submissions_queued() {
 fn one_shot_timer_dropped_from_its_firing() {
     let (cap, freed) = Captured::new(1);
     let firings = Arc::new(AtomicUsize::new(0));
-    let slot: Slot<ThreadpoolTimer> = Slot::default();
+    let slot: Slot<Timer> = Slot::default();
     let (s, f) = (Arc::clone(&slot), Arc::clone(&firings));
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            f.fetch_add(1, SeqCst);
-            firing.rearm_after(Duration::ZERO);
-            assert!(drop_from(&s));
-            cap.returning();
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        f.fetch_add(1, SeqCst);
+        firing.rearm_after(Duration::ZERO);
+        assert!(drop_from(&s));
+        cap.returning();
+    })
     .unwrap();
     slot.lock().unwrap().insert(timer).set_after(Duration::ZERO);
     freed.wait_freed_once();
@@ -259,19 +249,15 @@ fn periodic_timer_stopped_and_dropped_from_a_tick() {
     // Ticks queued before the stop may still run (on Wine) and find the slot empty.
     let (cap, freed) = Captured::new(1);
     let ticks = Arc::new(AtomicUsize::new(0));
-    let slot: Slot<ThreadpoolPeriodicTimer> = Slot::default();
+    let slot: Slot<PeriodicTimer> = Slot::default();
     let (s, t) = (Arc::clone(&slot), Arc::clone(&ticks));
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(1),
-        move |tick| {
-            if t.fetch_add(1, SeqCst) + 1 == 3 {
-                tick.stop();
-                assert!(drop_from(&s));
-            }
-            cap.returning();
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_millis(1), move |tick| {
+        if t.fetch_add(1, SeqCst) + 1 == 3 {
+            tick.stop();
+            assert!(drop_from(&s));
+        }
+        cap.returning();
+    })
     .unwrap();
     slot.lock().unwrap().insert(timer).start();
     freed.wait_freed_once();
@@ -285,16 +271,12 @@ fn periodic_timer_stopped_and_dropped_from_a_tick() {
 fn periodic_timer_dropped_running_from_a_tick() {
     let out = support::child("periodic_timer_dropped_running_from_a_tick", &[], || {
         let (cap, freed) = Captured::new(1);
-        let slot: Slot<ThreadpoolPeriodicTimer> = Slot::default();
+        let slot: Slot<PeriodicTimer> = Slot::default();
         let s = Arc::clone(&slot);
-        let timer = ThreadpoolPeriodicTimer::new(
-            Duration::from_millis(1),
-            move |_| {
-                drop_from(&s);
-                cap.returning();
-            },
-            None,
-        )
+        let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+            drop_from(&s);
+            cap.returning();
+        })
         .unwrap();
         slot.lock().unwrap().insert(timer).start();
         freed.wait_freed_once();
@@ -307,7 +289,7 @@ fn periodic_timer_dropped_running_from_a_tick() {
         support::assert_panicked_and_aborted(
             &out,
             support::AbortKind::CannotUnwind,
-            "ThreadpoolPeriodicTimer was torn down with a drain still owed",
+            "PeriodicTimer was torn down with a drain still owed",
         );
     } else {
         out.assert_completed();
@@ -320,17 +302,13 @@ fn wait_dropped_from_its_activation() {
     let (cap, freed) = Captured::new(1);
     let rearmed = Arc::new(Mutex::new(None));
     let event = Event::new(false, false).unwrap();
-    let slot: Slot<ThreadpoolWait> = Slot::default();
+    let slot: Slot<Wait> = Slot::default();
     let (s, r) = (Arc::clone(&slot), Arc::clone(&rearmed));
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act| {
-            assert!(drop_from(&s));
-            *r.lock().unwrap() = Some(act.rearm(None));
-            cap.returning();
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
+        assert!(drop_from(&s));
+        *r.lock().unwrap() = Some(act.rearm(None));
+        cap.returning();
+    })
     .unwrap();
     slot.lock().unwrap().insert(wait).arm(None);
     event.set().unwrap();
@@ -342,20 +320,16 @@ fn wait_dropped_from_its_activation() {
 fn io_dropped_from_its_completion() {
     let (cap, freed) = Captured::new(1);
     let (server, client) = io::pipe_pair().unwrap();
-    let slot: Slot<ThreadpoolIo> = Slot::default();
+    let slot: Slot<Io> = Slot::default();
     let s = Arc::clone(&slot);
-    let server = ThreadpoolIo::new(
-        server,
-        move |c: &IoCompletion| {
-            assert!(c.error().is_none(), "{:?}", c.error());
-            assert!(drop_from(&s));
-            cap.returning();
-        },
-        None,
-    )
+    let server = Io::new(server, move |c: &IoCompletion| {
+        assert!(c.error().is_none(), "{:?}", c.error());
+        assert!(drop_from(&s));
+        cap.returning();
+    })
     .unwrap();
     slot.lock().unwrap().insert(server).read(vec![0u8; 4]).unwrap();
-    let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+    let client = Io::new(client, |_: &IoCompletion| {}).unwrap();
     client.write(b"ping".to_vec()).unwrap();
     freed.wait_freed_once();
     client.stop_and_drain();
@@ -369,23 +343,22 @@ fn io_dropped_from_its_completion() {
 #[test]
 fn io_on_a_one_thread_pool_dropped_with_a_read_outstanding() {
     let out = support::child("io_on_a_one_thread_pool_dropped_with_a_read_outstanding", &[], || {
-        let pool = ThreadpoolPool::new().unwrap();
+        let pool = Pool::new().unwrap();
         pool.set_max_threads(1).unwrap();
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
+        let env = CallbackEnviron::new().with_pool(&pool);
         let (cap, freed) = Captured::new(2);
         let results = Arc::new(Mutex::new(Vec::new()));
         let (server, client) = io::pipe_pair().unwrap();
-        let slot: Slot<ThreadpoolIo> = Slot::default();
+        let slot: Slot<Io> = Slot::default();
         let (s, r) = (Arc::clone(&slot), Arc::clone(&results));
-        let server = ThreadpoolIo::new(
+        let server = Io::new_in(
             server,
             move |c: &IoCompletion| {
                 r.lock().unwrap().push(c.io_result());
                 drop_from(&s);
                 cap.returning();
             },
-            Some(&mut env),
+            &env,
         )
         .unwrap();
         {
@@ -394,7 +367,7 @@ fn io_on_a_one_thread_pool_dropped_with_a_read_outstanding() {
             server.read(vec![0u8; 4]).unwrap();
             server.read(vec![0u8; 4]).unwrap();
         }
-        let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+        let client = Io::new(client, |_: &IoCompletion| {}).unwrap();
         client.write(b"ping".to_vec()).unwrap();
         freed.wait_freed_once();
         let mut results = results.lock().unwrap().clone();
@@ -410,7 +383,7 @@ fn io_on_a_one_thread_pool_dropped_with_a_read_outstanding() {
         support::assert_panicked_and_aborted(
             &out,
             support::AbortKind::CannotUnwind,
-            "ThreadpoolIo was torn down with a drain still owed",
+            "Io was torn down with a drain still owed",
         );
     } else {
         out.assert_completed();
@@ -429,23 +402,17 @@ fn cleanup_group_dropped_from_a_members_callback() {
     {
         let (s, g) = (Arc::clone(&slot), Arc::clone(&gate));
         let member = group
-            .create_work(
-                move || {
-                    g.wait();
-                    assert!(drop_from(&s));
-                    cap.returning();
-                },
-                None,
-            )
+            .create_work(move |_| {
+                g.wait();
+                assert!(drop_from(&s));
+                cap.returning();
+            })
             .unwrap();
         member.submit();
         group
-            .create_work(
-                move || {
-                    let _ = &idle_cap;
-                },
-                None,
-            )
+            .create_work(move |_| {
+                let _ = &idle_cap;
+            })
             .unwrap();
     }
     *slot.lock().unwrap() = Some(group);
@@ -461,48 +428,48 @@ fn cleanup_group_dropped_from_a_members_callback() {
 /// An object its own callback can reach.
 type Own<T> = Arc<OnceLock<T>>;
 
-fn work_calling(drain: fn(&ThreadpoolWork)) {
-    let own: Own<ThreadpoolWork> = Own::default();
+fn work_calling(drain: fn(&Work)) {
+    let own: Own<Work> = Own::default();
     let o = Arc::clone(&own);
-    let work = ThreadpoolWork::new(move || drain(o.get().unwrap()), None).unwrap();
+    let work = Work::new(move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(work);
     own.get().unwrap().submit();
 }
 
-fn timer_calling(drain: fn(&ThreadpoolTimer)) {
-    let own: Own<ThreadpoolTimer> = Own::default();
+fn timer_calling(drain: fn(&Timer)) {
+    let own: Own<Timer> = Own::default();
     let o = Arc::clone(&own);
-    let timer = ThreadpoolTimer::new(move |_| drain(o.get().unwrap()), None).unwrap();
+    let timer = Timer::new(move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(timer);
     own.get().unwrap().set_after(Duration::ZERO);
 }
 
-fn periodic_calling(drain: fn(&ThreadpoolPeriodicTimer)) {
-    let own: Own<ThreadpoolPeriodicTimer> = Own::default();
+fn periodic_calling(drain: fn(&PeriodicTimer)) {
+    let own: Own<PeriodicTimer> = Own::default();
     let o = Arc::clone(&own);
-    let timer = ThreadpoolPeriodicTimer::new(Duration::from_millis(1), move |_| drain(o.get().unwrap()), None).unwrap();
+    let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(timer);
     own.get().unwrap().start_after(Duration::ZERO);
 }
 
-fn wait_calling(drain: fn(&ThreadpoolWait)) {
-    let own: Own<ThreadpoolWait> = Own::default();
+fn wait_calling(drain: fn(&Wait)) {
+    let own: Own<Wait> = Own::default();
     let o = Arc::clone(&own);
     let event = Event::new(false, false).unwrap();
-    let wait = ThreadpoolWait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap()), None).unwrap();
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(wait);
     own.get().unwrap().arm(None);
     event.set().unwrap();
 }
 
-fn io_calling(drain: fn(&ThreadpoolIo)) {
-    let own: Own<ThreadpoolIo> = Own::default();
+fn io_calling(drain: fn(&Io)) {
+    let own: Own<Io> = Own::default();
     let o = Arc::clone(&own);
     let (server, client) = io::pipe_pair().unwrap();
-    let server = ThreadpoolIo::new(server, move |_: &IoCompletion| drain(o.get().unwrap()), None).unwrap();
+    let server = Io::new(server, move |_: &IoCompletion| drain(o.get().unwrap())).unwrap();
     let _ = own.set(server);
     own.get().unwrap().read(vec![0u8; 4]).unwrap();
-    let client = ThreadpoolIo::new(client, |_: &IoCompletion| {}, None).unwrap();
+    let client = Io::new(client, |_: &IoCompletion| {}).unwrap();
     client.write(b"ping".to_vec()).unwrap();
     // Never torn down: the process is to abort while its write may be outstanding.
     std::mem::forget(client);
@@ -517,7 +484,7 @@ fn static_group() -> &'static CleanupGroup {
 fn work_member_calling(drain: fn(&windows_threadpool::cleanup_group::WorkMember<'static>)) {
     let own = Arc::new(OnceLock::new());
     let o = Arc::clone(&own);
-    let member = static_group().create_work(move || drain(o.get().unwrap()), None).unwrap();
+    let member = static_group().create_work(move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
     own.get().unwrap().submit();
 }
@@ -525,7 +492,7 @@ fn work_member_calling(drain: fn(&windows_threadpool::cleanup_group::WorkMember<
 fn timer_member_calling(drain: fn(&windows_threadpool::cleanup_group::TimerMember<'static>)) {
     let own = Arc::new(OnceLock::new());
     let o = Arc::clone(&own);
-    let member = static_group().create_timer(move |_| drain(o.get().unwrap()), None).unwrap();
+    let member = static_group().create_timer(move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
     own.get().unwrap().set_after(Duration::ZERO);
 }
@@ -534,7 +501,7 @@ fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::Periodi
     let own = Arc::new(OnceLock::new());
     let o = Arc::clone(&own);
     let member =
-        static_group().create_periodic_timer(Duration::from_millis(1), move |_| drain(o.get().unwrap()), None).unwrap();
+        static_group().create_periodic_timer(Duration::from_millis(1), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
     own.get().unwrap().start_after(Duration::ZERO);
 }
@@ -544,7 +511,7 @@ fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<
     let o = Arc::clone(&own);
     let event = Event::new(false, false).unwrap();
     let member =
-        static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap()), None).unwrap();
+        static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
     own.get().unwrap().arm(None);
     event.set().unwrap();
@@ -558,13 +525,10 @@ fn group_releasing_from_a_member(release: fn(&mut CleanupGroup)) {
     {
         let (s, g) = (Arc::clone(&slot), Arc::clone(&gate));
         let member = group
-            .create_work(
-                move || {
-                    g.wait();
-                    release(s.lock().unwrap().as_mut().unwrap());
-                },
-                None,
-            )
+            .create_work(move |_| {
+                g.wait();
+                release(s.lock().unwrap().as_mut().unwrap());
+            })
             .unwrap();
         member.submit();
     }
@@ -595,38 +559,38 @@ macro_rules! drain_from_own_callback_panics {
 
 drain_from_own_callback_panics! {
     work_wait_from_own_callback_panics:
-        work_calling(|w| w.wait()), "ThreadpoolWork::wait", "the object's own";
+        work_calling(|w| w.wait()), "Work::wait", "the object's own";
     work_stop_and_drain_from_own_callback_panics:
-        work_calling(|w| w.stop_and_drain()), "ThreadpoolWork::stop_and_drain", "the object's own";
+        work_calling(|w| w.stop_and_drain()), "Work::stop_and_drain", "the object's own";
     work_cancel_pending_from_own_callback_panics:
-        work_calling(|w| w.cancel_pending()), "ThreadpoolWork::cancel_pending", "the object's own";
+        work_calling(|w| w.cancel_pending()), "Work::cancel_pending", "the object's own";
     timer_wait_from_own_callback_panics:
-        timer_calling(|t| t.wait()), "ThreadpoolTimer::wait", "the object's own";
+        timer_calling(|t| t.wait()), "Timer::wait", "the object's own";
     timer_stop_and_drain_from_own_callback_panics:
-        timer_calling(|t| t.stop_and_drain()), "ThreadpoolTimer::stop_and_drain", "the object's own";
+        timer_calling(|t| t.stop_and_drain()), "Timer::stop_and_drain", "the object's own";
     timer_cancel_pending_from_own_callback_panics:
-        timer_calling(|t| t.cancel_pending()), "ThreadpoolTimer::cancel_pending", "the object's own";
+        timer_calling(|t| t.cancel_pending()), "Timer::cancel_pending", "the object's own";
     periodic_wait_from_own_callback_panics:
-        periodic_calling(|t| t.wait()), "ThreadpoolPeriodicTimer::wait", "the object's own";
+        periodic_calling(|t| t.wait()), "PeriodicTimer::wait", "the object's own";
     periodic_stop_and_drain_from_own_callback_panics:
-        periodic_calling(|t| t.stop_and_drain()), "ThreadpoolPeriodicTimer::stop_and_drain", "the object's own";
+        periodic_calling(|t| t.stop_and_drain()), "PeriodicTimer::stop_and_drain", "the object's own";
     wait_wait_from_own_callback_panics:
-        wait_calling(|w| w.wait()), "ThreadpoolWait::wait", "the object's own";
+        wait_calling(|w| w.wait()), "Wait::wait", "the object's own";
     wait_stop_and_drain_from_own_callback_panics:
-        wait_calling(|w| w.stop_and_drain()), "ThreadpoolWait::stop_and_drain", "the object's own";
+        wait_calling(|w| w.stop_and_drain()), "Wait::stop_and_drain", "the object's own";
     #[cfg(feature = "self-heal")]
     wait_try_cancel_pending_from_own_callback_panics:
-        wait_calling(|w| w.try_cancel_pending()), "ThreadpoolWait::try_cancel_pending", "the object's own";
+        wait_calling(|w| w.try_cancel_pending()), "Wait::try_cancel_pending", "the object's own";
     wait_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
         // SAFETY: the process aborts before the pool could need a repair.
         wait_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
-        "ThreadpoolWait::try_cancel_pending_no_heal_tracking", "the object's own";
+        "Wait::try_cancel_pending_no_heal_tracking", "the object's own";
     io_run_down_from_own_callback_panics:
-        io_calling(|i| i.run_down()), "ThreadpoolIo::run_down", "the object's own";
+        io_calling(|i| i.run_down()), "Io::run_down", "the object's own";
     io_stop_and_drain_from_own_callback_panics:
-        io_calling(|i| i.stop_and_drain()), "ThreadpoolIo::stop_and_drain", "the object's own";
+        io_calling(|i| i.stop_and_drain()), "Io::stop_and_drain", "the object's own";
     io_wait_from_own_callback_panics:
-        io_calling(|i| i.wait()), "ThreadpoolIo::wait", "the object's own";
+        io_calling(|i| i.wait()), "Io::wait", "the object's own";
     work_member_wait_from_own_callback_panics:
         work_member_calling(|w| w.wait()), "WorkMember::wait", "the object's own";
     work_member_stop_and_drain_from_own_callback_panics:

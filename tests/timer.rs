@@ -21,12 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use windows_threadpool::timer::{PeriodicTimerObject, TimerObject};
-use windows_threadpool::{CallbackEnviron, ThreadpoolPeriodicTimer, ThreadpoolPool, ThreadpoolTimer, ThreadpoolWork};
+use windows_threadpool::{CallbackEnviron, PeriodicTimer, Pool, Timer, Work};
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<ThreadpoolTimer>();
-    send_sync::<ThreadpoolPeriodicTimer>();
+    send_sync::<Timer>();
+    send_sync::<PeriodicTimer>();
 };
 
 /// Bound on every wait for something that must happen.
@@ -36,12 +36,9 @@ const PATIENCE: Duration = Duration::from_secs(20);
 fn witness_at(at: SystemTime) {
     let fired = Arc::new(Counter::default());
     let f = Arc::clone(&fired);
-    let w = ThreadpoolTimer::new(
-        move |_| {
-            f.bump();
-        },
-        None,
-    )
+    let w = Timer::new(move |_| {
+        f.bump();
+    })
     .unwrap();
     w.set_at(at).unwrap();
     fired.wait_for(1);
@@ -54,36 +51,33 @@ fn witness_after(d: Duration) {
 /// A private one-thread pool whose only thread is held by a blocked work
 /// item, so timer callbacks created in `env()` queue behind it.
 struct Blocked {
-    pool: ThreadpoolPool,
+    pool: Pool,
     gate: Arc<Gate>,
-    work: ThreadpoolWork,
+    work: Work,
 }
 
 impl Blocked {
     fn new() -> Self {
-        let pool = ThreadpoolPool::new().unwrap();
+        let pool = Pool::new().unwrap();
         pool.set_max_threads(1).unwrap();
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
+        let env = CallbackEnviron::new().with_pool(&pool);
         let gate = Arc::new(Gate::default());
         let entered = Arc::new(Counter::default());
         let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-        let work = ThreadpoolWork::new(
-            move || {
+        let work = Work::new_in(
+            move |_| {
                 e.bump();
                 g.wait();
             },
-            Some(&mut env),
+            &env,
         )
         .unwrap();
         work.submit();
         entered.wait_for(1);
         Self { pool, gate, work }
     }
-    fn env(&self) -> CallbackEnviron<'_> {
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&self.pool);
-        env
+    fn env(&self) -> CallbackEnviron {
+        CallbackEnviron::new().with_pool(&self.pool)
     }
     fn release(&self) {
         self.gate.open();
@@ -91,14 +85,11 @@ impl Blocked {
     }
 }
 
-fn counting_timer(count: &Arc<Counter>) -> ThreadpoolTimer {
+fn counting_timer(count: &Arc<Counter>) -> Timer {
     let c = Arc::clone(count);
-    ThreadpoolTimer::new(
-        move |_| {
-            c.bump();
-        },
-        None,
-    )
+    Timer::new(move |_| {
+        c.bump();
+    })
     .unwrap()
 }
 
@@ -179,7 +170,7 @@ fn out_of_range_delays_saturate_to_never() {
     witness_after(Duration::from_millis(20));
     assert_eq!(count.get(), 0, "a saturated delay fired");
     timer.stop_and_drain();
-    let periodic = counting_periodic(Duration::from_millis(1), &count, None);
+    let periodic = counting_periodic(Duration::from_millis(1), &count, &CallbackEnviron::new());
     for d in huge {
         periodic.start_after(d);
         periodic.start_with_window(d, Duration::MAX);
@@ -259,11 +250,11 @@ fn disarm_with_a_firing_queued_differs_on_wine() {
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
+    let timer = Timer::new_in(
         move |_| {
             c.bump();
         },
-        Some(&mut blocked.env()),
+        &blocked.env(),
     )
     .unwrap();
     let due = SystemTime::now() + Duration::from_millis(20);
@@ -286,11 +277,11 @@ fn cancel_pending_discards_a_queued_firing() {
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
+    let timer = Timer::new_in(
         move |_| {
             c.bump();
         },
-        Some(&mut blocked.env()),
+        &blocked.env(),
     )
     .unwrap();
     let due = SystemTime::now() + Duration::from_millis(20);
@@ -313,19 +304,16 @@ fn self_rearm_chain_never_overlaps() {
     let count = Arc::new(Counter::default());
     let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (c, r, p) = (Arc::clone(&count), Arc::clone(&running), Arc::clone(&peak));
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            p.fetch_max(r.fetch_add(1, SeqCst) + 1, SeqCst);
-            if c.bump() < N {
-                firing.rearm_after(Duration::ZERO);
-            }
-            // Widens the window in which a re-arm applied too early would
-            // start the next firing while this one runs; it cannot hide one.
-            std::thread::sleep(Duration::from_millis(2));
-            r.fetch_sub(1, SeqCst);
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        p.fetch_max(r.fetch_add(1, SeqCst) + 1, SeqCst);
+        if c.bump() < N {
+            firing.rearm_after(Duration::ZERO);
+        }
+        // Widens the window in which a re-arm applied too early would
+        // start the next firing while this one runs; it cannot hide one.
+        std::thread::sleep(Duration::from_millis(2));
+        r.fetch_sub(1, SeqCst);
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     count.wait_for(N);
@@ -341,14 +329,11 @@ fn rearm_at_a_past_instant_fires_again_at_once() {
     const N: usize = 20;
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            if c.bump() < N {
-                firing.rearm_at(SystemTime::UNIX_EPOCH).unwrap();
-            }
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        if c.bump() < N {
+            firing.rearm_at(SystemTime::UNIX_EPOCH).unwrap();
+        }
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     count.wait_for(N);
@@ -359,15 +344,12 @@ fn the_last_rearm_request_wins() {
     // Far then near: fires again.
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            if c.bump() == 1 {
-                firing.rearm_after(Duration::from_secs(3600));
-                firing.rearm_after(Duration::ZERO);
-            }
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        if c.bump() == 1 {
+            firing.rearm_after(Duration::from_secs(3600));
+            firing.rearm_after(Duration::ZERO);
+        }
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     count.wait_for(2);
@@ -375,14 +357,11 @@ fn the_last_rearm_request_wins() {
     // Near then far: does not fire again.
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            c.bump();
-            firing.rearm_after(Duration::ZERO);
-            firing.rearm_after(Duration::from_secs(3600));
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        c.bump();
+        firing.rearm_after(Duration::ZERO);
+        firing.rearm_after(Duration::from_secs(3600));
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     count.wait_for(1);
@@ -392,20 +371,17 @@ fn the_last_rearm_request_wins() {
     assert_eq!(count.get(), 1, "an earlier re-arm request was applied");
     assert!(timer.is_set(), "the far re-arm is pending");
     // The far re-arm is still armed: dropping it owes a drain.
-    support::teardown_owing("ThreadpoolTimer", || drop(timer));
+    support::teardown_owing("Timer", || drop(timer));
 }
 
 #[test]
 fn an_unrepresentable_rearm_saturates_to_never() {
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
-        move |firing| {
-            firing.rearm_after(Duration::MAX);
-            c.bump();
-        },
-        None,
-    )
+    let timer = Timer::new(move |firing| {
+        firing.rearm_after(Duration::MAX);
+        c.bump();
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     count.wait_for(1);
@@ -419,13 +395,9 @@ fn an_unrepresentable_rearm_saturates_to_never() {
 
 /// A timer whose first firing requests `rearm_after(0)` and then blocks on
 /// the gate; later firings only count.
-fn blocked_rearming_timer(
-    count: &Arc<Counter>,
-    gate: &Arc<Gate>,
-    env: Option<&mut CallbackEnviron<'_>>,
-) -> ThreadpoolTimer {
+fn blocked_rearming_timer(count: &Arc<Counter>, gate: &Arc<Gate>, env: &CallbackEnviron) -> Timer {
     let (c, g) = (Arc::clone(count), Arc::clone(gate));
-    ThreadpoolTimer::new(
+    Timer::new_in(
         move |firing| {
             if c.bump() == 1 {
                 firing.rearm_after(Duration::ZERO);
@@ -441,7 +413,7 @@ fn blocked_rearming_timer(
 fn drop_mid_firing_suppresses_the_pending_rearm() {
     let count = Arc::new(Counter::default());
     let gate = Arc::new(Gate::default());
-    let timer = blocked_rearming_timer(&count, &gate, None);
+    let timer = blocked_rearming_timer(&count, &gate, &CallbackEnviron::new());
     timer.set_after(Duration::ZERO);
     count.wait_for(1);
     // The firing returns only once the drop has disarmed, so its re-arm is
@@ -458,7 +430,7 @@ fn drop_mid_firing_suppresses_the_pending_rearm() {
 fn stop_and_drain_mid_firing_suppresses_the_rearm_and_allows_arming_again() {
     let count = Arc::new(Counter::default());
     let gate = Arc::new(Gate::default());
-    let timer = blocked_rearming_timer(&count, &gate, None);
+    let timer = blocked_rearming_timer(&count, &gate, &CallbackEnviron::new());
     timer.set_after(Duration::ZERO);
     count.wait_for(1);
     let opener = support::open_when(&gate, disarmed(timer.as_raw()));
@@ -561,7 +533,7 @@ trait StopAndDrain {
     fn wait(&self);
 }
 
-impl StopAndDrain for ThreadpoolTimer {
+impl StopAndDrain for Timer {
     fn stop_and_drain(&self) {
         TimerObject::stop_and_drain(self);
     }
@@ -570,7 +542,7 @@ impl StopAndDrain for ThreadpoolTimer {
     }
 }
 
-impl StopAndDrain for ThreadpoolPeriodicTimer {
+impl StopAndDrain for PeriodicTimer {
     fn stop_and_drain(&self) {
         PeriodicTimerObject::stop_and_drain(self);
     }
@@ -582,7 +554,7 @@ impl StopAndDrain for ThreadpoolPeriodicTimer {
 #[test]
 fn stop_and_drain_absorbs_one_shot_arms_racing_it() {
     arms_racing_stop_and_drain(
-        |on_entry| ThreadpoolTimer::new(move |_| on_entry(), None).unwrap(),
+        |on_entry| Timer::new(move |_| on_entry()).unwrap(),
         |t, d| t.set_after(d),
         |t| t.is_set(),
     );
@@ -591,7 +563,7 @@ fn stop_and_drain_absorbs_one_shot_arms_racing_it() {
 #[test]
 fn stop_and_drain_absorbs_periodic_starts_racing_it() {
     arms_racing_stop_and_drain(
-        |on_entry| ThreadpoolPeriodicTimer::new(Duration::from_millis(1), move |_| on_entry(), None).unwrap(),
+        |on_entry| PeriodicTimer::new(Duration::from_millis(1), move |_| on_entry()).unwrap(),
         |t, d| t.start_after(d),
         |t| t.is_running(),
     );
@@ -601,7 +573,7 @@ fn stop_and_drain_absorbs_periodic_starts_racing_it() {
 fn disarm_during_a_firing_drops_its_rearm() {
     let count = Arc::new(Counter::default());
     let gate = Arc::new(Gate::default());
-    let timer = blocked_rearming_timer(&count, &gate, None);
+    let timer = blocked_rearming_timer(&count, &gate, &CallbackEnviron::new());
     timer.set_after(Duration::ZERO);
     count.wait_for(1);
     timer.disarm(); // while the firing is blocked, its re-arm requested
@@ -620,7 +592,7 @@ fn drop_with_a_stale_firing_queued_suppresses_its_rearm() {
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolTimer::new(
+    let timer = Timer::new_in(
         move |firing| {
             // A bounded chain: if the re-arm were applied, teardown would
             // still finish (and the count show it) instead of hanging.
@@ -628,7 +600,7 @@ fn drop_with_a_stale_firing_queued_suppresses_its_rearm() {
                 firing.rearm_after(Duration::ZERO);
             }
         },
-        Some(&mut blocked.env()),
+        &blocked.env(),
     )
     .unwrap();
     let due = SystemTime::now() + Duration::from_millis(20);
@@ -637,7 +609,7 @@ fn drop_with_a_stale_firing_queued_suppresses_its_rearm() {
     // The pool's thread is released only once the drop has disarmed: the
     // firing is still queued, not dispatched, when the drop begins (owed).
     let opener = support::open_when(&blocked.gate, disarmed(timer.as_raw()));
-    support::teardown_owing("ThreadpoolTimer", || drop(timer));
+    support::teardown_owing("Timer", || drop(timer));
     assert!(opener.join().unwrap(), "the drop never disarmed the timer");
     let expected = if support::on_wine() { 1 } else { 0 };
     assert_eq!(count.get(), expected, "a firing ran after teardown suppressed re-arms");
@@ -650,13 +622,10 @@ fn panicking_timer_callback_aborts_the_process() {
     let out = support::child("panicking_timer_callback_aborts_the_process", &[], || {
         let entered = Arc::new(Counter::default());
         let e = Arc::clone(&entered);
-        let timer = ThreadpoolTimer::new(
-            move |_| {
-                e.bump();
-                panic!("boom from a timer callback");
-            },
-            None,
-        )
+        let timer = Timer::new(move |_| {
+            e.bump();
+            panic!("boom from a timer callback");
+        })
         .unwrap();
         timer.set_after(Duration::from_millis(1));
         // A drain waits only for callbacks already executing: stay alive
@@ -670,13 +639,9 @@ fn panicking_timer_callback_aborts_the_process() {
 
 // ---- periodic ------------------------------------------------------------------------
 
-fn counting_periodic(
-    period: Duration,
-    count: &Arc<Counter>,
-    env: Option<&mut CallbackEnviron<'_>>,
-) -> ThreadpoolPeriodicTimer {
+fn counting_periodic(period: Duration, count: &Arc<Counter>, env: &CallbackEnviron) -> PeriodicTimer {
     let c = Arc::clone(count);
-    ThreadpoolPeriodicTimer::new(
+    PeriodicTimer::new_in(
         period,
         move |_| {
             c.bump();
@@ -693,22 +658,22 @@ fn invalid_periods_are_rejected_with_the_reason() {
         (Duration::from_micros(500), "below the minimum"),
         (Duration::from_micros(2500), "whole number of milliseconds"),
         (Duration::from_nanos(1_000_001), "whole number of milliseconds"),
-        (ThreadpoolPeriodicTimer::MAX_PERIOD + Duration::from_millis(1), "above the maximum"),
+        (PeriodicTimer::MAX_PERIOD + Duration::from_millis(1), "above the maximum"),
     ];
     for (period, why) in cases {
-        let e = ThreadpoolPeriodicTimer::new(period, |_| {}, None).unwrap_err();
+        let e = PeriodicTimer::new(period, |_| {}).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{period:?}");
         assert!(e.to_string().contains(why), "{period:?}: {e}");
     }
-    for ok in [ThreadpoolPeriodicTimer::MIN_PERIOD, ThreadpoolPeriodicTimer::MAX_PERIOD] {
-        assert_eq!(ThreadpoolPeriodicTimer::new(ok, |_| {}, None).unwrap().period(), ok);
+    for ok in [PeriodicTimer::MIN_PERIOD, PeriodicTimer::MAX_PERIOD] {
+        assert_eq!(PeriodicTimer::new(ok, |_| {}).unwrap().period(), ok);
     }
 }
 
 #[test]
 fn periodic_ticks_until_stopped_and_drained() {
     let count = Arc::new(Counter::default());
-    let timer = counting_periodic(Duration::from_millis(2), &count, None);
+    let timer = counting_periodic(Duration::from_millis(2), &count, &CallbackEnviron::new());
     assert!(!timer.is_running());
     timer.start_after(Duration::ZERO);
     assert!(timer.is_running());
@@ -729,14 +694,10 @@ fn start_waits_one_period_for_the_first_tick() {
     let first: Arc<Mutex<Option<Instant>>> = Arc::default();
     let done = Arc::new(Counter::default());
     let (f, d) = (Arc::clone(&first), Arc::clone(&done));
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(100),
-        move |_| {
-            f.lock().unwrap().get_or_insert_with(Instant::now);
-            d.bump();
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_millis(100), move |_| {
+        f.lock().unwrap().get_or_insert_with(Instant::now);
+        d.bump();
+    })
     .unwrap();
     let t0 = Instant::now();
     timer.start();
@@ -752,15 +713,11 @@ fn start_waits_one_period_for_the_first_tick() {
 fn a_tick_can_stop_its_timer() {
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(1),
-        move |tick| {
-            if c.bump() >= 3 {
-                tick.stop();
-            }
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_millis(1), move |tick| {
+        if c.bump() >= 3 {
+            tick.stop();
+        }
+    })
     .unwrap();
     timer.start_after(Duration::ZERO);
     count.wait_for(3);
@@ -781,16 +738,12 @@ fn a_tick_stop_is_ignored_after_an_outside_restart() {
     let count = Arc::new(Counter::default());
     let gate = Arc::new(Gate::default());
     let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_secs(3600),
-        move |tick| {
-            if c.bump() == 1 {
-                g.wait();
-                tick.stop();
-            }
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_secs(3600), move |tick| {
+        if c.bump() == 1 {
+            g.wait();
+            tick.stop();
+        }
+    })
     .unwrap();
     timer.start_after(Duration::ZERO);
     count.wait_for(1);
@@ -805,7 +758,7 @@ fn a_tick_stop_is_ignored_after_an_outside_restart() {
 fn stop_with_a_tick_queued_differs_on_wine() {
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
-    let timer = counting_periodic(Duration::from_secs(3600), &count, Some(&mut blocked.env()));
+    let timer = counting_periodic(Duration::from_secs(3600), &count, &blocked.env());
     let due = SystemTime::now() + Duration::from_millis(20);
     timer.start_at(due).unwrap();
     witness_at(due + Duration::from_millis(5));
@@ -822,7 +775,7 @@ fn stop_with_a_tick_queued_differs_on_wine() {
 #[test]
 fn max_period_differs_on_wine() {
     let count = Arc::new(Counter::default());
-    let timer = counting_periodic(ThreadpoolPeriodicTimer::MAX_PERIOD, &count, None);
+    let timer = counting_periodic(PeriodicTimer::MAX_PERIOD, &count, &CallbackEnviron::new());
     timer.start_after(Duration::ZERO);
     count.wait_for(1);
     if support::on_wine() {
@@ -840,10 +793,10 @@ fn max_period_differs_on_wine() {
 #[test]
 fn periodic_drop_while_ticking_frees_the_callback() {
     let count = Arc::new(Counter::default());
-    let timer = counting_periodic(Duration::from_millis(1), &count, None);
+    let timer = counting_periodic(Duration::from_millis(1), &count, &CallbackEnviron::new());
     timer.start_after(Duration::ZERO);
     count.wait_for(3);
-    support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
+    support::teardown_owing("PeriodicTimer", || drop(timer));
     assert_eq!(Arc::strong_count(&count), 1, "the callback's captures are freed by drop");
 }
 
@@ -853,7 +806,7 @@ fn one_shot_callback_state_is_freed_after_drop() {
     let timer = counting_timer(&count);
     timer.set_after(Duration::from_secs(3600));
     assert_eq!(Arc::strong_count(&count), 2);
-    support::teardown_owing("ThreadpoolTimer", || drop(timer));
+    support::teardown_owing("Timer", || drop(timer));
     assert_eq!(Arc::strong_count(&count), 1);
 }
 
@@ -862,14 +815,10 @@ fn panicking_periodic_tick_aborts_the_process() {
     let out = support::child("panicking_periodic_tick_aborts_the_process", &[], || {
         let entered = Arc::new(Counter::default());
         let e = Arc::clone(&entered);
-        let timer = ThreadpoolPeriodicTimer::new(
-            Duration::from_millis(5),
-            move |_| {
-                e.bump();
-                panic!("boom from a periodic tick");
-            },
-            None,
-        )
+        let timer = PeriodicTimer::new(Duration::from_millis(5), move |_| {
+            e.bump();
+            panic!("boom from a periodic tick");
+        })
         .unwrap();
         timer.start();
         entered.wait_for(1);
@@ -902,7 +851,7 @@ fn one_shot_dropped_armed_reports_the_owed_drain_after_teardown() {
     let disarmed = counting_timer(&count);
     disarmed.set_after(Duration::from_secs(3600));
     disarmed.disarm();
-    support::teardown_owing("ThreadpoolTimer", || drop(disarmed));
+    support::teardown_owing("Timer", || drop(disarmed));
     assert_eq!(Arc::strong_count(&count), 1);
 
     // Armed again from outside while a firing runs: the report comes only
@@ -911,14 +860,11 @@ fn one_shot_dropped_armed_reports_the_owed_drain_after_teardown() {
     let gate = Arc::new(Gate::default());
     let finished = Arc::new(AtomicBool::new(false));
     let (c, g, f) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&finished));
-    let timer = ThreadpoolTimer::new(
-        move |_| {
-            c.bump();
-            g.wait();
-            f.store(true, SeqCst);
-        },
-        None,
-    )
+    let timer = Timer::new(move |_| {
+        c.bump();
+        g.wait();
+        f.store(true, SeqCst);
+    })
     .unwrap();
     timer.set_after(Duration::ZERO);
     count.wait_for(1);
@@ -926,7 +872,7 @@ fn one_shot_dropped_armed_reports_the_owed_drain_after_teardown() {
     // Armed far ahead: owed whenever the gate opens; opening before the
     // drop only makes the test weaker.
     let opener = support::open_soon(&gate);
-    support::teardown_owing("ThreadpoolTimer", || drop(timer));
+    support::teardown_owing("Timer", || drop(timer));
     assert!(finished.load(SeqCst), "the drop ended before the running firing did");
     assert_eq!(count.get(), 1);
     assert_eq!(Arc::strong_count(&count), 1, "the drop ended before freeing the callback");
@@ -938,20 +884,16 @@ fn periodic_dropped_running_reports_the_owed_drain_after_teardown() {
     // At rest, no report even under fail-fast: stopped and drained; stopped
     // by its own tick and waited for.
     let count = Arc::new(Counter::default());
-    let drained = counting_periodic(Duration::from_millis(1), &count, None);
+    let drained = counting_periodic(Duration::from_millis(1), &count, &CallbackEnviron::new());
     drained.start_after(Duration::ZERO);
     count.wait_for(1);
     drained.stop_and_drain();
     drop(drained);
     let c = Arc::clone(&count);
-    let self_stopped = ThreadpoolPeriodicTimer::new(
-        Duration::from_millis(1),
-        move |tick| {
-            c.bump();
-            tick.stop();
-        },
-        None,
-    )
+    let self_stopped = PeriodicTimer::new(Duration::from_millis(1), move |tick| {
+        c.bump();
+        tick.stop();
+    })
     .unwrap();
     self_stopped.start_after(Duration::ZERO);
     let deadline = Instant::now() + PATIENCE;
@@ -962,10 +904,10 @@ fn periodic_dropped_running_reports_the_owed_drain_after_teardown() {
     self_stopped.wait();
     drop(self_stopped);
     // Stopped but not drained: still owed.
-    let stopped = counting_periodic(Duration::from_secs(3600), &count, None);
+    let stopped = counting_periodic(Duration::from_secs(3600), &count, &CallbackEnviron::new());
     stopped.start();
     stopped.stop();
-    support::teardown_owing("ThreadpoolPeriodicTimer", || drop(stopped));
+    support::teardown_owing("PeriodicTimer", || drop(stopped));
     assert_eq!(Arc::strong_count(&count), 1);
 
     // Running, with a tick in progress: the report comes only after teardown
@@ -974,22 +916,18 @@ fn periodic_dropped_running_reports_the_owed_drain_after_teardown() {
     let gate = Arc::new(Gate::default());
     let finished = Arc::new(AtomicBool::new(false));
     let (c, g, f) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&finished));
-    let timer = ThreadpoolPeriodicTimer::new(
-        Duration::from_secs(3600),
-        move |_| {
-            c.bump();
-            g.wait();
-            f.store(true, SeqCst);
-        },
-        None,
-    )
+    let timer = PeriodicTimer::new(Duration::from_secs(3600), move |_| {
+        c.bump();
+        g.wait();
+        f.store(true, SeqCst);
+    })
     .unwrap();
     timer.start_after(Duration::ZERO);
     count.wait_for(1);
     // Started and never stopped: owed whenever the gate opens; opening
     // before the drop only makes the test weaker.
     let opener = support::open_soon(&gate);
-    support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
+    support::teardown_owing("PeriodicTimer", || drop(timer));
     assert!(finished.load(SeqCst), "the drop ended before the running tick did");
     assert_eq!(count.get(), 1);
     assert_eq!(Arc::strong_count(&count), 1, "the drop ended before freeing the callback");
@@ -1002,7 +940,7 @@ fn periodic_dropped_running_reports_the_owed_drain_after_teardown() {
 #[test]
 fn drain_owed_while_unwinding() {
     let out = support::child("drain_owed_while_unwinding", &[], || {
-        let timer = ThreadpoolTimer::new(|_| {}, None).unwrap();
+        let timer = Timer::new(|_| {}).unwrap();
         // Far in the future: certainly still armed, so owed, when the unwind drops it.
         timer.set_after(Duration::from_secs(3600));
         panic!("first panic, with a timer owing a drain");
@@ -1010,7 +948,7 @@ fn drain_owed_while_unwinding() {
     assert!(out.stderr.contains("first panic"), "{out:#?}");
     if cfg!(feature = "fail-fast") {
         support::assert_panicked_and_aborted(&out, support::AbortKind::PanicWhileUnwinding, "drain still owed");
-        assert!(out.stderr.contains("ThreadpoolTimer was torn down"), "{out:#?}");
+        assert!(out.stderr.contains("Timer was torn down"), "{out:#?}");
     } else {
         assert_eq!(out.code, Some(support::TEST_FAILED), "{out:#?}");
         assert!(!out.stderr.contains("drain still owed"), "{out:#?}");
@@ -1047,17 +985,14 @@ fn one_shot_records_its_life_in_order() {
         let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
         // Firing 1 re-arms itself, firing 2 does not, firing 3 requests a
         // re-arm and blocks until teardown has suppressed it.
-        let timer = ThreadpoolTimer::new(
-            move |firing| match c.bump() {
-                1 => firing.rearm_after(Duration::ZERO),
-                3 => {
-                    firing.rearm_after(Duration::ZERO);
-                    g.wait();
-                }
-                _ => {}
-            },
-            None,
-        )
+        let timer = Timer::new(move |firing| match c.bump() {
+            1 => firing.rearm_after(Duration::ZERO),
+            3 => {
+                firing.rearm_after(Duration::ZERO);
+                g.wait();
+            }
+            _ => {}
+        })
         .unwrap();
         timer.set_after(Duration::from_millis(1));
         count.wait_for(2);
@@ -1169,12 +1104,12 @@ fn periodic_records_its_life_in_order() {
     support::traced_child("periodic_records_its_life_in_order", "timer-periodic,syscall", || {
         let main = rows::thread_id();
         let count = Arc::new(Counter::default());
-        let timer = counting_periodic(Duration::from_millis(5), &count, None);
+        let timer = counting_periodic(Duration::from_millis(5), &count, &CallbackEnviron::new());
         timer.start();
         count.wait_for(3);
         // Dropped running: teardown finds the drain owed, and reports it
         // (fail-fast) only after it finished.
-        support::teardown_owing("ThreadpoolPeriodicTimer", || drop(timer));
+        support::teardown_owing("PeriodicTimer", || drop(timer));
 
         let all = rows::rows(&windows_threadpool::trace::dump());
         let (life, raw) = timer_rows(&all, "timer-periodic");
@@ -1229,7 +1164,7 @@ fn periodic_records_its_life_in_order() {
 #[test]
 fn periodic_as_raw_is_the_live_timer() {
     let count = Arc::new(Counter::default());
-    let timer = counting_periodic(Duration::from_secs(3600), &count, None);
+    let timer = counting_periodic(Duration::from_secs(3600), &count, &CallbackEnviron::new());
     let raw = timer.as_raw();
     assert_ne!(raw, 0);
     // SAFETY (both calls): `raw` is the live timer `timer` owns.
@@ -1246,7 +1181,7 @@ fn periodic_as_raw_is_the_live_timer() {
 #[test]
 fn start_with_window_starts_ticking() {
     let count = Arc::new(Counter::default());
-    let timer = counting_periodic(Duration::from_millis(1), &count, None);
+    let timer = counting_periodic(Duration::from_millis(1), &count, &CallbackEnviron::new());
     timer.start_with_window(Duration::ZERO, Duration::from_micros(5500));
     assert!(timer.is_running());
     count.wait_for(3);

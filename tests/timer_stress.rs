@@ -35,7 +35,7 @@ mod scenarios {
     use std::sync::{Arc, Barrier, Condvar, Mutex};
     use std::time::{Duration, Instant, SystemTime};
 
-    use windows_threadpool::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
+    use windows_threadpool::{PeriodicTimer, Timer};
 
     use crate::stress::{self, Ctx, Rng, Scenario};
     use crate::support;
@@ -81,13 +81,10 @@ mod scenarios {
     fn witness_after(d: Duration) {
         let fired = Arc::new((Mutex::new(false), Condvar::new()));
         let f = Arc::clone(&fired);
-        let w = ThreadpoolTimer::new(
-            move |_| {
-                *f.0.lock().unwrap() = true;
-                f.1.notify_all();
-            },
-            None,
-        )
+        let w = Timer::new(move |_| {
+            *f.0.lock().unwrap() = true;
+            f.1.notify_all();
+        })
         .unwrap();
         w.set_after(d);
         let g = fired.0.lock().unwrap();
@@ -155,20 +152,17 @@ mod scenarios {
             let probe = Arc::new(Probe::default());
             let last_end: Arc<Mutex<Option<Instant>>> = Arc::default();
             let (p, g, e) = (Arc::clone(&probe), Arc::clone(&gaps), last_end);
-            let t = ThreadpoolTimer::new(
-                move |firing| {
-                    let n = p.enter();
-                    if let Some(end) = e.lock().unwrap().take() {
-                        g.lock().unwrap().push(end.elapsed());
-                    }
-                    if n < per {
-                        rearm(firing, n);
-                    }
-                    *e.lock().unwrap() = Some(Instant::now());
-                    p.leave();
-                },
-                None,
-            )
+            let t = Timer::new(move |firing| {
+                let n = p.enter();
+                if let Some(end) = e.lock().unwrap().take() {
+                    g.lock().unwrap().push(end.elapsed());
+                }
+                if n < per {
+                    rearm(firing, n);
+                }
+                *e.lock().unwrap() = Some(Instant::now());
+                p.leave();
+            })
             .unwrap();
             timers.push(t);
             probes.push(probe);
@@ -212,13 +206,10 @@ mod scenarios {
     fn one_shot_external_arming_churn_8_threads(ctx: &Ctx) {
         let probe = Arc::new(Probe::default());
         let p = Arc::clone(&probe);
-        let timer = ThreadpoolTimer::new(
-            move |_| {
-                p.enter();
-                p.leave();
-            },
-            None,
-        )
+        let timer = Timer::new(move |_| {
+            p.enter();
+            p.leave();
+        })
         .unwrap();
         let mut rng = Rng::from_time(ctx);
         let rounds = ctx.n(20);
@@ -265,17 +256,14 @@ mod scenarios {
     fn one_shot_arm_disarm_races(ctx: &Ctx) {
         const TIMERS: usize = 16;
         let probes: Vec<Arc<Probe>> = (0..TIMERS).map(|_| Arc::default()).collect();
-        let timers: Vec<ThreadpoolTimer> = probes
+        let timers: Vec<Timer> = probes
             .iter()
             .map(|p| {
                 let p = Arc::clone(p);
-                ThreadpoolTimer::new(
-                    move |_| {
-                        p.enter();
-                        p.leave();
-                    },
-                    None,
-                )
+                Timer::new(move |_| {
+                    p.enter();
+                    p.leave();
+                })
                 .unwrap()
             })
             .collect();
@@ -335,15 +323,12 @@ mod scenarios {
         let fired: Arc<(Mutex<Option<Instant>>, Condvar)> = Arc::default();
         let probe = Arc::new(Probe::default());
         let (f, p) = (Arc::clone(&fired), Arc::clone(&probe));
-        let timer = ThreadpoolTimer::new(
-            move |_| {
-                p.enter();
-                *f.0.lock().unwrap() = Some(Instant::now());
-                f.1.notify_all();
-                p.leave();
-            },
-            None,
-        )
+        let timer = Timer::new(move |_| {
+            p.enter();
+            *f.0.lock().unwrap() = Some(Instant::now());
+            f.1.notify_all();
+            p.leave();
+        })
         .unwrap();
         ctx.report("platform", if support::on_wine() { "Wine" } else { "Windows" });
         let cycles = ctx.n(100);
@@ -394,17 +379,14 @@ mod scenarios {
             let due_slot: Arc<Mutex<Option<Instant>>> = Arc::default();
             let d = Arc::clone(&due_slot);
             timers.push(
-                ThreadpoolTimer::new(
-                    move |_| {
-                        p.enter();
-                        o[i].fetch_add(1, SeqCst);
-                        if let Some(due) = *d.lock().unwrap() {
-                            l.lock().unwrap().push(Instant::now().saturating_duration_since(due));
-                        }
-                        p.leave();
-                    },
-                    None,
-                )
+                Timer::new(move |_| {
+                    p.enter();
+                    o[i].fetch_add(1, SeqCst);
+                    if let Some(due) = *d.lock().unwrap() {
+                        l.lock().unwrap().push(Instant::now().saturating_duration_since(due));
+                    }
+                    p.leave();
+                })
                 .unwrap(),
             );
             dues.push(due_slot);
@@ -446,15 +428,12 @@ mod scenarios {
                 let (p, l) = (Arc::clone(&probe), Arc::clone(&lateness));
                 let due: Arc<Mutex<Option<Instant>>> = Arc::default();
                 let d = Arc::clone(&due);
-                let t = ThreadpoolTimer::new(
-                    move |_| {
-                        p.enter();
-                        let due = d.lock().unwrap().expect("due set before arming");
-                        l.lock().unwrap().push(Instant::now().saturating_duration_since(due));
-                        p.leave();
-                    },
-                    None,
-                )
+                let t = Timer::new(move |_| {
+                    p.enter();
+                    let due = d.lock().unwrap().expect("due set before arming");
+                    l.lock().unwrap().push(Instant::now().saturating_duration_since(due));
+                    p.leave();
+                })
                 .unwrap();
                 *due.lock().unwrap() = Some(Instant::now() + delay);
                 t.set_after_with_window(delay, Duration::from_millis(w));
@@ -480,13 +459,10 @@ mod scenarios {
         for i in 0..n {
             let probe = Arc::new(Probe::default());
             let p = Arc::clone(&probe);
-            let t = ThreadpoolTimer::new(
-                move |_| {
-                    p.enter();
-                    p.leave();
-                },
-                None,
-            )
+            let t = Timer::new(move |_| {
+                p.enter();
+                p.leave();
+            })
             .unwrap();
             t.set_after(rng.duration(Duration::from_micros(400)));
             if i % 10 == 0 {
@@ -496,7 +472,7 @@ mod scenarios {
                 spin(rng.duration(Duration::from_micros(400)));
             }
             // Owed unless the firing was dispatched first.
-            support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
+            support::teardown_maybe_owing("Timer", || drop(t));
             probe.torn_down.store(true, SeqCst);
             probe.assert_quiet("right after drop");
             assert_eq!(Arc::strong_count(&probe), 1, "drop did not free the callback");
@@ -523,21 +499,18 @@ mod scenarios {
             let probe = Arc::new(Probe::default());
             let dwell = rng.duration(Duration::from_micros(300));
             let p = Arc::clone(&probe);
-            let t = ThreadpoolTimer::new(
-                move |firing| {
-                    p.enter();
-                    firing.rearm_after(Duration::ZERO);
-                    spin(dwell);
-                    p.leave();
-                },
-                None,
-            )
+            let t = Timer::new(move |firing| {
+                p.enter();
+                firing.rearm_after(Duration::ZERO);
+                spin(dwell);
+                p.leave();
+            })
             .unwrap();
             t.set_after(Duration::ZERO);
             // Drop once a firing has been entered; usually one is mid-callback.
             wait_until("the first firing", || probe.started() > 0);
             // Owed if an applied re-arm has not fired yet.
-            support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
+            support::teardown_maybe_owing("Timer", || drop(t));
             probe.torn_down.store(true, SeqCst);
             probe.assert_quiet("right after drop");
             assert_eq!(Arc::strong_count(&probe), 1, "drop did not free the callback");
@@ -557,14 +530,11 @@ mod scenarios {
         // One timer re-arming itself without end; 8 threads stop_and_drain it at once.
         let probe = Arc::new(Probe::default());
         let p = Arc::clone(&probe);
-        let timer = ThreadpoolTimer::new(
-            move |firing| {
-                p.enter();
-                firing.rearm_after(Duration::ZERO);
-                p.leave();
-            },
-            None,
-        )
+        let timer = Timer::new(move |firing| {
+            p.enter();
+            firing.rearm_after(Duration::ZERO);
+            p.leave();
+        })
         .unwrap();
         let rounds = ctx.n(30);
         for _ in 0..rounds {
@@ -614,24 +584,17 @@ mod scenarios {
                     for _ in 0..per_thread {
                         let (a, b) = (Arc::new(Probe::default()), Arc::new(Probe::default()));
                         let (pa, pb) = (Arc::clone(&a), Arc::clone(&b));
-                        let t = ThreadpoolTimer::new(
-                            move |firing| {
-                                pa.enter();
-                                firing.rearm_after(Duration::from_micros(200));
-                                pa.leave();
-                            },
-                            None,
-                        )
+                        let t = Timer::new(move |firing| {
+                            pa.enter();
+                            firing.rearm_after(Duration::from_micros(200));
+                            pa.leave();
+                        })
                         .unwrap();
                         t.set_after(Duration::ZERO);
-                        let pt = ThreadpoolPeriodicTimer::new(
-                            Duration::from_millis(1),
-                            move |_| {
-                                pb.enter();
-                                pb.leave();
-                            },
-                            None,
-                        )
+                        let pt = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+                            pb.enter();
+                            pb.leave();
+                        })
                         .unwrap();
                         pt.start_after(Duration::ZERO);
                         one_shots.push(t);
@@ -643,10 +606,10 @@ mod scenarios {
                     // One at a time: under fail-fast a report while a Vec
                     // drops its other elements would be a panic during a panic.
                     for t in one_shots {
-                        support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
+                        support::teardown_maybe_owing("Timer", || drop(t));
                     }
                     for t in periodics {
-                        support::teardown_owing("ThreadpoolPeriodicTimer", || drop(t));
+                        support::teardown_owing("PeriodicTimer", || drop(t));
                     }
                     for p in &probes {
                         p.torn_down.store(true, SeqCst);
@@ -677,15 +640,11 @@ mod scenarios {
             let probe = Arc::new(Probe::default());
             let log: Arc<Mutex<Vec<Instant>>> = Arc::default();
             let (p, l) = (Arc::clone(&probe), Arc::clone(&log));
-            let t = ThreadpoolPeriodicTimer::new(
-                Duration::from_millis(ms),
-                move |_| {
-                    p.enter();
-                    l.lock().unwrap().push(Instant::now());
-                    p.leave();
-                },
-                None,
-            )
+            let t = PeriodicTimer::new(Duration::from_millis(ms), move |_| {
+                p.enter();
+                l.lock().unwrap().push(Instant::now());
+                p.leave();
+            })
             .unwrap();
             timers.push(t);
             logs.push(log);
@@ -715,16 +674,12 @@ mod scenarios {
     fn periodic_deliberate_overlap(ctx: &Ctx) {
         let probe = Arc::new(Probe::default());
         let p = Arc::clone(&probe);
-        let timer = ThreadpoolPeriodicTimer::new(
-            Duration::from_millis(1),
-            move |_| {
-                p.enter();
-                // Ten times the period: the pool keeps queueing ticks meanwhile.
-                std::thread::sleep(Duration::from_millis(10));
-                p.leave();
-            },
-            None,
-        )
+        let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+            p.enter();
+            // Ten times the period: the pool keeps queueing ticks meanwhile.
+            std::thread::sleep(Duration::from_millis(10));
+            p.leave();
+        })
         .unwrap();
         let ticks = ctx.n(100);
         timer.start_after(Duration::ZERO);
@@ -749,16 +704,12 @@ mod scenarios {
             let probe = Arc::new(Probe::default());
             let stop_at = 1 + rng.below(5) as usize;
             let p = Arc::clone(&probe);
-            let t = ThreadpoolPeriodicTimer::new(
-                Duration::from_millis(1 + rng.below(5)),
-                move |tick| {
-                    if p.enter() == stop_at {
-                        tick.stop();
-                    }
-                    p.leave();
-                },
-                None,
-            )
+            let t = PeriodicTimer::new(Duration::from_millis(1 + rng.below(5)), move |tick| {
+                if p.enter() == stop_at {
+                    tick.stop();
+                }
+                p.leave();
+            })
             .unwrap();
             t.start();
             timers.push(t);
@@ -786,14 +737,10 @@ mod scenarios {
     fn periodic_start_stop_churn(ctx: &Ctx) {
         let probe = Arc::new(Probe::default());
         let p = Arc::clone(&probe);
-        let timer = ThreadpoolPeriodicTimer::new(
-            Duration::from_millis(1),
-            move |_| {
-                p.enter();
-                p.leave();
-            },
-            None,
-        )
+        let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+            p.enter();
+            p.leave();
+        })
         .unwrap();
         let mut rng = Rng::from_time(ctx);
         let rounds = ctx.n(20);
@@ -839,15 +786,11 @@ mod scenarios {
             let probe = Arc::new(Probe::default());
             let p = Arc::clone(&probe);
             let dwell = if i % 2 == 0 { Duration::ZERO } else { Duration::from_micros(300) };
-            let t = ThreadpoolPeriodicTimer::new(
-                Duration::from_millis(1),
-                move |_| {
-                    p.enter();
-                    spin(dwell);
-                    p.leave();
-                },
-                None,
-            )
+            let t = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+                p.enter();
+                spin(dwell);
+                p.leave();
+            })
             .unwrap();
             t.start_after(Duration::ZERO);
             if i % 2 == 0 {
@@ -857,7 +800,7 @@ mod scenarios {
                 wait_until("a tick in progress", || probe.running.load(SeqCst) > 0);
                 mid += 1;
             }
-            support::teardown_owing("ThreadpoolPeriodicTimer", || drop(t));
+            support::teardown_owing("PeriodicTimer", || drop(t));
             probe.torn_down.store(true, SeqCst);
             probe.assert_quiet("right after drop");
             assert_eq!(Arc::strong_count(&probe), 1, "drop did not free the callback");
@@ -877,21 +820,17 @@ mod scenarios {
         let probe = Arc::new(Probe::default());
         let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..n).map(|_| AtomicUsize::new(0)).collect());
         let t0 = Instant::now();
-        let timers: Vec<ThreadpoolPeriodicTimer> = (0..n)
+        let timers: Vec<PeriodicTimer> = (0..n)
             .map(|i| {
                 let (p, c) = (Arc::clone(&probe), Arc::clone(&counts));
                 // Periods grow with the population so the tick rate the pool
                 // must sustain stays the same: this measures population, not
                 // overload.
-                ThreadpoolPeriodicTimer::new(
-                    Duration::from_millis((5 + rng.below(16)) * ctx.scale() as u64),
-                    move |_| {
-                        p.enter();
-                        c[i].fetch_add(1, SeqCst);
-                        p.leave();
-                    },
-                    None,
-                )
+                PeriodicTimer::new(Duration::from_millis((5 + rng.below(16)) * ctx.scale() as u64), move |_| {
+                    p.enter();
+                    c[i].fetch_add(1, SeqCst);
+                    p.leave();
+                })
                 .unwrap()
             })
             .collect();
@@ -929,15 +868,13 @@ mod scenarios {
             let period = match rng.below(5) {
                 0 => Duration::from_nanos(rng.below(1_000_000)),
                 1 => Duration::from_millis(1 + rng.below(1000)) + Duration::from_nanos(1 + rng.below(999_999)),
-                2 => ThreadpoolPeriodicTimer::MAX_PERIOD + Duration::from_millis(1 + rng.below(1 << 40)),
-                3 => Duration::new(rng.next(), 0).max(ThreadpoolPeriodicTimer::MAX_PERIOD + Duration::from_secs(1)),
+                2 => PeriodicTimer::MAX_PERIOD + Duration::from_millis(1 + rng.below(1 << 40)),
+                3 => Duration::new(rng.next(), 0).max(PeriodicTimer::MAX_PERIOD + Duration::from_secs(1)),
                 _ => Duration::from_millis(1 + rng.below(u64::from(u32::MAX))),
             };
             let whole_ms = period.subsec_nanos().is_multiple_of(1_000_000);
-            let valid = period >= ThreadpoolPeriodicTimer::MIN_PERIOD
-                && period <= ThreadpoolPeriodicTimer::MAX_PERIOD
-                && whole_ms;
-            match ThreadpoolPeriodicTimer::new(period, |_| {}, None) {
+            let valid = period >= PeriodicTimer::MIN_PERIOD && period <= PeriodicTimer::MAX_PERIOD && whole_ms;
+            match PeriodicTimer::new(period, |_| {}) {
                 Ok(t) => {
                     assert!(valid, "accepted {period:?}");
                     assert_eq!(t.period(), period);
@@ -946,7 +883,7 @@ mod scenarios {
                 Err(e) => {
                     assert!(!valid, "rejected {period:?}: {e}");
                     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-                    let why = if period < ThreadpoolPeriodicTimer::MIN_PERIOD {
+                    let why = if period < PeriodicTimer::MIN_PERIOD {
                         "below the minimum"
                     } else if !whole_ms {
                         "whole number of milliseconds"
@@ -970,33 +907,23 @@ mod scenarios {
         let churn_probe = Arc::new(Probe::default());
         let cycled = AtomicUsize::new(0);
         let cp = Arc::clone(&chain_probe);
-        let chain = ThreadpoolTimer::new(
-            move |firing| {
-                cp.enter();
-                firing.rearm_after(Duration::from_micros(100));
-                cp.leave();
-            },
-            None,
-        )
+        let chain = Timer::new(move |firing| {
+            cp.enter();
+            firing.rearm_after(Duration::from_micros(100));
+            cp.leave();
+        })
         .unwrap();
         let tp = Arc::clone(&tick_probe);
-        let ticker = ThreadpoolPeriodicTimer::new(
-            Duration::from_millis(1),
-            move |_| {
-                tp.enter();
-                tp.leave();
-            },
-            None,
-        )
+        let ticker = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+            tp.enter();
+            tp.leave();
+        })
         .unwrap();
         let hp = Arc::clone(&churn_probe);
-        let churned = ThreadpoolTimer::new(
-            move |_| {
-                hp.enter();
-                hp.leave();
-            },
-            None,
-        )
+        let churned = Timer::new(move |_| {
+            hp.enter();
+            hp.leave();
+        })
         .unwrap();
         chain.set_after(Duration::ZERO);
         ticker.start_after(Duration::ZERO);
@@ -1026,18 +953,15 @@ mod scenarios {
                 while !stop.load(SeqCst) {
                     let probe = Arc::new(Probe::default());
                     let p = Arc::clone(&probe);
-                    let t = ThreadpoolTimer::new(
-                        move |firing| {
-                            p.enter();
-                            firing.rearm_after(Duration::ZERO);
-                            p.leave();
-                        },
-                        None,
-                    )
+                    let t = Timer::new(move |firing| {
+                        p.enter();
+                        firing.rearm_after(Duration::ZERO);
+                        p.leave();
+                    })
                     .unwrap();
                     t.set_after(Duration::ZERO);
                     wait_until("a cycled timer to fire", || probe.started() > 0);
-                    support::teardown_maybe_owing("ThreadpoolTimer", || drop(t));
+                    support::teardown_maybe_owing("Timer", || drop(t));
                     probe.torn_down.store(true, SeqCst);
                     probe.assert_quiet("cycled timer after drop");
                     cycled.fetch_add(1, SeqCst);

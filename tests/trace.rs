@@ -24,16 +24,15 @@ fn json_parser_parses_and_rejects() {
 #[cfg(not(feature = "trace"))]
 #[test]
 fn without_the_feature_nothing_is_recorded() {
-    use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+    use windows_threadpool::{CallbackEnviron, Pool, Work};
     let out = support::child("without_the_feature_nothing_is_recorded", &[(support::TRACE_VAR, "*")], || {
         assert_eq!(std::env::var(support::TRACE_VAR).as_deref(), Ok("*"), "the child did not get the filter");
         trace::observe_exceptions();
         assert!(!trace::enabled());
         assert!(!trace::wants("work") && !trace::wants("exception") && !trace::wants("*"));
-        let pool = ThreadpoolPool::new().unwrap();
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
-        let work = ThreadpoolWork::new(|| {}, Some(&mut env)).unwrap();
+        let pool = Pool::new().unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let work = Work::new_in(|_| {}, &env).unwrap();
         work.submit();
         work.wait();
         drop(work);
@@ -58,14 +57,13 @@ use rows_support::{Row, rows, thread_id};
 #[cfg(feature = "trace")]
 fn pool_scenario(submits: usize) {
     use std::sync::Arc;
-    use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
-    let pool = ThreadpoolPool::new().unwrap();
+    use windows_threadpool::{CallbackEnviron, Pool, Work};
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(2).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
-    let inner = Arc::new(ThreadpoolWork::new(|| {}, Some(&mut env)).unwrap());
+    let env = CallbackEnviron::new().with_pool(&pool);
+    let inner = Arc::new(Work::new_in(|_| {}, &env).unwrap());
     let i = Arc::clone(&inner);
-    let outer = ThreadpoolWork::new(move || i.submit(), Some(&mut env)).unwrap();
+    let outer = Work::new_in(move |_| i.submit(), &env).unwrap();
     for _ in 0..submits {
         outer.submit();
     }

@@ -22,12 +22,12 @@ use windows_sys::Win32::System::Threading::{
     SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
 };
 use windows_sys::core::BOOL;
-use windows_threadpool::wait::{Event, ThreadpoolWait, WaitActivation, WaitOnlyEvent, WaitResult, WaitableHandle};
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+use windows_threadpool::wait::{Event, Wait, WaitActivation, WaitOnlyEvent, WaitResult, WaitableHandle};
+use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<ThreadpoolWait>();
+    send_sync::<Wait>();
     send_sync::<WaitableHandle>();
     send_sync::<Event>();
     send_sync::<WaitOnlyEvent>();
@@ -43,24 +43,24 @@ fn is_signalled(h: HANDLE) -> bool {
 }
 
 /// A wait whose callback sends each activation's result.
-fn reporting_wait(target: WaitableHandle) -> (ThreadpoolWait, mpsc::Receiver<WaitResult>) {
+fn reporting_wait(target: WaitableHandle) -> (Wait, mpsc::Receiver<WaitResult>) {
     let (tx, rx) = mpsc::channel();
-    let wait =
-        ThreadpoolWait::new(target, move |act: &WaitActivation<'_>| tx.send(act.result()).unwrap(), None).unwrap();
+    let wait = Wait::new(target, move |act: &WaitActivation<'_>| tx.send(act.result()).unwrap()).unwrap();
     (wait, rx)
 }
 
 /// A wait on `event` whose callback only counts.
-fn counting_wait(event: &Event, env: Option<&mut CallbackEnviron<'_>>) -> (ThreadpoolWait, Arc<Counter>) {
+fn counting_wait(event: &Event, env: Option<&CallbackEnviron>) -> (Wait, Arc<Counter>) {
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |_: &WaitActivation<'_>| {
-            c.bump();
-        },
-        env,
-    )
+    let handle = event.try_clone().unwrap().into();
+    let callback = move |_: &WaitActivation<'_>| {
+        c.bump();
+    };
+    let wait = match env {
+        Some(env) => Wait::new_in(handle, callback, env),
+        None => Wait::new(handle, callback),
+    }
     .unwrap();
     (wait, count)
 }
@@ -78,13 +78,9 @@ fn probe_fires(event: &Event) {
 fn signalled_activation_reports_the_signal_and_the_handle() {
     let event = Event::new(false, false).unwrap();
     let (tx, rx) = mpsc::channel();
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| {
-            tx.send((act.result(), act.is_signalled(), act.handle().as_raw_handle() as usize)).unwrap()
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+        tx.send((act.result(), act.is_signalled(), act.handle().as_raw_handle() as usize)).unwrap()
+    })
     .unwrap();
     let expected = wait.handle().as_raw_handle() as usize;
     wait.arm(None);
@@ -135,14 +131,10 @@ fn oversized_timeouts_saturate_to_never() {
     }
 
     let (tx, rx) = mpsc::channel();
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| {
-            let rearmed = act.rearm(Some(Duration::MAX));
-            tx.send((act.result(), rearmed)).unwrap();
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+        let rearmed = act.rearm(Some(Duration::MAX));
+        tx.send((act.result(), rearmed)).unwrap();
+    })
     .unwrap();
     wait.arm(None);
     event.set().unwrap();
@@ -158,14 +150,10 @@ fn rearming_gives_one_callback_per_signal() {
     let event = Event::new(false, false).unwrap();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| {
-            assert!(act.rearm(None), "nothing is stopping the wait");
-            c.bump();
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+        assert!(act.rearm(None), "nothing is stopping the wait");
+        c.bump();
+    })
     .unwrap();
     wait.arm(None);
     for i in 1..=N {
@@ -180,16 +168,12 @@ fn rearming_gives_one_callback_per_signal() {
 fn rearming_with_a_timeout_gives_timed_out_activations() {
     let (tx, rx) = mpsc::channel();
     let left = AtomicUsize::new(3);
-    let wait = ThreadpoolWait::new(
-        WaitableHandle::event(false, false).unwrap(),
-        move |act: &WaitActivation<'_>| {
-            tx.send(act.result()).unwrap();
-            if left.fetch_sub(1, SeqCst) > 1 {
-                act.rearm(Some(Duration::from_millis(1)));
-            }
-        },
-        None,
-    )
+    let wait = Wait::new(WaitableHandle::event(false, false).unwrap(), move |act: &WaitActivation<'_>| {
+        tx.send(act.result()).unwrap();
+        if left.fetch_sub(1, SeqCst) > 1 {
+            act.rearm(Some(Duration::from_millis(1)));
+        }
+    })
     .unwrap();
     wait.arm(Some(Duration::from_millis(1)));
     for _ in 0..3 {
@@ -207,15 +191,11 @@ fn an_activation_consumes_its_arming() {
     let event = Event::new(true, true).unwrap();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
-    let rearming = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| {
-            if c.bump() < N {
-                act.rearm(None);
-            }
-        },
-        None,
-    )
+    let rearming = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+        if c.bump() < N {
+            act.rearm(None);
+        }
+    })
     .unwrap();
     rearming.arm(None);
     count.wait_for(N);
@@ -282,29 +262,25 @@ fn drop_races_a_rearming_callback() {
         // On odd iterations the re-arm usually wins and the drop must disarm
         // an outstanding arming.
         let dwell = n % 2 == 0;
-        let wait = ThreadpoolWait::new(
-            event.try_clone().unwrap().into(),
-            move |act: &WaitActivation<'_>| {
-                i.callbacks.fetch_add(1, SeqCst);
-                if i.dropped.load(SeqCst) {
-                    i.after_drop.fetch_add(1, SeqCst);
-                }
-                i.started.bump();
-                if dwell {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                if act.rearm(None) {
-                    i.rearmed.fetch_add(1, SeqCst);
-                } else {
-                    i.suppressed.fetch_add(1, SeqCst);
-                }
-            },
-            None,
-        )
+        let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+            i.callbacks.fetch_add(1, SeqCst);
+            if i.dropped.load(SeqCst) {
+                i.after_drop.fetch_add(1, SeqCst);
+            }
+            i.started.bump();
+            if dwell {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if act.rearm(None) {
+                i.rearmed.fetch_add(1, SeqCst);
+            } else {
+                i.suppressed.fetch_add(1, SeqCst);
+            }
+        })
         .unwrap();
         wait.arm(None);
         it.started.wait_for(2);
-        support::teardown_maybe_owing("ThreadpoolWait", || drop(wait));
+        support::teardown_maybe_owing("Wait", || drop(wait));
         it.dropped.store(true, SeqCst);
         let at_drop = it.callbacks.load(SeqCst);
         assert_eq!(Arc::strong_count(&it), 1, "drop freed the callback's captures");
@@ -344,15 +320,11 @@ fn stop_and_drain_leaves_nothing_to_run() {
     let quiet = Arc::new(AtomicBool::new(false));
     let late = Arc::new(AtomicUsize::new(0));
     let (q, l) = (Arc::clone(&quiet), Arc::clone(&late));
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |_: &WaitActivation<'_>| {
-            if q.load(SeqCst) {
-                l.fetch_add(1, SeqCst);
-            }
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| {
+        if q.load(SeqCst) {
+            l.fetch_add(1, SeqCst);
+        }
+    })
     .unwrap();
     for _ in 0..ITERATIONS {
         event.reset().unwrap();
@@ -398,22 +370,18 @@ fn drop_leaves_nothing_to_run() {
         event.reset().unwrap();
         let it = Arc::new(Iteration::default());
         let i = Arc::clone(&it);
-        let wait = ThreadpoolWait::new(
-            event.try_clone().unwrap().into(),
-            move |_: &WaitActivation<'_>| {
-                i.calls.fetch_add(1, SeqCst);
-                if i.dropped.load(SeqCst) {
-                    i.after_drop.fetch_add(1, SeqCst);
-                }
-            },
-            None,
-        )
+        let wait = Wait::new(event.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| {
+            i.calls.fetch_add(1, SeqCst);
+            if i.dropped.load(SeqCst) {
+                i.after_drop.fetch_add(1, SeqCst);
+            }
+        })
         .unwrap();
         wait.arm(None);
         // As in `stop_and_drain_leaves_nothing_to_run`.
         std::thread::sleep(Duration::from_micros(300));
         event.set().unwrap();
-        support::teardown_maybe_owing("ThreadpoolWait", || drop(wait));
+        support::teardown_maybe_owing("Wait", || drop(wait));
         it.dropped.store(true, SeqCst);
         all.push(it);
     }
@@ -429,16 +397,12 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
     let count = Arc::new(Counter::default());
     let refused = Arc::new(AtomicUsize::new(0));
     let (c, r) = (Arc::clone(&count), Arc::clone(&refused));
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| {
-            if !act.rearm(None) {
-                r.fetch_add(1, SeqCst);
-            }
-            c.bump();
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+        if !act.rearm(None) {
+            r.fetch_add(1, SeqCst);
+        }
+        c.bump();
+    })
     .unwrap();
     wait.arm(None);
     count.wait_for(10);
@@ -461,32 +425,31 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
 /// opens, and a wait on `event` in that pool whose callback is therefore
 /// queued, not run, when the event is signalled.
 struct Queued {
-    wait: ThreadpoolWait,
+    wait: Wait,
     count: Arc<Counter>,
     gate: Arc<Gate>,
-    _blocker: ThreadpoolWork,
-    _pool: ThreadpoolPool,
+    _blocker: Work,
+    _pool: Pool,
 }
 
 fn queued_wait(event: &Event) -> Queued {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let gate = Arc::new(Gate::default());
     let (g, busy) = (Arc::clone(&gate), Arc::new(Counter::default()));
     let b = Arc::clone(&busy);
-    let blocker = ThreadpoolWork::new(
-        move || {
+    let blocker = Work::new_in(
+        move |_| {
             b.bump();
             g.wait();
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     blocker.submit();
     busy.wait_for(1);
-    let (wait, count) = counting_wait(event, Some(&mut env));
+    let (wait, count) = counting_wait(event, Some(&env));
     wait.arm(None);
     event.set().unwrap();
     // Wine delivers a signal through its wait thread, so "set" does not mean
@@ -518,7 +481,7 @@ fn drop_runs_an_already_queued_callback_before_returning() {
     // then owed or not, so the report is pinned by
     // `drop_with_a_queued_callback_reports_the_owed_drain`.
     let opener = support::open_soon(&gate);
-    support::teardown_maybe_owing("ThreadpoolWait", || drop(wait));
+    support::teardown_maybe_owing("Wait", || drop(wait));
     assert_eq!(count.get(), 1, "drop returned before the queued callback ran");
     opener.join().unwrap();
 }
@@ -534,7 +497,7 @@ fn drop_with_a_queued_callback_reports_the_owed_drain() {
         let event = Event::new(true, false).unwrap();
         let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
         let opener = support::open_when(&gate, || support::traced("wait", "suppress-and-disarm"));
-        support::teardown_owing("ThreadpoolWait", || drop(wait));
+        support::teardown_owing("Wait", || drop(wait));
         assert!(opener.join().unwrap(), "the drop never disarmed");
         assert_eq!(count.get(), 1, "drop returned before the queued callback ran");
         assert!(support::traced("wait", "drain-owed"));
@@ -635,23 +598,19 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
             Arc::clone(&launched),
             Arc::clone(&release),
         );
-        let wait = ThreadpoolWait::new(
-            target,
-            move |act: &WaitActivation<'_>| {
-                e.bump();
-                l.wait();
-                // Re-arming on the unsignalled event is harmless until the
-                // teardown refuses it, which proves the teardown has begun.
-                while act.rearm(None) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                r.saw_teardown.store(true, SeqCst);
-                s.bump();
-                g.wait();
-                r.callback_done.store(true, SeqCst);
-            },
-            None,
-        )
+        let wait = Wait::new(target, move |act: &WaitActivation<'_>| {
+            e.bump();
+            l.wait();
+            // Re-arming on the unsignalled event is harmless until the
+            // teardown refuses it, which proves the teardown has begun.
+            while act.rearm(None) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            r.saw_teardown.store(true, SeqCst);
+            s.bump();
+            g.wait();
+            r.callback_done.store(true, SeqCst);
+        })
         .unwrap();
         wait.arm(None);
         waits.push((wait, record));
@@ -669,7 +628,7 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
         .map(|(wait, record)| {
             std::thread::spawn(move || {
                 // Owed when a re-arm landed before the drop began.
-                support::teardown_maybe_owing("ThreadpoolWait", || drop(wait));
+                support::teardown_maybe_owing("Wait", || drop(wait));
                 record.done_when_drop_returned.store(record.callback_done.load(SeqCst), SeqCst);
                 record
             })
@@ -700,14 +659,10 @@ fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
         for _ in 0..LIVE {
             let (target, record, signal) = custom_target::<S>();
             let (r, f) = (Arc::clone(&record), Arc::clone(&fired));
-            let wait = ThreadpoolWait::new(
-                target,
-                move |_: &WaitActivation<'_>| {
-                    r.callback_done.store(true, SeqCst);
-                    f.bump();
-                },
-                None,
-            )
+            let wait = Wait::new(target, move |_: &WaitActivation<'_>| {
+                r.callback_done.store(true, SeqCst);
+                f.bump();
+            })
             .unwrap();
             waits.push((wait, record, signal));
         }
@@ -728,7 +683,7 @@ fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
         for (n, (wait, record, _)) in waits.into_iter().enumerate() {
             assert_eq!(record.closes.load(SeqCst), 0, "{scenario}, wait {n}: closed while the wait lived");
             if scenario == "armed, never signalled" {
-                support::teardown_owing("ThreadpoolWait", || drop(wait));
+                support::teardown_owing("Wait", || drop(wait));
             } else {
                 drop(wait);
             }
@@ -823,16 +778,12 @@ fn child_process_wait_fires_when_the_process_exits() {
         .unwrap();
     let stdin = child.stdin.take().unwrap();
     let (tx, rx) = mpsc::channel();
-    let wait = ThreadpoolWait::new(
-        child.into(),
-        move |act: &WaitActivation<'_>| {
-            let mut code = 0u32;
-            // SAFETY: the activation lends the process handle.
-            let ok = unsafe { GetExitCodeProcess(act.handle().as_raw_handle(), &mut code) };
-            tx.send((act.result(), ok != 0, code)).unwrap();
-        },
-        None,
-    )
+    let wait = Wait::new(child.into(), move |act: &WaitActivation<'_>| {
+        let mut code = 0u32;
+        // SAFETY: the activation lends the process handle.
+        let ok = unsafe { GetExitCodeProcess(act.handle().as_raw_handle(), &mut code) };
+        tx.send((act.result(), ok != 0, code)).unwrap();
+    })
     .unwrap();
     wait.arm(None);
     // The child cannot exit before its stdin closes.
@@ -859,19 +810,18 @@ fn thread_wait_fires_when_the_thread_exits() {
 
 #[test]
 fn wait_on_a_private_pool_outlives_the_pool_handle() {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let event = Event::new(false, false).unwrap();
     let (tx, rx) = mpsc::channel();
-    let wait = ThreadpoolWait::new(
+    let wait = Wait::new_in(
         event.try_clone().unwrap().into(),
         move |act: &WaitActivation<'_>| {
             assert!(act.rearm(None));
             tx.send(std::thread::current().id()).unwrap();
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     drop(env);
@@ -890,14 +840,10 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
 fn panicking_wait_callback_aborts_the_process() {
     let out = support::child("panicking_wait_callback_aborts_the_process", &[], || {
         let (tx, rx) = mpsc::channel::<()>();
-        let wait = ThreadpoolWait::new(
-            WaitableHandle::event(false, true).unwrap(),
-            move |_: &WaitActivation<'_>| {
-                let _keep = &tx;
-                panic!("boom from a wait callback");
-            },
-            None,
-        )
+        let wait = Wait::new(WaitableHandle::event(false, true).unwrap(), move |_: &WaitActivation<'_>| {
+            let _keep = &tx;
+            panic!("boom from a wait callback");
+        })
         .unwrap();
         wait.arm(None);
         // Returns (and the child exits CHILD_DONE) only if the panic did not abort.
@@ -999,18 +945,14 @@ fn wait_records_its_life_in_order() {
         // Activation 1 re-arms; activation 2 blocks until teardown has
         // refused re-arms, then tries one. (A callback's failed assertion
         // aborts the child, which fails the test.)
-        let wait = ThreadpoolWait::new(
-            event.try_clone().unwrap().into(),
-            move |act: &WaitActivation<'_>| {
-                if c.bump() == 1 {
-                    assert!(act.rearm(None), "nothing is stopping the wait");
-                } else {
-                    g.wait();
-                    assert!(!act.rearm(None), "teardown refuses re-arms");
-                }
-            },
-            None,
-        )
+        let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+            if c.bump() == 1 {
+                assert!(act.rearm(None), "nothing is stopping the wait");
+            } else {
+                g.wait();
+                assert!(!act.rearm(None), "teardown refuses re-arms");
+            }
+        })
         .unwrap();
         let target = wait.handle().as_raw_handle() as u64;
         wait.arm(None);

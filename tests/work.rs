@@ -7,38 +7,37 @@ use support::Gate;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 
-use windows_threadpool::{CallbackEnviron, ThreadpoolPool, ThreadpoolWork};
+use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<ThreadpoolWork>();
-    send_sync::<ThreadpoolPool>();
+    send_sync::<Work>();
+    send_sync::<Pool>();
 };
 
 /// A work object on a private one-thread pool whose first callback blocks on
 /// the gate; `entered` flips when that first callback is running, `finished`
 /// as the last thing it does.
 struct Blocked {
-    work: ThreadpoolWork,
+    work: Work,
     count: Arc<AtomicUsize>,
     gate: Arc<Gate>,
     entered: Arc<(Mutex<bool>, Condvar)>,
     finished: Arc<AtomicBool>,
-    pool: ThreadpoolPool,
+    pool: Pool,
 }
 
 fn blocked_work() -> Blocked {
-    let pool = ThreadpoolPool::new().unwrap();
+    let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
-    let mut env = CallbackEnviron::new();
-    env.set_pool(&pool);
+    let env = CallbackEnviron::new().with_pool(&pool);
     let count = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(Gate::default());
     let entered = Arc::new((Mutex::new(false), Condvar::new()));
     let finished = Arc::new(AtomicBool::new(false));
     let (c, g, e, f) = (Arc::clone(&count), Arc::clone(&gate), Arc::clone(&entered), Arc::clone(&finished));
-    let work = ThreadpoolWork::new(
-        move || {
+    let work = Work::new_in(
+        move |_| {
             if c.fetch_add(1, SeqCst) == 0 {
                 *e.0.lock().unwrap() = true;
                 e.1.notify_all();
@@ -46,7 +45,7 @@ fn blocked_work() -> Blocked {
                 f.store(true, SeqCst);
             }
         },
-        Some(&mut env),
+        &env,
     )
     .unwrap();
     Blocked { work, count, gate, entered, finished, pool }
@@ -61,15 +60,14 @@ impl Blocked {
     /// A second work object on the same pool, counting its callbacks: once
     /// the first callback is entered, none of these can start before the gate
     /// opens (the pool's only thread is held), whatever the scheduling.
-    fn queued_behind(&self, count: &Arc<AtomicUsize>) -> ThreadpoolWork {
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&self.pool);
+    fn queued_behind(&self, count: &Arc<AtomicUsize>) -> Work {
+        let env = CallbackEnviron::new().with_pool(&self.pool);
         let c = Arc::clone(count);
-        ThreadpoolWork::new(
-            move || {
+        Work::new_in(
+            move |_| {
                 c.fetch_add(1, SeqCst);
             },
-            Some(&mut env),
+            &env,
         )
         .unwrap()
     }
@@ -79,12 +77,9 @@ impl Blocked {
 fn n_submits_run_exactly_n_callbacks() {
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
-    let work = ThreadpoolWork::new(
-        move || {
-            c.fetch_add(1, SeqCst);
-        },
-        None,
-    )
+    let work = Work::new(move |_| {
+        c.fetch_add(1, SeqCst);
+    })
     .unwrap();
     for _ in 0..1000 {
         work.submit();
@@ -101,12 +96,9 @@ fn concurrent_submitters_lose_none() {
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
     let work = Arc::new(
-        ThreadpoolWork::new(
-            move || {
-                c.fetch_add(1, SeqCst);
-            },
-            None,
-        )
+        Work::new(move |_| {
+            c.fetch_add(1, SeqCst);
+        })
         .unwrap(),
     );
     let barrier = Arc::new(Barrier::new(8));
@@ -201,7 +193,7 @@ fn drop_runs_queued_callbacks_before_returning() {
     // Owed unless the gate opened early and all ten were dispatched before
     // the drop began; `drop_with_a_queued_submission_reports_the_owed_drain`
     // pins the report.
-    support::teardown_maybe_owing("ThreadpoolWork", || drop(work));
+    support::teardown_maybe_owing("Work", || drop(work));
     // All eleven ran before drop returned; eleven is every submission, so none can run after.
     assert_eq!(count.load(SeqCst), 11);
     opener.join().unwrap();
@@ -220,7 +212,7 @@ fn drop_with_a_queued_submission_reports_the_owed_drain() {
         b.wait_entered();
         let opener = support::open_when(&b.gate, || support::traced("syscall-enter", "WaitForThreadpoolWorkCallbacks"));
         let Blocked { work, count, pool: _pool, .. } = b;
-        support::teardown_owing("ThreadpoolWork", || drop(work));
+        support::teardown_owing("Work", || drop(work));
         assert!(opener.join().unwrap(), "the drop never drained");
         assert_eq!(count.load(SeqCst), 2);
         assert!(support::traced("work", "drain-owed"));
@@ -231,12 +223,9 @@ fn drop_with_a_queued_submission_reports_the_owed_drain() {
 fn as_raw_is_the_live_work_object() {
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
-    let work = ThreadpoolWork::new(
-        move || {
-            c.fetch_add(1, SeqCst);
-        },
-        None,
-    )
+    let work = Work::new(move |_| {
+        c.fetch_add(1, SeqCst);
+    })
     .unwrap();
     let raw = work.as_raw();
     assert_ne!(raw, 0);
@@ -252,7 +241,7 @@ fn as_raw_is_the_live_work_object() {
 fn callback_state_is_freed_after_drop() {
     let state = Arc::new(());
     let s = Arc::clone(&state);
-    let work = ThreadpoolWork::new(move || drop(Arc::clone(&s)), None).unwrap();
+    let work = Work::new(move |_| drop(Arc::clone(&s))).unwrap();
     work.submit();
     work.wait();
     assert_eq!(Arc::strong_count(&state), 2);
@@ -263,7 +252,7 @@ fn callback_state_is_freed_after_drop() {
 #[test]
 fn panicking_work_callback_aborts_the_process() {
     let out = support::child("panicking_work_callback_aborts_the_process", &[], || {
-        let work = ThreadpoolWork::new(|| panic!("boom from a work callback"), None).unwrap();
+        let work = Work::new(|_| panic!("boom from a work callback")).unwrap();
         work.submit();
         work.wait();
         // Only reached if the panic did not abort: the child then exits CHILD_DONE.

@@ -13,7 +13,7 @@ use windows_sys::Win32::Foundation::{ERROR_IO_PENDING, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::{ReadFile, WriteFile};
 use windows_sys::Win32::System::IO::{CancelIoEx, OVERLAPPED};
 use windows_sys::Win32::System::Threading::*;
-use windows_threadpool::io::{self, IoCompletion, Operation, ThreadpoolIo};
+use windows_threadpool::io::{self, Io, IoCompletion, Operation};
 
 use crate::report::{CRATE, Cell, RAW, Table};
 use crate::workloads::{Config, now_ns};
@@ -48,26 +48,22 @@ impl Latch {
     }
 }
 
-/// A `ThreadpoolIo` whose callback can reach the object (to issue the next
+/// A `Io` whose callback can reach the object (to issue the next
 /// operation). The callback holds a `Weak`; the caller must `wait()` or
 /// `run_down()` before dropping the returned `Arc`, so no callback still
 /// holds an upgraded one (whose drop would then tear the object down from
 /// its own callback).
-fn self_ref_io<F>(handle: io::OverlappedHandle, callback: F) -> Arc<ThreadpoolIo>
+fn self_ref_io<F>(handle: io::OverlappedHandle, callback: F) -> Arc<Io>
 where
-    F: Fn(&ThreadpoolIo, &IoCompletion) + Send + Sync + 'static,
+    F: Fn(&Io, &IoCompletion) + Send + Sync + 'static,
 {
-    let me: Arc<OnceLock<Weak<ThreadpoolIo>>> = Arc::default();
+    let me: Arc<OnceLock<Weak<Io>>> = Arc::default();
     let m = Arc::clone(&me);
     let io = Arc::new(
-        ThreadpoolIo::new(
-            handle,
-            move |c: &IoCompletion| {
-                let io = m.get().and_then(Weak::upgrade).expect("the object is alive while operations are outstanding");
-                callback(&io, c);
-            },
-            None,
-        )
+        Io::new(handle, move |c: &IoCompletion| {
+            let io = m.get().and_then(Weak::upgrade).expect("the object is alive while operations are outstanding");
+            callback(&io, c);
+        })
         .unwrap(),
     );
     me.set(Arc::downgrade(&io)).unwrap();
@@ -146,7 +142,7 @@ fn crate_reads(path: &std::path::Path, blocks: usize, depth: usize, how: Reissue
 
 /// # Safety
 /// `io` must be bound to a file opened for overlapped reads.
-unsafe fn submit_read(io: &ThreadpoolIo, op: Operation<Vec<u8>>, offset: u64) {
+unsafe fn submit_read(io: &Io, op: Operation<Vec<u8>>, offset: u64) {
     // SAFETY: exactly one ReadFile on the bound handle with the operation's
     // OVERLAPPED, into the payload's buffer, classified by `issue_result`.
     let r = unsafe {

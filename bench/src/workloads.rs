@@ -8,10 +8,10 @@ use std::time::Instant;
 use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
 use windows_sys::Win32::System::Threading::*;
-use windows_threadpool::ThreadpoolWork;
+use windows_threadpool::Work;
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::timer::{ThreadpoolPeriodicTimer, ThreadpoolTimer};
-use windows_threadpool::wait::{Event, ThreadpoolWait, WaitActivation};
+use windows_threadpool::timer::{PeriodicTimer, Timer};
+use windows_threadpool::wait::{Event, Wait, WaitActivation};
 
 use crate::report::{CRATE, Cell, RAW, RAYON, STD, Table, WINDOWS_THREADING};
 
@@ -122,12 +122,9 @@ fn work_throughput(cfg: &Config, table: &mut Table) {
         // This crate.
         let count = Arc::new(AtomicUsize::new(0));
         let c = Arc::clone(&count);
-        let work = ThreadpoolWork::new(
-            move || {
-                c.fetch_add(1, Release);
-            },
-            None,
-        )
+        let work = Work::new(move |_| {
+            c.fetch_add(1, Release);
+        })
         .unwrap();
         let t = Instant::now();
         for _ in 0..n {
@@ -204,7 +201,7 @@ fn work_latency(cfg: &Config, table: &mut Table) {
 
     let entered = Arc::new(AtomicU64::new(0));
     let e = Arc::clone(&entered);
-    let work = ThreadpoolWork::new(move || e.store(now_ns(), Release), None).unwrap();
+    let work = Work::new(move |_| e.store(now_ns(), Release)).unwrap();
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         entered.store(0, Release);
@@ -267,7 +264,7 @@ fn create_drop(cfg: &Config, table: &mut Table) {
     for _ in 0..cfg.trials {
         let t = Instant::now();
         for _ in 0..n {
-            drop(ThreadpoolWork::new(|| {}, None).unwrap());
+            drop(Work::new(|_| {}).unwrap());
         }
         cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
         let t = Instant::now();
@@ -290,7 +287,7 @@ fn create_drop(cfg: &Config, table: &mut Table) {
         // The event is part of both: a wait owns its handle.
         let t = Instant::now();
         for _ in 0..n {
-            let w = ThreadpoolWait::new(Event::new(false, false).unwrap().into(), |_| {}, None).unwrap();
+            let w = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
             drop(w);
         }
         cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
@@ -332,14 +329,10 @@ fn wait_latency(cfg: &Config, table: &mut Table) {
     let event = Event::new(false, false).unwrap();
     let stamp = Arc::new(AtomicU64::new(0));
     let s = Arc::clone(&stamp);
-    let wait = ThreadpoolWait::new(
-        event.try_clone().unwrap().into(),
-        move |act: &WaitActivation<'_>| {
-            s.store(now_ns(), Release);
-            let _ = act.rearm(None);
-        },
-        None,
-    )
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+        s.store(now_ns(), Release);
+        let _ = act.rearm(None);
+    })
     .unwrap();
     wait.arm(None);
     let mut samples = Vec::with_capacity(n);
@@ -394,7 +387,7 @@ fn group_create_release(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         let mut group = CleanupGroup::new().unwrap();
         for _ in 0..members {
-            group.create_work(|| {}, None).unwrap();
+            group.create_work(|_| {}).unwrap();
         }
         group.close_members();
         drop(group);
@@ -497,7 +490,7 @@ fn timer_latency(cfg: &Config, table: &mut Table) {
 
         let stamp = Arc::new(AtomicU64::new(0));
         let s = Arc::clone(&stamp);
-        let timer = ThreadpoolTimer::new(move |_| s.store(now_ns(), Release), None).unwrap();
+        let timer = Timer::new(move |_| s.store(now_ns(), Release)).unwrap();
         let mut samples = Vec::with_capacity(n);
         for _ in 0..n {
             stamp.store(0, Release);
@@ -583,7 +576,7 @@ fn periodic_jitter(cfg: &Config, table: &mut Table) {
     for _ in 0..trials {
         let ticks = Arc::new(Ticks::new(cap));
         let t = Arc::clone(&ticks);
-        let timer = ThreadpoolPeriodicTimer::new(std::time::Duration::from_millis(1), move |_| t.tick(), None).unwrap();
+        let timer = PeriodicTimer::new(std::time::Duration::from_millis(1), move |_| t.tick()).unwrap();
         timer.start();
         std::thread::sleep(run_for);
         timer.stop_and_drain();
@@ -645,13 +638,13 @@ fn timer_create_drop(cfg: &Config, table: &mut Table) {
     for _ in 0..cfg.trials {
         let t = Instant::now();
         for _ in 0..n {
-            drop(ThreadpoolTimer::new(|_| {}, None).unwrap());
+            drop(Timer::new(|_| {}).unwrap());
         }
         one_shot[0].push(t.elapsed().as_nanos() as f64 / n as f64);
         one_shot[1].push(raw());
         let t = Instant::now();
         for _ in 0..n {
-            drop(ThreadpoolPeriodicTimer::new(std::time::Duration::from_millis(1), |_| {}, None).unwrap());
+            drop(PeriodicTimer::new(std::time::Duration::from_millis(1), |_| {}).unwrap());
         }
         periodic[0].push(t.elapsed().as_nanos() as f64 / n as f64);
         periodic[1].push(raw());
@@ -681,7 +674,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
     let mut no_heal = Vec::new();
     let mut raw = Vec::new();
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
-    let wait = ThreadpoolWait::new(Event::new(false, false).unwrap().into(), |_| {}, None).unwrap();
+    let wait = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
     wait.arm(None);
     // The first safe cancellation starts the healer: keep that out of the trials.
     wait.try_cancel_pending();

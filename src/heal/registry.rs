@@ -5,9 +5,9 @@ use core::time::Duration;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::callback_env::CallbackEnviron;
-use crate::pool::{PoolRef, ThreadpoolPool};
-use crate::timer::ThreadpoolPeriodicTimer;
-use crate::work::ThreadpoolWork;
+use crate::pool::{Pool, PoolRef};
+use crate::timer::PeriodicTimer;
+use crate::work::Work;
 
 /// How long a submitted repair may stay unstarted before it is overdue.
 pub(crate) const OVERDUE_AFTER: Duration = Duration::from_secs(5);
@@ -63,7 +63,7 @@ pub(crate) struct PoolEntry {
     users: AtomicUsize,
     stamps: Arc<Stamps>,
     /// `None` when creating it failed; retried at cancellation time.
-    repair: Mutex<Option<ThreadpoolWork>>,
+    repair: Mutex<Option<Work>>,
 }
 
 impl PoolEntry {
@@ -74,7 +74,7 @@ impl PoolEntry {
         e
     }
 
-    fn repair(&self) -> MutexGuard<'_, Option<ThreadpoolWork>> {
+    fn repair(&self) -> MutexGuard<'_, Option<Work>> {
         self.repair.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -84,16 +84,16 @@ impl PoolEntry {
         if slot.is_none() && !hooks::repair_creation_fails(self.key) {
             let stamps = Arc::clone(&self.stamps);
             let key = self.key;
-            let mut env = CallbackEnviron::for_pool_ref(self.pool.clone());
-            *slot = ThreadpoolWork::new(
-                move || {
+            let env = CallbackEnviron::for_pool_ref(self.pool.clone());
+            *slot = Work::new_in(
+                move |_| {
                     let t = now();
                     stamps.stamp_started(t);
                     let _ = stamps.unstarted.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
                     trace_record!("heal", "repair-started", key, t);
                     hooks::hold_if_requested(key);
                 },
-                Some(&mut env),
+                &env,
             )
             .ok();
         }
@@ -199,8 +199,8 @@ impl Drop for Registration {
 }
 
 struct Healer {
-    _timer: ThreadpoolPeriodicTimer,
-    _pool: ThreadpoolPool,
+    _timer: PeriodicTimer,
+    _pool: Pool,
 }
 
 static HEALER: Mutex<Option<Healer>> = Mutex::new(None);
@@ -215,12 +215,11 @@ fn ensure_healer(key: usize) -> bool {
         return false;
     }
     let start = || -> std::io::Result<Healer> {
-        let pool = ThreadpoolPool::new()?;
+        let pool = Pool::new()?;
         pool.set_max_threads(1)?;
         pool.set_min_threads(1)?;
-        let mut env = CallbackEnviron::new();
-        env.set_pool(&pool);
-        let timer = ThreadpoolPeriodicTimer::new(HEALER_PERIOD, |_| tick(now()), Some(&mut env))?;
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let timer = PeriodicTimer::new_in(HEALER_PERIOD, |_| tick(now()), &env)?;
         timer.start_with_window(HEALER_PERIOD, HEALER_PERIOD);
         Ok(Healer { _timer: timer, _pool: pool })
     };
@@ -427,8 +426,8 @@ pub mod testing {
     }
 
     /// Registers a use of `pool` (None: the default pool).
-    pub fn register(pool: Option<&ThreadpoolPool>) -> TestRegistration {
-        TestRegistration(Registration::new(&pool.map(ThreadpoolPool::share)))
+    pub fn register(pool: Option<&Pool>) -> TestRegistration {
+        TestRegistration(Registration::new(&pool.map(Pool::share)))
     }
 
     impl TestRegistration {

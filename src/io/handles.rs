@@ -24,13 +24,27 @@ use windows_sys::core::BOOL;
 
 use crate::sys;
 
-/// An owned handle known to be fit for [`ThreadpoolIo::new`](crate::io::ThreadpoolIo::new): opened by this
+/// An owned handle known to be fit for [`Io::new`](crate::io::Io::new): opened by this
 /// module with `FILE_FLAG_OVERLAPPED`, not bound to a completion port, and
 /// without skip-on-success.
 #[derive(Debug)]
 pub struct OverlappedHandle(pub(super) OwnedHandle);
 
 impl OverlappedHandle {
+    /// Asserts that a handle this module did not open is fit for
+    /// [`Io::new`](crate::io::Io::new).
+    ///
+    /// # Safety
+    /// `handle` must have been opened for overlapped I/O
+    /// (`FILE_FLAG_OVERLAPPED` or the equivalent), must not already be bound
+    /// to a completion port, and must not have
+    /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set (now or later). Once it is
+    /// bound, no I/O may be issued on it other than through the
+    /// [`Io`](crate::io::Io) (see [`Io::handle`](crate::io::Io::handle)).
+    pub unsafe fn assume_overlapped(handle: OwnedHandle) -> Self {
+        Self(handle)
+    }
+
     /// Gives up the proof and returns the plain owned handle.
     pub fn into_owned(self) -> OwnedHandle {
         self.0
@@ -166,7 +180,7 @@ pub(super) fn connect(server: &OwnedHandle) -> io::Result<()> {
 /// thread's last error when it is `FALSE`: `Ok` for success,
 /// `ERROR_IO_PENDING` and `ERROR_MORE_DATA`, the error otherwise. Call it
 /// directly after the issuing call, before anything else can overwrite the
-/// last error. Meant for [`ThreadpoolIo::submit`](crate::io::ThreadpoolIo::submit)'s `issue` closures.
+/// last error. Meant for [`Io::submit`](crate::io::Io::submit)'s `issue` closures.
 ///
 /// A Win32 error code does not say whether the status behind it was a
 /// warning (a completion is queued) or an error (none is): this is exact
@@ -191,7 +205,7 @@ pub fn issue_result(ret: BOOL) -> io::Result<()> {
 /// queued, which is for every status that is not of the error class
 /// (success, `STATUS_PENDING`, informational and warning statuses), the
 /// status as a Win32 error (`RtlNtStatusToDosError`) otherwise. Meant for
-/// [`ThreadpoolIo::submit`](crate::io::ThreadpoolIo::submit)'s `issue` closures.
+/// [`Io::submit`](crate::io::Io::submit)'s `issue` closures.
 pub fn issue_status(status: NTSTATUS) -> io::Result<()> {
     if queues_completion(status) {
         Ok(())

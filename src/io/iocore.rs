@@ -73,7 +73,7 @@ impl IoHeader {
 }
 
 /// The parts of an I/O object: the raw `TP_IO`, its context, the handle and
-/// the pool reference. [`ThreadpoolIo`](crate::ThreadpoolIo) is its only owner (I/O objects are
+/// the pool reference. [`Io`](crate::Io) is its only owner (I/O objects are
 /// not cleanup-group members, see the module docs).
 pub(crate) struct IoCore {
     pub(super) raw: PTP_IO,
@@ -96,7 +96,7 @@ impl Drop for AbortOnUnwind {
 }
 
 impl IoCore {
-    pub(super) fn new<F>(handle: OwnedHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub(super) fn new<F>(handle: OwnedHandle, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
@@ -137,7 +137,7 @@ impl IoCore {
     /// # Safety
     /// `issue` must start at most one overlapped operation, on `handle` with
     /// the given `OVERLAPPED`, and return `Ok` if and only if it did and a
-    /// completion will be queued for it (see [`ThreadpoolIo::submit`](crate::ThreadpoolIo::submit)).
+    /// completion will be queued for it (see [`Io::submit`](crate::Io::submit)).
     pub(super) unsafe fn submit<P, X>(
         &self,
         op: Operation<P>,
@@ -243,7 +243,7 @@ impl IoCore {
         // SAFETY: `issue` issues exactly one NtReadFile/NtWriteFile on
         // `handle` with `ov`, and `issue_status` returns `Ok` exactly when a
         // completion is queued (the handle has no skip-on-success, by
-        // construction or by `from_handle`'s contract).
+        // construction or by `assume_overlapped`'s contract).
         unsafe { self.submit(Operation::new(buffer), prepare, issue) }.map_err(|e| e.map(Operation::into_payload))
     }
 
@@ -336,7 +336,7 @@ impl IoCore {
 
 impl Lifecycle for IoCore {
     fn owner_name(&self) -> &'static str {
-        "ThreadpoolIo"
+        "Io"
     }
 
     fn context(&self) -> *const c_void {

@@ -1,28 +1,27 @@
 //! Thread-pool I/O (`TP_IO`): overlapped operations whose completions run a
 //! callback on a pool thread.
 //!
-//! A [`ThreadpoolIo`] binds an overlapped handle to the pool. Each operation
-//! ([`read_at`](ThreadpoolIo::read_at), [`write_at`](ThreadpoolIo::write_at),
-//! [`read`](ThreadpoolIo::read), [`write`](ThreadpoolIo::write), or any other
-//! overlapped call through [`submit`](ThreadpoolIo::submit)) delivers exactly
+//! A [`Io`] binds an overlapped handle to the pool. Each operation
+//! ([`read_at`](Io::read_at), [`write_at`](Io::write_at),
+//! [`read`](Io::read), [`write`](Io::write), or any other
+//! overlapped call through [`submit`](Io::submit)) delivers exactly
 //! one [`IoCompletion`] to the callback, unless it fails synchronously, in
 //! which case the caller gets the error and its buffer back and the callback
 //! never runs.
 //!
 //! ```
 //! use std::sync::mpsc;
-//! use windows_threadpool::io::{self, IoCompletion, ThreadpoolIo};
+//! use windows_threadpool::io::{self, IoCompletion, Io};
 //!
 //! let path = std::env::temp_dir().join(format!("wtp-io-doc-{}", std::process::id()));
 //! std::fs::write(&path, b"hello, pool")?;
 //! let (tx, rx) = mpsc::channel();
-//! let file = ThreadpoolIo::new(
+//! let file = Io::new(
 //!     io::open_file(&path, std::fs::OpenOptions::new().read(true))?,
 //!     move |c: &IoCompletion| {
 //!         let buf = c.claim::<Vec<u8>>().expect("a Vec<u8> read").into_payload();
 //!         tx.send((c.error().map(|e| e.kind()), buf[..c.bytes_transferred()].to_vec())).unwrap();
 //!     },
-//!     None,
 //! )?;
 //! file.read_at(7, vec![0u8; 64])?;
 //! assert_eq!(rx.recv().unwrap(), (None, b"pool".to_vec()));
@@ -46,7 +45,7 @@
 //! `StartThreadpoolIo` must precede every operation, and be undone with
 //! `CancelThreadpoolIo` when the operation fails synchronously (no completion
 //! will arrive). The crate keeps one counter,
-//! [`outstanding`](ThreadpoolIo::outstanding): an operation counts from just
+//! [`outstanding`](Io::outstanding): an operation counts from just
 //! before its start until its completion has been delivered and its storage
 //! freed, or until its synchronous failure has been balanced. That is both
 //! the balance and what a rundown waits for.
@@ -70,7 +69,7 @@
 //!
 //! # Completions that are not ours
 //! A completion port is bound to the file object, not to the handle: any
-//! duplicate of the bound handle (from [`ThreadpoolIo::handle`], inherited by
+//! duplicate of the bound handle (from [`Io::handle`], inherited by
 //! a child process, handed to a library) that issues overlapped I/O sends its
 //! completion to this object's port. The callback therefore trusts no
 //! `OVERLAPPED`: it looks the address up among the object's outstanding
@@ -105,7 +104,7 @@
 //! # Operation ids
 //! A block's address is reused once a completion frees it, so an
 //! [`OperationId`] carries a process-wide generation as well as the address.
-//! [`cancel`](ThreadpoolIo::cancel) looks the id up in a registry of
+//! [`cancel`](Io::cancel) looks the id up in a registry of
 //! outstanding operations and calls `CancelIoEx` only if the live operation at
 //! that slot has the same address and generation, all under the registry's
 //! lock, which the completion path takes before it frees a block. A stale id
@@ -144,7 +143,7 @@
 //! (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`) set, or completions go missing
 //! and the balance breaks. [`open_file`] and [`pipe_pair`] return an
 //! [`OverlappedHandle`] that is known to satisfy this; any other handle goes
-//! through the unsafe [`ThreadpoolIo::from_handle`].
+//! through the unsafe [`OverlappedHandle::assume_overlapped`].
 //!
 //! # Under Wine
 //! Wine 8 answers every overlapped file read on a bound handle with
@@ -163,7 +162,7 @@ mod registry;
 mod tests;
 
 pub use handles::{OverlappedHandle, issue_result, issue_status, open_file, open_file_with_flags, pipe_pair};
-pub use object::ThreadpoolIo;
+pub use object::Io;
 #[cfg(any(test, feature = "test-hooks"))]
 pub use operation::live_operations;
 pub use operation::{IoCompletion, Operation, OperationId, SubmitError};

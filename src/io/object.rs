@@ -4,7 +4,7 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 use std::io;
-use std::os::windows::io::{AsHandle, BorrowedHandle, OwnedHandle};
+use std::os::windows::io::{AsHandle, BorrowedHandle};
 
 use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::IO::OVERLAPPED;
@@ -20,21 +20,21 @@ use super::{handles::*, iocore::*, operation::*};
 ///
 /// See the [module docs](crate::io) for ownership, ids, the start/cancel balance
 /// and teardown.
-pub struct ThreadpoolIo {
+pub struct Io {
     pub(super) core: Owner<IoCore>,
 }
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<ThreadpoolIo>();
+    send_sync::<Io>();
     send_sync::<Operation<Vec<u8>>>();
     send_sync::<OperationId>();
 };
 
-impl core::fmt::Debug for ThreadpoolIo {
+impl core::fmt::Debug for Io {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let core = &self.core;
-        f.debug_struct("ThreadpoolIo")
+        f.debug_struct("Io")
             .field("raw", &(core.raw as *const c_void))
             .field("handle", &core.handle)
             .field("outstanding", &self.outstanding())
@@ -42,36 +42,27 @@ impl core::fmt::Debug for ThreadpoolIo {
     }
 }
 
-impl ThreadpoolIo {
-    /// Binds `handle` to the pool of `env` (the default pool when `None`);
-    /// `callback` runs once per delivered completion.
+impl Io {
+    /// Binds `handle` to the process default pool; `callback` runs once per
+    /// delivered completion.
     ///
     /// If creation fails the handle is closed.
-    pub fn new<F>(handle: OverlappedHandle, callback: F, env: Option<&mut CallbackEnviron<'_>>) -> io::Result<Self>
+    pub fn new<F>(handle: OverlappedHandle, callback: F) -> io::Result<Self>
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, env)?) })
+        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, None)?) })
     }
 
-    /// [`new`](Self::new) for a handle this module did not open.
+    /// Binds `handle` to the pool of `env`, with its settings; `callback`
+    /// runs once per delivered completion.
     ///
-    /// # Safety
-    /// `handle` must have been opened for overlapped I/O
-    /// (`FILE_FLAG_OVERLAPPED` or the equivalent), must not already be bound
-    /// to a completion port, and must not have
-    /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set (now or later). No I/O may
-    /// be issued on it other than through this object, with the same caveat
-    /// as for [`handle`](Self::handle).
-    pub unsafe fn from_handle<F>(
-        handle: OwnedHandle,
-        callback: F,
-        env: Option<&mut CallbackEnviron<'_>>,
-    ) -> io::Result<Self>
+    /// If creation fails the handle is closed.
+    pub fn new_in<F>(handle: OverlappedHandle, callback: F, env: &CallbackEnviron) -> io::Result<Self>
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(IoCore::new(handle, callback, env)?) })
+        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, Some(env))?) })
     }
 
     /// The bound handle. I/O issued through it (or a duplicate) other than

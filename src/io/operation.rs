@@ -74,7 +74,7 @@ pub(super) unsafe fn free_block<P>(h: NonNull<OpHeader>) {
 ///
 /// The safe operations make one from the buffer they are given;
 /// [`IoCompletion::claim`] hands it back after the completion, and it can be
-/// submitted again through [`ThreadpoolIo::submit`](crate::io::ThreadpoolIo::submit) without a new allocation.
+/// submitted again through [`Io::submit`](crate::io::Io::submit) without a new allocation.
 pub struct Operation<P: Send + 'static> {
     pub(super) block: NonNull<OpBlock<P>>,
     pub(super) _owns: PhantomData<OpBlock<P>>,

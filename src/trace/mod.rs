@@ -6,9 +6,9 @@
 //! Perfetto. `docs/trace.md` is the user's guide and lists every event.
 //!
 //! ```
-//! use windows_threadpool::{trace, ThreadpoolWork};
+//! use windows_threadpool::{trace, Work};
 //!
-//! let work = ThreadpoolWork::new(|| {}, None)?;
+//! let work = Work::new(|_| {})?;
 //! work.submit();
 //! work.wait();
 //! drop(work);
