@@ -5,7 +5,7 @@ fn main() -> std::io::Result<()> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
-    use windows_threadpool::{CallbackEnviron, Event, PeriodicTimer, Pool, Wait, Work};
+    use windows_threadpool::{CallbackEnviron, Deadline, Event, PeriodicTimer, Pool, Wait, Work};
 
     fn thread_id() -> u32 {
         // SAFETY: GetCurrentThreadId has no preconditions.
@@ -37,14 +37,14 @@ fn main() -> std::io::Result<()> {
         Duration::from_millis(5),
         move |tick| {
             if t.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
-                tick.stop();
+                tick.disarm();
                 let _ = tx.send(Instant::now());
             }
         },
         &env,
     )?;
     let started = Instant::now();
-    periodic.start();
+    periodic.arm(periodic.period());
     let fifth = rx.recv_timeout(Duration::from_secs(10)).expect("the timer ticks");
     periodic.stop_and_drain(); // nothing running or queued after this
     println!(
@@ -52,7 +52,7 @@ fn main() -> std::io::Result<()> {
         periodic.period(),
         (fifth - started).as_secs_f64() * 1e3,
         ticks.load(Ordering::SeqCst),
-        periodic.is_running()
+        periodic.is_armed()
     );
 
     // An event-driven wait: the callback runs when the event is signalled
@@ -61,17 +61,17 @@ fn main() -> std::io::Result<()> {
     let event = Event::new(false, false)?;
     let (tx, rx) = std::sync::mpsc::channel();
     let wait = Wait::new(event.try_clone()?.into(), move |act| {
-        let rearmed = act.rearm(None);
+        let rearmed = act.rearm(Deadline::NEVER);
         let _ = tx.send((act.result(), thread_id(), rearmed));
     })?;
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     let patience = Duration::from_secs(10);
     for _ in 0..3 {
         event.set()?;
         let (result, thread, rearmed) = rx.recv_timeout(patience).expect("wait callback");
         println!("wait: {result:?} on pool thread {thread}, re-armed: {rearmed}");
     }
-    wait.arm(Some(Duration::from_millis(10))); // replaces the arming: a timeout this time
+    wait.arm(Duration::from_millis(10)); // replaces the arming: a timeout this time
     let (result, _, _) = rx.recv_timeout(patience).expect("wait callback");
     println!("wait: {result:?} after 10 ms with no signal");
     drop(wait); // refuses re-arms and disarms, drains, closes the wait, then the event handle

@@ -11,7 +11,7 @@
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
     use std::time::Duration;
-    use windows_threadpool::{CallbackEnviron, Event, PeriodicTimer, Pool, Wait, Work, trace};
+    use windows_threadpool::{CallbackEnviron, Deadline, Event, PeriodicTimer, Pool, Wait, Work, trace};
 
     if !trace::enabled() {
         eprintln!("build with --features trace and set WINDOWS_THREADPOOL_TRACE='*' to record");
@@ -27,13 +27,13 @@ fn main() -> std::io::Result<()> {
     work.wait();
 
     let timer = PeriodicTimer::new_in(Duration::from_millis(3), |_| {}, &env)?;
-    timer.start();
+    timer.arm(timer.period());
     std::thread::sleep(Duration::from_millis(20));
     timer.stop_and_drain();
 
     let event = Event::new(false, false)?;
     let wait = Wait::new_in(event.try_clone()?.into(), |_| {}, &env)?;
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set()?;
     std::thread::sleep(Duration::from_millis(5));
     wait.stop_and_drain();

@@ -1,7 +1,7 @@
 //! The arming gate: how a stop absorbs the arms that race it, for timers and
 //! waits alike.
 //!
-//! An object is armed from outside (`set_after`, `start`, `arm`) or from its
+//! An object is armed from outside (`arm`, `arm_with_window`) or from its
 //! own callback (a re-arm), and brought to rest by `stop_and_drain` or by
 //! teardown: disarm, then drain. A drain waits only for callbacks already
 //! queued or running, so an arm landing between the disarm and the end of

@@ -226,7 +226,7 @@ pub struct WorkMember<'g> {
 /// let mut group = CleanupGroup::new()?;
 /// let wait = group.create_wait(WaitableHandle::event(false, false)?, |_| {})?;
 /// group.close_members();
-/// wait.arm(None);
+/// wait.arm(Deadline::NEVER);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct WaitMember<'g> {
@@ -244,7 +244,7 @@ pub struct WaitMember<'g> {
 /// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
 /// let timer = group.create_timer(|_| {})?;
 /// group.close_members();
-/// timer.set_after(std::time::Duration::from_millis(1));
+/// timer.arm(std::time::Duration::from_millis(1));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct TimerMember<'g> {
@@ -262,7 +262,7 @@ pub struct TimerMember<'g> {
 /// let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
 /// let timer = group.create_periodic_timer(std::time::Duration::from_millis(5), |_| {})?;
 /// group.close_members();
-/// timer.start();
+/// timer.arm(timer.period());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct PeriodicTimerMember<'g> {

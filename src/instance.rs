@@ -20,7 +20,7 @@
 //!         firing.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
 //!     },
 //! )?;
-//! timer.set_after(std::time::Duration::ZERO);
+//! timer.arm(std::time::Duration::ZERO);
 //! timer.stop_and_drain();
 //! # let _ = done;
 //! # Ok::<(), std::io::Error>(())

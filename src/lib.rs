@@ -93,6 +93,8 @@ mod reentry;
 #[cfg(windows)]
 mod sys;
 #[cfg(windows)]
+pub mod time;
+#[cfg(windows)]
 pub mod timer;
 #[cfg(windows)]
 pub mod wait;
@@ -111,6 +113,8 @@ pub use io::{Io, IoCompletion};
 pub use placement::ProcessorSet;
 #[cfg(windows)]
 pub use pool::Pool;
+#[cfg(windows)]
+pub use time::Deadline;
 #[cfg(windows)]
 pub use timer::{PeriodicTick, PeriodicTimer, Timer, TimerFiring};
 #[cfg(windows)]

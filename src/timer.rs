@@ -11,9 +11,9 @@
 //!     let _ = tx.send(());
 //!     // Fire again 5 ms after this firing ends; the request applies once
 //!     // the callback has returned, so firings never overlap.
-//!     firing.rearm_after(Duration::from_millis(5));
+//!     firing.rearm(Duration::from_millis(5));
 //! })?;
-//! timer.set_after(Duration::from_millis(1));
+//! timer.arm(Duration::from_millis(1));
 //! for _ in 0..3 {
 //!     rx.recv_timeout(Duration::from_secs(10)).expect("the timer fires");
 //! }
@@ -28,36 +28,31 @@
 //! returned, and runs it on another thread). A `period` argument on one type
 //! would silently change that concurrency contract, so the contract is in the
 //! type: [`Timer`] for self-paced repetition
-//! ([`TimerFiring::rearm_after`]: the next firing is due a delay after the
-//! previous one *ended*), [`PeriodicTimer`] for a fixed cadence.
+//! ([`TimerFiring::rearm`] with a delay: the next firing is due that long
+//! after the previous one *ended*), [`PeriodicTimer`] for a fixed cadence.
 //!
-//! # Due times
-//! `SetThreadpoolTimer` takes a `FILETIME` read as a signed 64-bit count of
-//! 100 ns units: negative is relative to now, positive is absolute (since
-//! 1601-01-01 UTC), and zero means "expire immediately".
-//! - A [`Duration`] becomes a negative count, rounded *up* to whole 100 ns so
-//!   a timer never fires early; [`Duration::ZERO`] becomes the documented
-//!   zero ("immediately"). A delay above `i64::MAX` × 100 ns (about 29,227
-//!   years) cannot be represented and saturates to that: never, in practice
-//!   (as `tokio::time` treats it), and never wrapped.
-//! - A [`SystemTime`] becomes an absolute `FILETIME`. An instant in the past
-//!   fires at once. An instant at or before 1601 has no positive `FILETIME`
-//!   (a negative value would read as *relative*), so it is passed as zero,
-//!   the documented "immediately", which is what any past instant means; an
-//!   instant whose `FILETIME` does not fit in 63 bits is rejected with
-//!   `InvalidInput`. (Rust's `SystemTime` on Windows stays within
-//!   1601..=`i64::MAX` × 100 ns, so neither case arises from it today; the
-//!   conversion handles both anyway.)
-//! - Periods are whole milliseconds (`u32`); anything else is rejected with
-//!   `InvalidInput` where the period is given. A coalescing window is a
-//!   tolerance, so it is rounded *down* to whole milliseconds and saturates
-//!   at `u32::MAX` ms.
+//! # Arming
+//! Both types, and [`Wait`](crate::Wait), share one verb family: `arm`
+//! (replaces any previous arming), `arm_with_window` (timers: the pool may
+//! delay a firing by up to the window to coalesce timers), `disarm`, and
+//! `is_armed`. Every `arm` takes `impl Into<`[`Deadline`]`>`: a [`Duration`]
+//! from now, an `Instant`, a [`SystemTime`], or [`Deadline::NEVER`]. Arming
+//! never fails; the conversions (rounded up, saturating) are described in
+//! [`crate::time`].
+//!
+//! # Periods and windows
+//! Periods are whole milliseconds (`u32`); anything else is rejected with
+//! `InvalidInput` where the period is given, in
+//! [`PeriodicTimer::new`], the one place it is checked. A coalescing window
+//! is a tolerance, so it is rounded *down* to whole milliseconds and
+//! saturates at `u32::MAX` ms.
 //!
 //! # Re-arming from inside a firing
-//! [`TimerFiring::rearm_after`] and [`TimerFiring::rearm_at`] only record a
-//! request (the last one wins); the trampoline applies it with
-//! `SetThreadpoolTimer` after the callback returns. An arming or disarm from
-//! outside (`set_*`, `disarm`) that happens while a firing runs takes
+//! [`TimerFiring::rearm`] only records a request (the last one wins); the
+//! trampoline converts it to a due time and applies it with
+//! `SetThreadpoolTimer` after the callback returns, so a delay counts from
+//! the end of the firing and an `Instant` is exact. An arming or disarm from
+//! outside (`arm*`, `disarm`) that happens while a firing runs takes
 //! precedence: that firing's re-arm request is dropped.
 //!
 //! # Arms racing a stop
@@ -81,28 +76,33 @@
 //! suppresses re-arms and disarms at once, and the drain, close and free run
 //! on another thread once the callback has returned (see the
 //! [crate docs](crate#a-callback-that-reaches-its-own-object)). A tick that
-//! calls [`PeriodicTick::stop`] before dropping its timer leaves no drain
+//! calls [`PeriodicTick::disarm`] before dropping its timer leaves no drain
 //! owed. `wait`, `stop_and_drain` and `cancel_pending` called from the
 //! timer's own callback panic: the drain would wait for the callback itself.
 //!
 //! A timer dropped while it still owes a drain (a one-shot armed and not yet
-//! fired, or re-armed by its last firing; a periodic timer started and not
+//! fired, or re-armed by its last firing; a periodic timer armed and not
 //! stopped and drained since) is torn down just the same, and the debt is
 //! recorded as `drain-owed`; with the `fail-fast` feature, `Drop` then panics
 //! saying so. Call `stop_and_drain` first to drop a timer at rest.
 //!
 //! # Platform differences
-//! On Windows, disarming a timer (or stopping a periodic one) discards a
-//! callback that has already been queued but has not started; on Wine 8 that
-//! callback still runs. Wine 8 also reads the period as a signed 32-bit
+//! On Windows, disarming a timer discards a callback that has already been
+//! queued but has not started; on Wine 8 that callback still runs. `disarm`
+//! reports what it cancelled through `SetThreadpoolTimerEx` (Windows 8 and
+//! later), looked up at run time; Wine 8 lacks it, and `disarm` returns
+//! `None` there. Wine 8 also reads the period as a signed 32-bit
 //! value, so a period above `i32::MAX` ms ticks continuously there. See
 //! `docs/wine.md`.
 
+use core::cell::Cell;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io;
 use std::sync::MutexGuard;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+#[cfg(doc)]
+use std::time::SystemTime;
 
 use windows_sys::Win32::System::Threading::{
     CloseThreadpoolTimer, CreateThreadpoolTimer, IsThreadpoolTimerSet, PTP_CALLBACK_INSTANCE, PTP_TIMER,
@@ -117,7 +117,8 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
-use crate::sys::{self, filetime, relative_due, ticks_ceil};
+use crate::sys::{self, filetime};
+use crate::time::Deadline;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -156,7 +157,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
         target: "timer",
         event: "rearm-requested",
         slots: ["due", ""],
-        meaning: "the callback asked to be re-armed (applied after it returns)",
+        meaning: "the callback asked to be re-armed (applied after it returns; due as if applied now)",
     },
     EventInfo {
         target: "timer",
@@ -229,9 +230,9 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     },
     EventInfo {
         target: "timer-periodic",
-        event: "stop-requested",
+        event: "disarm-requested",
         slots: ["timer", "applied"],
-        meaning: "a tick called stop (applied=0: the timer had been restarted or stopped from outside since the tick began)",
+        meaning: "a tick called disarm (applied=0: the timer had been re-armed or disarmed from outside since the tick began)",
     },
     EventInfo {
         target: "timer-periodic",
@@ -265,6 +266,12 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
         slots: ["timer", "due"],
         meaning: "due is the raw FILETIME value; i64::MIN stands for NULL (disarm)",
     },
+    EventInfo {
+        target: "syscall",
+        event: "SetThreadpoolTimerEx",
+        slots: ["timer", ""],
+        meaning: "a disarm (NULL due time) where the system has the call",
+    },
     EventInfo { target: "syscall", event: "WaitForThreadpoolTimerCallbacks", slots: ["timer", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolTimer", slots: ["timer", ""], meaning: "" },
 ];
@@ -276,33 +283,12 @@ macro_rules! record_kind {
     };
 }
 
-/// 100 ns units between 1601-01-01 and 1970-01-01 (both UTC).
-const UNIX_EPOCH_FILETIME: i64 = 116_444_736_000_000_000;
 /// Marks "no re-arm requested" and, in trace records, a NULL due time; no
 /// due time this module produces is `i64::MIN`.
 const NO_DUE: i64 = i64::MIN;
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
-/// The `FILETIME` value for an instant given as its offset from the Unix
-/// epoch (`Ok`: after it, `Err`: before it). Instants at or before 1601 map
-/// to 0, "immediately" (see the module docs).
-pub(crate) fn absolute_due_from_unix(offset: Result<Duration, Duration>) -> io::Result<i64> {
-    let too_late =
-        || invalid("timer instant is too late: its FILETIME (100 ns units since 1601) does not fit in 63 bits".into());
-    match offset {
-        Ok(after) => ticks_ceil(after).and_then(|t| t.checked_add(UNIX_EPOCH_FILETIME)).ok_or_else(too_late),
-        Err(before) => {
-            let back = ticks_ceil(before).unwrap_or(i64::MAX);
-            Ok(UNIX_EPOCH_FILETIME.saturating_sub(back).max(0))
-        }
-    }
-}
-
-fn absolute_due(when: SystemTime) -> io::Result<i64> {
-    absolute_due_from_unix(when.duration_since(SystemTime::UNIX_EPOCH).map_err(|e| e.duration()))
 }
 
 /// A period or window as the pool takes it: whole milliseconds in a `u32`.
@@ -347,7 +333,7 @@ pub(crate) struct TimerHeader {
     /// `crate::arming`).
     gate: ArmGate<Held>,
     /// Bumped (under `lock`) by every arming and disarm from outside a
-    /// callback; a firing's re-arm (or a tick's stop) applies only if it has
+    /// callback; a firing's re-arm (or a tick's disarm) applies only if it has
     /// not changed since the firing began.
     generation: AtomicU64,
     /// Armed by the owner or a re-arm, and not disarmed since (written under
@@ -376,9 +362,11 @@ impl TimerHeader {
         self.gate.lock()
     }
 
-    /// Issues `SetThreadpoolTimer`; `due == None` disarms. The caller holds
-    /// the lock (`Held` is the proof).
-    fn set_locked(&self, _held: &Held, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) {
+    /// Issues `SetThreadpoolTimer`; `due == None` disarms, and then returns
+    /// what `SetThreadpoolTimerEx` reports (whether the disarm cancelled a
+    /// pending expiry) where the system has it. The caller holds the lock
+    /// (`Held` is the proof).
+    fn set_locked(&self, _held: &Held, raw: PTP_TIMER, due: Option<i64>, period: u32, window: u32) -> Option<bool> {
         match due {
             Some(due) => {
                 self.armed.store(true, Ordering::SeqCst);
@@ -390,14 +378,25 @@ impl TimerHeader {
                         unsafe { SetThreadpoolTimer(raw, &ft, period, window) }
                     });
                 });
+                None
             }
             None => {
                 self.armed.store(false, Ordering::SeqCst);
-                trace_call!("SetThreadpoolTimer", raw, NO_DUE, {
-                    // SAFETY: `raw` is a live timer; a null due time disarms it.
-                    unsafe { SetThreadpoolTimer(raw, core::ptr::null(), 0, 0) }
-                });
+                let cancelled = match sys::set_timer_ex() {
+                    Some(set_ex) => Some(trace_call!("SetThreadpoolTimerEx", raw, 0, {
+                        // SAFETY: as below; `set_ex` is `SetThreadpoolTimerEx`.
+                        unsafe { set_ex(raw, core::ptr::null(), 0, 0) != 0 }
+                    })),
+                    None => {
+                        trace_call!("SetThreadpoolTimer", raw, NO_DUE, {
+                            // SAFETY: `raw` is a live timer; a null due time disarms it.
+                            unsafe { SetThreadpoolTimer(raw, core::ptr::null(), 0, 0) }
+                        });
+                        None
+                    }
+                };
                 record_kind!(self.periodic, "disarmed", raw, 0);
+                cancelled
             }
         }
     }
@@ -417,10 +416,10 @@ impl TimerHeader {
 
     /// Disarms from outside a callback: supersedes any re-arm request of a
     /// firing in progress.
-    fn disarm_external(&self, raw: PTP_TIMER) {
+    fn disarm_external(&self, raw: PTP_TIMER) -> Option<bool> {
         let g = self.lock();
         self.generation.fetch_add(1, Ordering::SeqCst);
-        self.set_locked(&g.state, raw, None, 0, 0);
+        self.set_locked(&g.state, raw, None, 0, 0)
     }
 
     /// Applies a firing's re-arm request after its callback returned.
@@ -519,8 +518,8 @@ impl TimerCore {
         self.header().arm_external(self.raw, due, period, window);
     }
 
-    fn disarm(&self) {
-        self.header().disarm_external(self.raw);
+    fn disarm(&self) -> Option<bool> {
+        self.header().disarm_external(self.raw)
     }
 
     /// Begins a stop (arms and re-arms are absorbed from now on) and
@@ -552,7 +551,7 @@ impl Lifecycle for TimerCore {
         }
     }
 
-    /// An arming not yet fired or drained (a periodic timer: started and not
+    /// An arming not yet fired or drained (a periodic timer: armed and not
     /// stopped and drained since).
     fn drain_owed(&self) -> bool {
         let owed = self.header().obligation.is_owed();
@@ -634,11 +633,10 @@ unsafe extern "system" fn one_shot_trampoline<F>(
     let header = &shared.header;
     let began_at = header.generation.load(Ordering::SeqCst);
     header.obligation.dispatched();
-    let firing = TimerFiring { request: AtomicI64::new(NO_DUE), instance: CallbackInstance::new(instance) };
+    let firing = TimerFiring { request: Cell::new(None), instance: CallbackInstance::new(instance) };
     (shared.callback)(&firing);
-    let due = firing.request.load(Ordering::SeqCst);
-    if due != NO_DUE {
-        header.apply_rearm(timer, began_at, due);
+    if let Some(deadline) = firing.request.get() {
+        header.apply_rearm(timer, began_at, deadline.timer_due());
     }
     trace_record!("timer", "trampoline-left", timer, 0);
 }
@@ -671,20 +669,19 @@ unsafe extern "system" fn periodic_trampoline<F>(
 ///
 /// A request is only recorded; it is applied after the callback returns
 /// (the last request wins), so the next firing cannot overlap this one and
-/// the delay counts from the end of this firing. It is dropped if the timer
+/// a delay counts from the end of this firing. It is dropped if the timer
 /// is being dropped or drained by [`TimerObject::stop_and_drain`], or if
 /// the owner armed or disarmed the timer while this firing ran.
 ///
 /// Not `Send` or `Sync`: it lives for one firing on one thread.
 pub struct TimerFiring<'a> {
-    request: AtomicI64,
+    request: Cell<Option<Deadline>>,
     instance: CallbackInstance<'a>,
 }
 
 impl core::fmt::Debug for TimerFiring<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let due = self.request.load(Ordering::SeqCst);
-        f.debug_struct("TimerFiring").field("rearm_due", &(due != NO_DUE).then_some(due)).finish()
+        f.debug_struct("TimerFiring").field("rearm", &self.request.get()).finish()
     }
 }
 
@@ -695,24 +692,14 @@ impl<'a> TimerFiring<'a> {
         &self.instance
     }
 
-    fn request(&self, due: i64) {
-        trace_record!("timer", "rearm-requested", due, 0);
-        self.request.store(due, Ordering::SeqCst);
-    }
-
-    /// Re-arms the timer to fire `delay` after this firing returns (zero:
-    /// immediately after; a delay too large to represent saturates, see the
-    /// module docs).
-    pub fn rearm_after(&self, delay: Duration) {
-        self.request(relative_due(delay));
-    }
-
-    /// Re-arms the timer to fire at `when`, applied after this firing
-    /// returns; an instant already past fires at once. Fails with
-    /// `InvalidInput`, recording nothing, if `when` cannot be represented.
-    pub fn rearm_at(&self, when: SystemTime) -> io::Result<()> {
-        self.request(absolute_due(when)?);
-        Ok(())
+    /// Re-arms the timer to fire at `deadline`, applied after this firing
+    /// returns: a [`Duration`] counts from then (zero: immediately after), an
+    /// `Instant` or [`SystemTime`] already past fires at once. A later
+    /// request in the same firing replaces this one. See [`crate::time`].
+    pub fn rearm(&self, deadline: impl Into<Deadline>) {
+        let deadline = deadline.into();
+        trace_record!("timer", "rearm-requested", deadline.timer_due(), 0);
+        self.request.set(Some(deadline));
     }
 }
 
@@ -739,17 +726,17 @@ impl<'a> PeriodicTick<'a> {
         &self.instance
     }
 
-    /// Stops the timer from inside a tick, at once: no further tick is
+    /// Disarms the timer from inside a tick, at once: no further tick is
     /// scheduled. Ticks already running keep running; on Wine 8 a tick
     /// already queued still runs (on Windows it is discarded). Ignored if
-    /// the owner started or stopped the timer since this tick began.
-    pub fn stop(&self) {
+    /// the owner armed or disarmed the timer since this tick began.
+    pub fn disarm(&self) {
         let g = self.header.lock();
         let applied = self.header.generation.load(Ordering::SeqCst) == self.began_at;
-        trace_record!("timer-periodic", "stop-requested", self.raw, applied);
+        trace_record!("timer-periodic", "disarm-requested", self.raw, applied);
         if applied {
             self.header.generation.fetch_add(1, Ordering::SeqCst);
-            self.header.set_locked(&g.state, self.raw, None, 0, 0);
+            let _ = self.header.set_locked(&g.state, self.raw, None, 0, 0);
         }
     }
 }
@@ -766,9 +753,9 @@ const _: () = {
 /// callback once. Its methods are [`TimerObject`]'s, which the cleanup
 /// group's [`TimerMember`](crate::cleanup_group::TimerMember) offers too.
 ///
-/// Arm it with [`set_after`](TimerObject::set_after) or
-/// [`set_at`](TimerObject::set_at); arming again replaces the previous due
-/// time. From inside the callback, [`TimerFiring::rearm_after`] schedules
+/// Arm it with [`arm`](TimerObject::arm) (a `Duration`, an `Instant` or a
+/// `SystemTime`); arming again replaces the previous due time. From inside
+/// the callback, [`TimerFiring::rearm`] schedules
 /// the next firing without overlap. `Drop` suppresses any pending re-arm,
 /// disarms, drains (never cancels), closes the timer, then frees the
 /// callback; dropping an armed timer owes a drain (see
@@ -778,7 +765,7 @@ const _: () = {
 ///
 /// ```
 /// use std::sync::{Arc, Mutex, Condvar};
-/// use std::time::{Duration, SystemTime};
+/// use std::time::{Duration, Instant};
 /// use windows_threadpool::Timer;
 ///
 /// let fired = Arc::new((Mutex::new(0), Condvar::new()));
@@ -787,14 +774,14 @@ const _: () = {
 ///     *f.0.lock().unwrap() += 1;
 ///     f.1.notify_all();
 /// })?;
-/// timer.set_at(SystemTime::now() + Duration::from_millis(10))?;
+/// timer.arm(Instant::now() + Duration::from_millis(10));
 /// let (lock, cv) = &*fired;
 /// let n = cv.wait_while(lock.lock().unwrap(), |n| *n == 0).unwrap();
 /// assert_eq!(*n, 1);
 /// # drop(n);
 /// // A delay too large to represent saturates: armed, never due in practice.
-/// timer.set_after(Duration::MAX);
-/// assert!(timer.is_set());
+/// timer.arm(Duration::MAX);
+/// assert!(timer.is_armed());
 /// timer.stop_and_drain();
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -836,42 +823,42 @@ impl Timer {
 }
 
 impl TimerObject {
-    /// Arms the timer to fire once, `delay` from now (zero: at once). A
-    /// delay too large to represent saturates (see the module docs).
-    /// An arm that races [`stop_and_drain`](Self::stop_and_drain) may be
-    /// absorbed by it, as if it came first (this applies to every arming
-    /// method).
-    pub fn set_after(&self, delay: Duration) {
-        self.0.arm(relative_due(delay), 0, 0);
+    /// Arms the timer to fire once at `deadline` (a [`Duration`] from now,
+    /// an `Instant`, a [`SystemTime`], or [`Deadline::NEVER`]; see
+    /// [`crate::time`]), replacing any previous arming. A deadline already
+    /// past fires at once; one too far off to represent saturates. An arm
+    /// that races [`stop_and_drain`](Self::stop_and_drain) may be absorbed
+    /// by it, as if it came first (this applies to every arming method).
+    pub fn arm(&self, deadline: impl Into<Deadline>) {
+        self.0.arm(deadline.into().timer_due(), 0, 0);
     }
 
-    /// Arms the timer to fire once at `when`; an instant in the past fires
-    /// at once. `InvalidInput` if `when` cannot be represented.
-    pub fn set_at(&self, when: SystemTime) -> io::Result<()> {
-        self.0.arm(absolute_due(when)?, 0, 0);
-        Ok(())
-    }
-
-    /// Arms the timer to fire once, `delay` from now, allowing the pool to
-    /// delay it by up to `window` (rounded down to whole milliseconds,
-    /// at most `u32::MAX` ms) to coalesce it with other timers.
-    pub fn set_after_with_window(&self, delay: Duration, window: Duration) {
-        self.0.arm(relative_due(delay), 0, window_millis(window));
+    /// Like [`arm`](Self::arm), allowing the pool to delay the firing by up
+    /// to `window` (rounded down to whole milliseconds, at most `u32::MAX`
+    /// ms) to coalesce it with other timers.
+    pub fn arm_with_window(&self, deadline: impl Into<Deadline>, window: Duration) {
+        self.0.arm(deadline.into().timer_due(), 0, window_millis(window));
     }
 
     /// Disarms the timer. A firing already running continues, and its re-arm
     /// request is dropped. On Windows a firing already queued is discarded;
     /// on Wine 8 it still runs (see `docs/wine.md`).
-    pub fn disarm(&self) {
-        self.0.disarm();
+    ///
+    /// Returns whether the disarm cancelled a pending expiry
+    /// (`SetThreadpoolTimerEx`): `Some(true)` if the timer was armed and
+    /// will not fire, `Some(false)` if it was not armed or its firing is
+    /// running or about to start. `None` where the system lacks
+    /// `SetThreadpoolTimerEx` (before Windows 8; Wine 8).
+    pub fn disarm(&self) -> Option<bool> {
+        self.0.disarm()
     }
 
     /// `IsThreadpoolTimerSet`: whether a due time is set. This is not "will
     /// fire again": the flag stays set after a one-shot fires (measured on
-    /// Wine 8; see `tests/timer.rs::is_set_stays_true_after_a_one_shot_fires`),
+    /// Wine 8; see `tests/timer.rs::is_armed_stays_true_after_a_one_shot_fires`),
     /// and is cleared only by [`disarm`](Self::disarm) and
     /// [`stop_and_drain`](Self::stop_and_drain).
-    pub fn is_set(&self) -> bool {
+    pub fn is_armed(&self) -> bool {
         // SAFETY: `self.0.raw` is a live timer.
         unsafe { IsThreadpoolTimerSet(self.0.raw) != 0 }
     }
@@ -903,7 +890,7 @@ impl TimerObject {
     /// Arms that race it from other threads (or from a firing's re-arm
     /// request) do not break that: an arm that takes effect before its
     /// disarm is undone by it, and one made after the disarm and before it
-    /// returns is absorbed (it arms nothing; `set_*` still returns `Ok`). An
+    /// returns is absorbed (it arms nothing). An
     /// arm still in progress when it returns, or made after, is a new
     /// arming, ordered after the stop.
     ///
@@ -919,8 +906,8 @@ impl TimerObject {
     }
 }
 
-/// An owned periodic timer: after [`start`](PeriodicTimerObject::start) it
-/// ticks every [`period`](PeriodicTimerObject::period) until stopped. Its
+/// An owned periodic timer: once [armed](PeriodicTimerObject::arm) it
+/// ticks every [`period`](PeriodicTimerObject::period) until disarmed. Its
 /// methods are [`PeriodicTimerObject`]'s, which the cleanup group's
 /// [`PeriodicTimerMember`](crate::cleanup_group::PeriodicTimerMember) offers
 /// too.
@@ -929,13 +916,13 @@ impl TimerObject {
 /// not the previous one has returned, and runs it on another thread; a
 /// callback that can take longer than the period must tolerate running
 /// concurrently with itself. (Use [`Timer`] with
-/// [`TimerFiring::rearm_after`] for repetition that never overlaps.)
+/// [`TimerFiring::rearm`] for repetition that never overlaps.)
 ///
 /// `Drop` stops the timer, drains (never cancels), closes it, then frees the
 /// callback; dropping a running timer owes a drain (see
 /// [the module docs](crate::timer#teardown)). A tick may drop the timer's
 /// last owner (the teardown then completes once the ticks still queued or
-/// running have returned; call [`PeriodicTick::stop`] first to owe nothing);
+/// running have returned; call [`PeriodicTick::disarm`] first to owe nothing);
 /// draining the timer from its own tick panics.
 ///
 /// ```
@@ -948,11 +935,11 @@ impl TimerObject {
 /// let t = Arc::clone(&ticks);
 /// let timer = PeriodicTimer::new(Duration::from_millis(2), move |tick| {
 ///     if t.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
-///         tick.stop(); // ends the timer from inside a tick
+///         tick.disarm(); // ends the timer from inside a tick
 ///     }
 /// })?;
-/// timer.start();
-/// while timer.is_running() {
+/// timer.arm(timer.period());
+/// while timer.is_armed() {
 ///     std::thread::sleep(Duration::from_millis(1));
 /// }
 /// timer.wait(); // ticks already queued or running have finished
@@ -1037,47 +1024,35 @@ impl PeriodicTimerObject {
         self.period_of().period
     }
 
-    /// Starts (or restarts) the timer: the first tick is one period from now.
-    pub fn start(&self) {
-        let millis = self.period_of().millis;
-        // A valid period is at most u32::MAX ms, always representable.
-        self.0.arm(-(i64::from(millis) * 10_000), millis, 0);
+    /// Arms (or re-arms) the timer: the first tick at `first` (a
+    /// [`Duration`] from now, an `Instant`, a [`SystemTime`]; see
+    /// [`crate::time`]; `timer.arm(timer.period())` ticks on the period from
+    /// now), then one every period, until disarmed. A first tick already
+    /// past comes at once.
+    pub fn arm(&self, first: impl Into<Deadline>) {
+        self.0.arm(first.into().timer_due(), self.period_of().millis, 0);
     }
 
-    /// Starts (or restarts) the timer with the first tick `first_delay` from
-    /// now (zero: at once; too large to represent: saturates).
-    pub fn start_after(&self, first_delay: Duration) {
-        self.0.arm(relative_due(first_delay), self.period_of().millis, 0);
+    /// Like [`arm`](Self::arm), allowing the pool to delay each tick by up
+    /// to `window` (rounded down to whole milliseconds, at most `u32::MAX`
+    /// ms) to coalesce it with other timers.
+    pub fn arm_with_window(&self, first: impl Into<Deadline>, window: Duration) {
+        self.0.arm(first.into().timer_due(), self.period_of().millis, window_millis(window));
     }
 
-    /// Starts (or restarts) the timer with the first tick at `first`; an
-    /// instant in the past ticks at once. `InvalidInput` if it cannot be
-    /// represented.
-    pub fn start_at(&self, first: SystemTime) -> io::Result<()> {
-        self.0.arm(absolute_due(first)?, self.period_of().millis, 0);
-        Ok(())
+    /// Disarms the timer: no further tick is scheduled. Ticks already
+    /// running keep running; on Windows a tick already queued is discarded,
+    /// on Wine 8 it still runs. Use [`stop_and_drain`](Self::stop_and_drain)
+    /// to also wait for them. Returns what [`TimerObject::disarm`] returns.
+    pub fn disarm(&self) -> Option<bool> {
+        self.0.disarm()
     }
 
-    /// Like [`start_after`](Self::start_after), allowing the pool to delay
-    /// each tick by up to `window` (rounded down to whole milliseconds, at
-    /// most `u32::MAX` ms) to coalesce it with other timers.
-    pub fn start_with_window(&self, first_delay: Duration, window: Duration) {
-        self.0.arm(relative_due(first_delay), self.period_of().millis, window_millis(window));
-    }
-
-    /// Stops the timer: no further tick is scheduled. Ticks already running
-    /// keep running; on Windows a tick already queued is discarded, on Wine 8
-    /// it still runs. Use [`stop_and_drain`](Self::stop_and_drain) to also
-    /// wait for them.
-    pub fn stop(&self) {
-        self.0.disarm();
-    }
-
-    /// Whether the timer has been started and not stopped since (by
-    /// [`stop`](Self::stop), [`PeriodicTick::stop`] or
+    /// Whether the timer has been armed and not disarmed since (by
+    /// [`disarm`](Self::disarm), [`PeriodicTick::disarm`] or
     /// [`stop_and_drain`](Self::stop_and_drain)). Ticks may still be running
     /// when this is false.
-    pub fn is_running(&self) -> bool {
+    pub fn is_armed(&self) -> bool {
         self.0.header().armed.load(Ordering::SeqCst)
     }
 
@@ -1093,7 +1068,7 @@ impl PeriodicTimerObject {
 
     /// Stops the timer and drains, like `Drop` but without closing: when it
     /// returns no tick is running or queued, and none will start until the
-    /// timer is started again. Starts that race it are undone or absorbed
+    /// timer is armed again. Arms that race it are undone or absorbed
     /// as for [`TimerObject::stop_and_drain`].
     ///
     /// # Panics
@@ -1111,32 +1086,6 @@ impl PeriodicTimerObject {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const TICKS_PER_SEC: u64 = 10_000_000;
-
-    #[test]
-    fn instants_become_filetimes() {
-        assert_eq!(absolute_due_from_unix(Ok(Duration::ZERO)).unwrap(), UNIX_EPOCH_FILETIME);
-        assert_eq!(absolute_due_from_unix(Ok(Duration::from_nanos(150))).unwrap(), UNIX_EPOCH_FILETIME + 2);
-        assert_eq!(
-            absolute_due_from_unix(Err(Duration::from_secs(1))).unwrap(),
-            UNIX_EPOCH_FILETIME - TICKS_PER_SEC as i64
-        );
-        let ticks = |t: i64| Duration::new(t as u64 / TICKS_PER_SEC, (t as u64 % TICKS_PER_SEC) as u32 * 100);
-        let to_1601 = ticks(UNIX_EPOCH_FILETIME);
-        assert_eq!(absolute_due_from_unix(Err(to_1601)).unwrap(), 0);
-        assert_eq!(
-            absolute_due_from_unix(Err(to_1601 * 2)).unwrap(),
-            0,
-            "before 1601 is 'immediately', never relative"
-        );
-        assert_eq!(absolute_due_from_unix(Err(Duration::MAX)).unwrap(), 0);
-        let latest = ticks(i64::MAX - UNIX_EPOCH_FILETIME);
-        assert_eq!(absolute_due_from_unix(Ok(latest)).unwrap(), i64::MAX);
-        let e = absolute_due_from_unix(Ok(latest + Duration::from_nanos(100))).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        assert!(absolute_due_from_unix(Ok(Duration::MAX)).is_err());
-    }
 
     #[test]
     fn periods_are_whole_milliseconds_in_range() {

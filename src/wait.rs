@@ -5,16 +5,17 @@
 //! use std::sync::mpsc;
 //! use std::time::Duration;
 //! use windows_threadpool::wait::{Event, Wait, WaitResult};
+//! use windows_threadpool::Deadline;
 //!
 //! let event = Event::new(false, false)?;
 //! let (tx, rx) = mpsc::channel();
 //! let wait = Wait::new(event.try_clone()?.into(), move |act| {
 //!     tx.send(act.result()).unwrap();
 //! })?;
-//! wait.arm(None);          // wait forever for the event
+//! wait.arm(Deadline::NEVER); // wait for the event, without timeout
 //! event.set()?;
 //! assert_eq!(rx.recv().unwrap(), WaitResult::Signalled);
-//! wait.arm(Some(Duration::from_millis(1)));
+//! wait.arm(Duration::from_millis(1));
 //! assert_eq!(rx.recv().unwrap(), WaitResult::TimedOut);
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -33,9 +34,11 @@
 //! A wait is created disarmed. [`WaitObject::arm`] arms it once: the
 //! platform consumes the arming when it dispatches the callback, so a callback
 //! that wants the next signal re-arms through [`WaitActivation::rearm`].
-//! Timeouts are relative: `None` waits forever, `Some(Duration::ZERO)` times
-//! out at once (see [`WaitObject::arm`]), and a duration too large for the
-//! pool's 64-bit count of 100 ns units is rejected, never clamped.
+//! The timeout is a [`Deadline`]: [`Deadline::NEVER`] waits without one, a
+//! `Duration` from now, an `Instant` or a `SystemTime` time out then
+//! (`Duration::ZERO`: at once; see [`WaitObject::arm`] and
+//! [`crate::time`]). There is no `is_armed`: the pool consumes an arming
+//! when it queues the callback, and offers no call that reports it.
 //!
 //! # Teardown
 //! `Drop` (and [`WaitObject::stop_and_drain`]) first refuse re-arms and
@@ -47,7 +50,7 @@
 //! The callback may drop the last owner of its own wait: the drop refuses
 //! re-arms and disarms at once, and the rest of the teardown runs on another
 //! thread once the callback has returned (a re-arm through the activation
-//! after the drop returns `Ok(false)`). Draining the wait from its own
+//! after the drop returns `false`). Draining the wait from its own
 //! callback (`wait`, `stop_and_drain`, the cancellations) panics: it would
 //! wait for itself. See the
 //! [crate docs](crate#a-callback-that-reaches-its-own-object).
@@ -66,6 +69,7 @@
 //! `docs/wine.md` records the difference.
 
 use core::ffi::c_void;
+#[cfg(doc)]
 use core::time::Duration;
 use std::io;
 use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, IntoRawHandle, OwnedHandle};
@@ -89,7 +93,8 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
-use crate::sys::{self, filetime, relative_due};
+use crate::sys::{self, filetime};
+use crate::time::Deadline;
 use crate::trace::EventInfo;
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
@@ -189,6 +194,12 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     },
     EventInfo { target: "syscall", event: "CreateThreadpoolWait", slots: ["context", "environment"], meaning: "" },
     EventInfo { target: "syscall", event: "SetThreadpoolWait", slots: ["wait", "handle"], meaning: "" },
+    EventInfo {
+        target: "syscall",
+        event: "SetThreadpoolWaitEx",
+        slots: ["wait", ""],
+        meaning: "a disarm (NULL handle) where the system has the call",
+    },
     EventInfo { target: "syscall", event: "WaitForThreadpoolWaitCallbacks", slots: ["wait", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolWait", slots: ["wait", ""], meaning: "" },
     EventInfo { target: "syscall", event: "CloseHandle", slots: ["handle", ""], meaning: "" },
@@ -574,10 +585,9 @@ impl<'a> WaitActivation<'a> {
     /// consumed the previous arming.
     ///
     /// Returns `false` without arming when the wait is being stopped or
-    /// torn down ([`WaitObject::stop_and_drain`] or `Drop`). A timeout too
-    /// large to represent saturates, as for [`WaitObject::arm`].
-    pub fn rearm(&self, timeout: Option<Duration>) -> bool {
-        let ft = timeout.map(|t| filetime(relative_due(t)));
+    /// torn down ([`WaitObject::stop_and_drain`] or `Drop`).
+    pub fn rearm(&self, timeout: impl Into<Deadline>) -> bool {
+        let ft = timeout.into().due().map(filetime);
         let h = self.header;
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "rearm-entered", self.wait, h.target.0);
@@ -674,8 +684,8 @@ impl WaitCore {
         self.ctx.header()
     }
 
-    fn arm(&self, timeout: Option<Duration>) {
-        let ft = timeout.map(|t| filetime(relative_due(t)));
+    fn arm(&self, timeout: Deadline) {
+        let ft = timeout.due().map(filetime);
         let h = self.header();
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "armed", self.raw, h.target.0);
@@ -686,26 +696,37 @@ impl WaitCore {
         }
     }
 
-    fn disarm(&self) {
+    fn disarm(&self) -> Option<bool> {
         let g = self.header().lock();
-        // During a flush the wait is already disarmed for the user; the
-        // flush disarms its own arming when it ends.
-        if !g.state.flushing {
-            self.set_null();
-        }
+        // During a flush the wait is already disarmed for the user (nothing
+        // of theirs to cancel); the flush disarms its own arming when it ends.
+        let cancelled = if g.state.flushing { sys::set_wait_ex().map(|_| false) } else { self.set_null() };
         drop(g);
         trace_record!("wait", "disarmed", self.raw, 0);
+        cancelled
     }
 
     fn lock_stopping(&self) -> MutexGuard<'_, ()> {
         self.stopping.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn set_null(&self) {
-        trace_call!("SetThreadpoolWait", self.raw, 0, {
-            // SAFETY: `self.raw` is a live wait; a null handle disarms it.
-            unsafe { SetThreadpoolWait(self.raw, core::ptr::null_mut(), core::ptr::null()) }
-        });
+    /// Disarms; returns what `SetThreadpoolWaitEx` reports (whether an
+    /// armed wait was cancelled) where the system has it.
+    fn set_null(&self) -> Option<bool> {
+        match sys::set_wait_ex() {
+            Some(set_ex) => Some(trace_call!("SetThreadpoolWaitEx", self.raw, 0, {
+                // SAFETY: as below; `set_ex` is `SetThreadpoolWaitEx`, whose
+                // last argument is reserved and must be null.
+                unsafe { set_ex(self.raw, core::ptr::null_mut(), core::ptr::null(), core::ptr::null_mut()) != 0 }
+            })),
+            None => {
+                trace_call!("SetThreadpoolWait", self.raw, 0, {
+                    // SAFETY: `self.raw` is a live wait; a null handle disarms it.
+                    unsafe { SetThreadpoolWait(self.raw, core::ptr::null_mut(), core::ptr::null()) }
+                });
+                None
+            }
+        }
     }
 
     /// Begins a stop (arms and re-arms are absorbed until
@@ -715,7 +736,7 @@ impl WaitCore {
     fn suppress_and_disarm(&self) -> bool {
         let h = self.header();
         let flush = h.arming.begin_stop(|state| {
-            self.set_null();
+            let _ = self.set_null();
             on_wine() && state.armings > h.activations.load(Ordering::SeqCst)
         });
         trace_record!("wait", "suppress-and-disarm", self.raw, flush);
@@ -764,7 +785,7 @@ impl WaitCore {
         let acked = h.flush.acked.lock().unwrap_or_else(PoisonError::into_inner);
         drop(h.flush.cv.wait_while(acked, |acked| !*acked).unwrap_or_else(PoisonError::into_inner));
         let mut g = h.lock();
-        self.set_null();
+        let _ = self.set_null();
         g.state.flushing = false;
         drop(g);
         self.drain(false);
@@ -943,18 +964,18 @@ impl WaitObject {
     }
 
     /// Arms the wait (`SetThreadpoolWait`): the callback runs once, when the
-    /// handle is signalled or after `timeout` (`None`: never times out). A
-    /// new arming replaces the previous one.
+    /// handle is signalled or at `timeout` ([`Deadline::NEVER`]: never times
+    /// out; a [`Duration`] from now, an `Instant` or a `SystemTime`: see
+    /// [`crate::time`]). A new arming replaces the previous one.
     ///
-    /// `Some(Duration::ZERO)` times out immediately. Whether an
-    /// already-signalled handle then reports [`WaitResult::Signalled`] is the
-    /// platform's choice: Wine always reports a timeout and leaves the
-    /// handle's state alone. A timeout of more than `i64::MAX` units of
-    /// 100 ns (about 29,227 years) saturates to that: never, in practice. An
-    /// arm that races [`stop_and_drain`](Self::stop_and_drain) on another
-    /// thread may be absorbed by it, as if it came first.
-    pub fn arm(&self, timeout: Option<Duration>) {
-        self.0.arm(timeout)
+    /// A timeout already due (`Duration::ZERO`, a past instant) times out
+    /// at once. Whether an already-signalled handle then reports
+    /// [`WaitResult::Signalled`] is the platform's choice: Wine always
+    /// reports a timeout and leaves the handle's state alone. An arm that
+    /// races [`stop_and_drain`](Self::stop_and_drain) on another thread may
+    /// be absorbed by it, as if it came first.
+    pub fn arm(&self, timeout: impl Into<Deadline>) {
+        self.0.arm(timeout.into())
     }
 
     /// Disarms (`SetThreadpoolWait(.., NULL, ..)`): no new callback is queued
@@ -962,8 +983,13 @@ impl WaitObject {
     /// arriving just before the disarm may still queue a callback after it
     /// returns; [`stop_and_drain`](Self::stop_and_drain) and `Drop` do not
     /// have that gap.
-    pub fn disarm(&self) {
-        self.0.disarm();
+    ///
+    /// Returns what `SetThreadpoolWaitEx` (Windows 8 and later) reports:
+    /// `Some(true)` if the wait was armed and the disarm cancelled it,
+    /// `Some(false)` if it was not armed or its callback is running or
+    /// about to start; `None` where the system lacks that call (Wine 8).
+    pub fn disarm(&self) -> Option<bool> {
+        self.0.disarm()
     }
 
     /// Returns after every callback queued or running has finished. It does

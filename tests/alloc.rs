@@ -27,6 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use windows_sys::Win32::Storage::FileSystem::ReadFile;
 use windows_sys::Win32::System::Threading::GetCurrentThreadId;
+use windows_threadpool::Deadline;
 use windows_threadpool::Work;
 use windows_threadpool::io::{self, Io, IoCompletion, Operation, OperationId};
 use windows_threadpool::timer::{PeriodicTimer, Timer};
@@ -222,17 +223,19 @@ fn one_shot_arming() {
         q.bump();
     })
     .unwrap();
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     p.wait_for(1);
     let far = Duration::from_secs(3600);
     let c = count_here(|| {
         for _ in 0..CALLS {
-            timer.set_after(far);
-            timer.set_at(SystemTime::now() + far).unwrap();
+            timer.arm(far);
+            timer.arm(SystemTime::now() + far);
+            timer.arm(Instant::now() + far);
+            timer.arm(Deadline::NEVER);
         }
-        timer.set_after(Duration::from_millis(1));
+        timer.arm(Duration::from_millis(1));
     });
-    assert_none("Timer::set_after / set_at", c);
+    assert_none("Timer::arm with each kind of deadline", c);
     p.wait_for(2);
     timer.stop_and_drain();
 }
@@ -247,17 +250,17 @@ fn one_shot_rearm_from_firing() {
     let timer = Timer::new(move |firing| {
         if f.fetch_add(1, SeqCst) % 2 == 0 {
             open_here();
-            firing.rearm_after(Duration::from_millis(1));
+            firing.rearm(Duration::from_millis(1));
         } else {
             q.bump();
         }
     })
     .unwrap();
     for round in 1..=ROUNDS {
-        timer.set_after(Duration::ZERO);
+        timer.arm(Duration::ZERO);
         p.wait_for(round);
         timer.wait();
-        assert_none(&format!("TimerFiring::rearm_after and its application (round {round})"), close());
+        assert_none(&format!("TimerFiring::rearm and its application (round {round})"), close());
     }
     timer.stop_and_drain();
     assert_eq!(fired.load(SeqCst), 2 * ROUNDS, "each re-arm fired once");
@@ -270,15 +273,20 @@ fn periodic_start_stop() {
         q.bump();
     })
     .unwrap();
-    timer.start();
-    timer.stop();
+    timer.arm(timer.period());
+    timer.disarm();
     let mut seen = 0;
     for round in 0..ROUNDS {
-        assert_none(&format!("PeriodicTimer::start (round {round})"), count_here(|| timer.start()));
-        assert!(timer.is_running());
+        assert_none(&format!("PeriodicTimer::arm (round {round})"), count_here(|| timer.arm(timer.period())));
+        assert!(timer.is_armed());
         p.wait_for(seen + 2);
-        assert_none(&format!("PeriodicTimer::stop (round {round})"), count_here(|| timer.stop()));
-        assert!(!timer.is_running());
+        assert_none(
+            &format!("PeriodicTimer::disarm (round {round})"),
+            count_here(|| {
+                let _ = timer.disarm();
+            }),
+        );
+        assert!(!timer.is_armed());
         timer.wait();
         seen = p.get();
     }
@@ -290,13 +298,13 @@ fn periodic_start_stop() {
     let timer = PeriodicTimer::new(Duration::from_millis(1), move |tick| {
         let mut slot = s.lock().unwrap();
         if slot.is_none() {
-            *slot = Some(count_here(|| tick.stop()));
+            *slot = Some(count_here(|| tick.disarm()));
         }
     })
     .unwrap();
-    timer.start();
+    timer.arm(timer.period());
     let deadline = Instant::now() + Duration::from_secs(20);
-    while timer.is_running() {
+    while timer.is_armed() {
         assert!(Instant::now() < deadline, "the tick never stopped its timer");
         std::thread::yield_now();
     }
@@ -312,13 +320,13 @@ fn wait_arming() {
         q.bump();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     p.wait_for(1);
     let c = count_here(|| {
         for _ in 0..CALLS {
-            wait.arm(Some(Duration::from_secs(3600)));
-            wait.arm(None);
+            wait.arm(Duration::from_secs(3600));
+            wait.arm(Deadline::NEVER);
         }
     });
     assert_none("Wait::arm", c);
@@ -334,13 +342,13 @@ fn wait_rearm_from_activation() {
     let event = Event::new(false, false).unwrap();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
         let mut rearmed = false;
-        let c = count_here(|| rearmed = act.rearm(None));
+        let c = count_here(|| rearmed = act.rearm(Deadline::NEVER));
         assert!(rearmed, "the re-arm was refused");
         k.lock().unwrap().push(c);
         q.bump();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     for round in 1..=ROUNDS {
         event.set().unwrap();
         p.wait_for(round);

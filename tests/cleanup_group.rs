@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use windows_threadpool::Deadline;
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::{CallbackEnviron, Pool, Work, WorkInvocation};
 
@@ -267,21 +268,21 @@ fn close_members_settles_members_still_armed() {
             tok.0.ran.fetch_add(1, SeqCst);
         })
         .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     let tok = Token::new(&tally);
     let timer = group
         .create_timer(move |_| {
             tok.0.ran.fetch_add(1, SeqCst);
         })
         .unwrap();
-    timer.set_after(Duration::from_secs(3600));
+    timer.arm(Duration::from_secs(3600));
     let tok = Token::new(&tally);
     let periodic = group
         .create_periodic_timer(Duration::from_secs(3600), move |_| {
             tok.0.ran.fetch_add(1, SeqCst);
         })
         .unwrap();
-    periodic.start();
+    periodic.arm(periodic.period());
     group.close_members();
     assert_eq!(tally.live.load(SeqCst), 0, "every member's context was freed");
     assert_eq!(tally.ran.load(SeqCst), 0, "nothing was signalled or due");
@@ -303,7 +304,7 @@ fn dropping_a_group_with_an_armed_member_reports_after_freeing_it() {
             tok.0.ran.fetch_add(1, SeqCst);
         })
         .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     support::teardown_owing("WaitMember", || drop(group));
     assert_eq!(tally.live.load(SeqCst), 0, "the member's context was freed");
     assert_eq!(tally.ran.load(SeqCst), 0);
@@ -401,7 +402,7 @@ mod waits {
                     f.fetch_add(1, SeqCst);
                 })
                 .unwrap();
-            m.arm(None);
+            m.arm(Deadline::NEVER);
         }
         for s in &signals {
             s.set().unwrap();
@@ -432,10 +433,10 @@ mod waits {
         let m = group
             .create_wait(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
                 c.fetch_add(1, SeqCst);
-                let _ = act.rearm(None);
+                let _ = act.rearm(Deadline::NEVER);
             })
             .unwrap();
-        m.arm(None);
+        m.arm(Deadline::NEVER);
         while count.load(SeqCst) < 5 {
             std::thread::yield_now();
         }
@@ -449,7 +450,7 @@ mod waits {
                 tx.send(()).unwrap()
             })
             .unwrap();
-        probe.arm(None);
+        probe.arm(Deadline::NEVER);
         rx.recv_timeout(Duration::from_secs(10)).unwrap();
         probe.stop_and_drain();
         assert_eq!(count.load(SeqCst), at_release, "a wait member ran after its release");
@@ -479,7 +480,7 @@ mod waits {
                         r.fetch_add(1, SeqCst);
                     })
                     .unwrap();
-                m.arm(None);
+                m.arm(Deadline::NEVER);
             }
         }
         for s in &signals {
@@ -509,7 +510,7 @@ mod timers {
         let one_shot = group
             .create_timer(move |firing: &TimerFiring<'_>| {
                 if f.fetch_add(1, SeqCst) + 1 < 3 {
-                    firing.rearm_after(Duration::from_millis(1));
+                    firing.rearm(Duration::from_millis(1));
                 }
             })
             .unwrap();
@@ -518,14 +519,14 @@ mod timers {
         let periodic = group
             .create_periodic_timer(Duration::from_millis(2), move |tick: &PeriodicTick<'_>| {
                 if t.fetch_add(1, SeqCst) + 1 == 4 {
-                    tick.stop();
+                    tick.disarm();
                 }
             })
             .unwrap();
         assert_eq!(periodic.period(), Duration::from_millis(2));
-        one_shot.set_after(Duration::from_millis(1));
-        periodic.start();
-        assert!(periodic.is_running());
+        one_shot.arm(Duration::from_millis(1));
+        periodic.arm(periodic.period());
+        assert!(periodic.is_armed());
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while (fired.load(SeqCst) < 3 || ticks.load(SeqCst) < 4) && std::time::Instant::now() < deadline {
             std::thread::yield_now();
@@ -534,7 +535,7 @@ mod timers {
         periodic.stop_and_drain();
         assert_eq!(fired.load(SeqCst), 3, "the first firing and its two re-arms");
         assert!(ticks.load(SeqCst) >= 4, "ticked until the fourth tick stopped it");
-        assert!(!periodic.is_running());
+        assert!(!periodic.is_armed());
         group.close_members();
     }
 
@@ -551,7 +552,7 @@ mod timers {
             .create_timer(move |firing: &TimerFiring<'_>| {
                 let _keep = &l1;
                 r1.fetch_add(1, SeqCst);
-                firing.rearm_after(Duration::from_millis(1));
+                firing.rearm(Duration::from_millis(1));
             })
             .unwrap();
         let (r2, l2) = (Arc::clone(&runs), Arc::clone(&live));
@@ -561,8 +562,8 @@ mod timers {
                 r2.fetch_add(1, SeqCst);
             })
             .unwrap();
-        one_shot.set_after(Duration::ZERO);
-        periodic.start();
+        one_shot.arm(Duration::ZERO);
+        periodic.arm(periodic.period());
         while runs.load(SeqCst) < 10 {
             std::thread::yield_now();
         }
@@ -603,7 +604,7 @@ mod member_api {
             f.bump();
         })
         .unwrap();
-        probe.arm(None);
+        probe.arm(Deadline::NEVER);
         fired.wait_for(1);
     }
 
@@ -616,7 +617,7 @@ mod member_api {
             f.bump();
         })
         .unwrap();
-        w.set_at(at).unwrap();
+        w.arm(at);
         fired.wait_for(1);
     }
 
@@ -642,14 +643,14 @@ mod member_api {
             .unwrap();
         assert_eq!(m.handle().as_raw_handle(), target_raw, "handle() is the wait's own target");
         // Disarmed before the signal: nothing queues.
-        m.arm(None);
+        m.arm(Deadline::NEVER);
         m.disarm();
         event.set().unwrap();
         probe_fires(&event);
         // Armed on the signalled event: the callback queues behind the held
         // thread, where try_cancel_pending discards it (it returns at once:
         // nothing of the member runs).
-        m.arm(None);
+        m.arm(Deadline::NEVER);
         probe_fires(&event);
         let returned = Arc::new(AtomicBool::new(false));
         let r = Arc::clone(&returned);
@@ -667,14 +668,14 @@ mod member_api {
         m.wait();
         assert_eq!(count.get(), 0, "a disarmed or cancelled activation ran");
         // Still usable: armed again, it fires.
-        m.arm(None);
+        m.arm(Deadline::NEVER);
         count.wait_for(1);
         m.stop_and_drain();
         group.close_members();
     }
 
     #[test]
-    fn timer_member_set_at_is_set_disarm_and_cancel_pending() {
+    fn timer_member_arm_is_armed_disarm_and_cancel_pending() {
         let held = held_pool();
         let count = Arc::new(support::Counter::default());
         let c = Arc::clone(&count);
@@ -688,15 +689,15 @@ mod member_api {
                 &env,
             )
             .unwrap();
-        assert!(!m.is_set());
-        m.set_at(SystemTime::now() + Duration::from_secs(3600)).unwrap();
-        assert!(m.is_set(), "set_at armed nothing");
+        assert!(!m.is_armed());
+        m.arm(SystemTime::now() + Duration::from_secs(3600));
+        assert!(m.is_armed(), "set_at armed nothing");
         m.disarm();
-        assert!(!m.is_set(), "disarm left the timer set");
+        assert!(!m.is_armed(), "disarm left the timer set");
         // Due now: the firing queues behind the held thread (the witness, due
         // later, has fired), where cancel_pending discards it.
         let due = SystemTime::now() + Duration::from_millis(5);
-        m.set_at(due).unwrap();
+        m.arm(due);
         witness_at(due + Duration::from_millis(5));
         let returned = Arc::new(AtomicBool::new(false));
         let r = Arc::clone(&returned);
@@ -707,14 +708,14 @@ mod member_api {
         held.release();
         m.wait();
         assert_eq!(count.get(), 0, "the cancelled firing ran");
-        m.set_after(Duration::ZERO);
+        m.arm(Duration::ZERO);
         count.wait_for(1);
         m.stop_and_drain();
         group.close_members();
     }
 
     #[test]
-    fn periodic_member_start_after_and_stop() {
+    fn periodic_member_arm_and_disarm() {
         let count = Arc::new(support::Counter::default());
         let c = Arc::clone(&count);
         let mut group = CleanupGroup::new().unwrap();
@@ -723,12 +724,12 @@ mod member_api {
                 c.bump();
             })
             .unwrap();
-        assert!(!m.is_running());
-        m.start_after(Duration::ZERO);
-        assert!(m.is_running());
+        assert!(!m.is_armed());
+        m.arm(Duration::ZERO);
+        assert!(m.is_armed());
         count.wait_for(3);
-        m.stop();
-        assert!(!m.is_running(), "stop left the timer running");
+        m.disarm();
+        assert!(!m.is_armed(), "disarm left the timer running");
         m.wait();
         m.stop_and_drain();
         let after = count.get();
@@ -759,15 +760,15 @@ mod member_api {
         let work = group.create_work(|_| {}).unwrap();
         assert!(one_shot.as_raw() != 0 && periodic.as_raw() != 0 && work.as_raw() != 0);
         assert_ne!(one_shot.as_raw(), periodic.as_raw());
-        one_shot.set_after_with_window(Duration::ZERO, Duration::from_millis(1));
+        one_shot.arm_with_window(Duration::ZERO, Duration::from_millis(1));
         fired.wait_for(1);
-        periodic.start_at(SystemTime::now()).unwrap();
-        assert!(periodic.is_running());
+        periodic.arm(SystemTime::now());
+        assert!(periodic.is_armed());
         ticks.wait_for(2);
         periodic.stop_and_drain();
         let before = ticks.get();
-        periodic.start_with_window(Duration::ZERO, Duration::from_millis(1));
-        assert!(periodic.is_running());
+        periodic.arm_with_window(Duration::ZERO, Duration::from_millis(1));
+        assert!(periodic.is_armed());
         ticks.wait_for(before + 2);
         periodic.stop_and_drain();
         one_shot.stop_and_drain();
@@ -835,7 +836,7 @@ fn a_reporting_drop_closes_the_group_before_it_reports() {
         let group = CleanupGroup::new().unwrap();
         let wait =
             group.create_wait(windows_threadpool::wait::WaitableHandle::event(false, false).unwrap(), |_| {}).unwrap();
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         support::teardown_owing("WaitMember", || drop(group));
         let all = rows::rows(&windows_threadpool::trace::dump());
         let group_rows: Vec<&rows::Row> = all

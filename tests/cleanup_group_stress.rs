@@ -28,6 +28,7 @@ mod scenarios {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
     use std::time::{Duration, Instant};
 
+    use windows_threadpool::Deadline;
     use windows_threadpool::cleanup_group::CleanupGroup;
     use windows_threadpool::wait::{Event, WaitActivation};
 
@@ -88,7 +89,7 @@ mod scenarios {
                 let e = Event::new(false, false).unwrap();
                 let m =
                     group.create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran()).unwrap();
-                m.arm(None);
+                m.arm(Deadline::NEVER);
                 if signal {
                     e.set().unwrap();
                 }

@@ -17,6 +17,7 @@ use support::Gate;
 use windows_sys::Win32::Foundation::{WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, LoadLibraryW};
 use windows_sys::Win32::System::Threading::WaitForSingleObject;
+use windows_threadpool::Deadline;
 use windows_threadpool::io::{Io, IoCompletion};
 use windows_threadpool::wait::{Event, Wait};
 use windows_threadpool::{CallbackEnviron, PeriodicTimer, Pool, Timer};
@@ -66,7 +67,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
     })
     .unwrap();
     let opener = OpenOnDrop(Arc::clone(&gate));
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
     assert_eq!(second, Err(ErrorKind::InvalidInput), "a second event for one callback must be refused");
@@ -81,7 +82,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
 fn may_run_long_is_true_on_the_default_pool() {
     let (tx, rx) = mpsc::channel();
     let timer = Timer::new(move |f| tx.send(f.instance().may_run_long()).unwrap()).unwrap();
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     assert!(rx.recv_timeout(PATIENCE).expect("the timer fired"), "the default pool can always add a thread");
     timer.stop_and_drain();
 }
@@ -93,7 +94,7 @@ fn may_run_long_is_false_when_the_pool_cannot_add_a_thread() {
     let env = CallbackEnviron::new().with_pool(&pool);
     let (tx, rx) = mpsc::channel();
     let timer = Timer::new_in(move |f| tx.send(f.instance().may_run_long()).unwrap(), &env).unwrap();
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     assert!(
         !rx.recv_timeout(PATIENCE).expect("the timer fired"),
         "a pool at its maximum of one thread, that thread in the callback, has no other thread"
@@ -109,10 +110,10 @@ fn a_periodic_tick_reaches_its_instance() {
         // Ignored after the first tick that got it in (one per tick, but
         // the event is already set then).
         let _ = tick.instance().set_event_on_return(DONE.get().unwrap());
-        tick.stop();
+        tick.disarm();
     })
     .unwrap();
-    timer.start();
+    timer.arm(timer.period());
     assert!(signalled_within_patience(done), "a tick's instance did not set the event");
     timer.stop_and_drain();
 }
@@ -126,7 +127,7 @@ fn a_wait_activation_reaches_its_instance() {
         act.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     assert!(signalled_within_patience(done), "an activation's instance did not set the event");
     wait.stop_and_drain();
 }
@@ -183,7 +184,7 @@ fn free_library_on_return_releases_the_callers_reference() {
         tx.send((first, second)).unwrap();
     })
     .unwrap();
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
     assert_eq!(second, Err(ErrorKind::InvalidInput), "a second library for one callback must be refused");

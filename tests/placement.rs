@@ -84,7 +84,7 @@ fn a_placed_timer_and_a_placed_group_member_run_on_the_set() {
     let (tx, rx) = observer();
     let t = tx.clone();
     let timer = Timer::new_in(move |_| t.send(seen()).unwrap(), &env).unwrap();
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     assert_eq!(recv(&rx).processor, 1, "the placed timer's firing");
     timer.stop_and_drain();
     let group = CleanupGroup::new().unwrap();
@@ -160,12 +160,12 @@ fn the_affinity_is_restored_when_the_callback_rearms_its_timer() {
     let timer = Timer::new_in(
         move |firing| {
             tx.send(seen()).unwrap();
-            firing.rearm_after(Duration::from_secs(3600));
+            firing.rearm(Duration::from_secs(3600));
         },
         &env,
     )
     .unwrap();
-    timer.set_after(Duration::ZERO);
+    timer.arm(Duration::ZERO);
     let during = recv(&rx);
     // The re-arm is applied by the trampoline after the callback; the probe
     // runs after the trampoline has returned (one thread).

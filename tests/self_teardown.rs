@@ -18,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
+use windows_threadpool::Deadline;
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::io::{self, Io, IoCompletion};
 use windows_threadpool::timer::{PeriodicTimer, Timer};
@@ -232,12 +233,12 @@ fn one_shot_timer_dropped_from_its_firing() {
     let (s, f) = (Arc::clone(&slot), Arc::clone(&firings));
     let timer = Timer::new(move |firing| {
         f.fetch_add(1, SeqCst);
-        firing.rearm_after(Duration::ZERO);
+        firing.rearm(Duration::ZERO);
         assert!(drop_from(&s));
         cap.returning();
     })
     .unwrap();
-    slot.lock().unwrap().insert(timer).set_after(Duration::ZERO);
+    slot.lock().unwrap().insert(timer).arm(Duration::ZERO);
     freed.wait_freed_once();
     assert_eq!(firings.load(SeqCst), 1, "the re-arm requested before the drop was applied");
 }
@@ -253,13 +254,13 @@ fn periodic_timer_stopped_and_dropped_from_a_tick() {
     let (s, t) = (Arc::clone(&slot), Arc::clone(&ticks));
     let timer = PeriodicTimer::new(Duration::from_millis(1), move |tick| {
         if t.fetch_add(1, SeqCst) + 1 == 3 {
-            tick.stop();
+            tick.disarm();
             assert!(drop_from(&s));
         }
         cap.returning();
     })
     .unwrap();
-    slot.lock().unwrap().insert(timer).start();
+    slot.lock().unwrap().insert(timer).arm(Duration::from_millis(1));
     freed.wait_freed_once();
     assert!(ticks.load(SeqCst) >= 3);
 }
@@ -278,7 +279,7 @@ fn periodic_timer_dropped_running_from_a_tick() {
             cap.returning();
         })
         .unwrap();
-        slot.lock().unwrap().insert(timer).start();
+        slot.lock().unwrap().insert(timer).arm(Duration::from_millis(1));
         freed.wait_freed_once();
         if cfg!(feature = "fail-fast") {
             await_abort();
@@ -306,11 +307,11 @@ fn wait_dropped_from_its_activation() {
     let (s, r) = (Arc::clone(&slot), Arc::clone(&rearmed));
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
         assert!(drop_from(&s));
-        *r.lock().unwrap() = Some(act.rearm(None));
+        *r.lock().unwrap() = Some(act.rearm(Deadline::NEVER));
         cap.returning();
     })
     .unwrap();
-    slot.lock().unwrap().insert(wait).arm(None);
+    slot.lock().unwrap().insert(wait).arm(Deadline::NEVER);
     event.set().unwrap();
     freed.wait_freed_once();
     assert_eq!(*rearmed.lock().unwrap(), Some(false), "a re-arm after the drop must be refused");
@@ -441,7 +442,7 @@ fn timer_calling(drain: fn(&Timer)) {
     let o = Arc::clone(&own);
     let timer = Timer::new(move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(timer);
-    own.get().unwrap().set_after(Duration::ZERO);
+    own.get().unwrap().arm(Duration::ZERO);
 }
 
 fn periodic_calling(drain: fn(&PeriodicTimer)) {
@@ -449,7 +450,7 @@ fn periodic_calling(drain: fn(&PeriodicTimer)) {
     let o = Arc::clone(&own);
     let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(timer);
-    own.get().unwrap().start_after(Duration::ZERO);
+    own.get().unwrap().arm(Duration::ZERO);
 }
 
 fn wait_calling(drain: fn(&Wait)) {
@@ -458,7 +459,7 @@ fn wait_calling(drain: fn(&Wait)) {
     let event = Event::new(false, false).unwrap();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(wait);
-    own.get().unwrap().arm(None);
+    own.get().unwrap().arm(Deadline::NEVER);
     event.set().unwrap();
 }
 
@@ -494,7 +495,7 @@ fn timer_member_calling(drain: fn(&windows_threadpool::cleanup_group::TimerMembe
     let o = Arc::clone(&own);
     let member = static_group().create_timer(move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
-    own.get().unwrap().set_after(Duration::ZERO);
+    own.get().unwrap().arm(Duration::ZERO);
 }
 
 fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::PeriodicTimerMember<'static>)) {
@@ -503,7 +504,7 @@ fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::Periodi
     let member =
         static_group().create_periodic_timer(Duration::from_millis(1), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
-    own.get().unwrap().start_after(Duration::ZERO);
+    own.get().unwrap().arm(Duration::ZERO);
 }
 
 fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<'static>)) {
@@ -513,7 +514,7 @@ fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<
     let member =
         static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
-    own.get().unwrap().arm(None);
+    own.get().unwrap().arm(Deadline::NEVER);
     event.set().unwrap();
 }
 

@@ -86,7 +86,7 @@ mod scenarios {
             f.1.notify_all();
         })
         .unwrap();
-        w.set_after(d);
+        w.arm(d);
         let g = fired.0.lock().unwrap();
         let (g, _) = fired.1.wait_timeout_while(g, PATIENCE, |f| !*f).unwrap();
         assert!(*g, "the witness timer never fired");
@@ -169,7 +169,7 @@ mod scenarios {
         }
         let t0 = Instant::now();
         for t in &timers {
-            t.set_after(Duration::ZERO);
+            t.arm(Duration::ZERO);
         }
         wait_until("every chain to finish", || probes.iter().all(|p| p.started() >= per));
         let took = t0.elapsed();
@@ -192,14 +192,14 @@ mod scenarios {
         rearm_chains(ctx, 8, ctx.n(250), |firing, n| {
             // Mostly immediate; every 50th waits 1 ms, so the chain also crosses due times.
             let d = if n % 50 == 0 { Duration::from_millis(1) } else { Duration::ZERO };
-            firing.rearm_after(d);
+            firing.rearm(d);
         });
     }
 
     fn one_shot_past_instant_rearm_at_chains(ctx: &Ctx) {
         rearm_chains(ctx, 4, ctx.n(250), |firing, n| {
             let past = if n % 2 == 0 { SystemTime::UNIX_EPOCH } else { SystemTime::now() - Duration::from_secs(1) };
-            firing.rearm_at(past).unwrap();
+            firing.rearm(past);
         });
     }
 
@@ -224,10 +224,12 @@ mod scenarios {
                         for _ in 0..per_thread {
                             let d = rng.duration(Duration::from_micros(300));
                             match rng.below(4) {
-                                0 => timer.set_after(d),
-                                1 => timer.set_at(SystemTime::now() + d).unwrap(),
-                                2 => timer.set_after_with_window(d, Duration::from_millis(rng.below(3))),
-                                _ => timer.disarm(),
+                                0 => timer.arm(d),
+                                1 => timer.arm(SystemTime::now() + d),
+                                2 => timer.arm_with_window(d, Duration::from_millis(rng.below(3))),
+                                _ => {
+                                    let _ = timer.disarm();
+                                }
                             }
                         }
                     });
@@ -235,7 +237,7 @@ mod scenarios {
             });
             // Floor: after each round of churn the timer still fires.
             let before = probe.started();
-            timer.set_after(Duration::ZERO);
+            timer.arm(Duration::ZERO);
             wait_until("a firing after a churn round", || probe.started() > before);
         }
         let took = t0.elapsed();
@@ -280,7 +282,7 @@ mod scenarios {
                     barrier.wait();
                     for _ in 0..per_block {
                         for t in &timers {
-                            t.set_after(ra.duration(Duration::from_micros(200)));
+                            t.arm(ra.duration(Duration::from_micros(200)));
                         }
                     }
                 });
@@ -297,7 +299,7 @@ mod scenarios {
             raced += probes.iter().zip(&before).map(|(p, b)| p.started() - b).sum::<usize>();
             // Floor: every timer still fires when armed after the race.
             for t in &timers {
-                t.set_after(Duration::ZERO);
+                t.arm(Duration::ZERO);
             }
             for (p, b) in probes.iter().zip(&before) {
                 wait_until("a firing after the race", || p.started() > *b);
@@ -311,7 +313,7 @@ mod scenarios {
         witness_after(Duration::from_millis(20));
         for ((t, p), s) in timers.iter().zip(&probes).zip(settled) {
             t.wait();
-            assert!(!t.is_set(), "disarmed timer reports a due time");
+            assert!(!t.is_armed(), "disarmed timer reports a due time");
             assert_eq!(p.started(), s, "a firing after disarm and drain");
             p.assert_quiet("after disarm and drain");
         }
@@ -346,9 +348,9 @@ mod scenarios {
                 *fired.0.lock().unwrap() = None;
                 let t0 = Instant::now();
                 if absolute {
-                    timer.set_at(SystemTime::now() + delay).unwrap();
+                    timer.arm(SystemTime::now() + delay);
                 } else {
-                    timer.set_after(delay);
+                    timer.arm(delay);
                 }
                 let g = fired.0.lock().unwrap();
                 let (g, _) = fired.1.wait_timeout_while(g, PATIENCE, |f| f.is_none()).unwrap();
@@ -396,7 +398,7 @@ mod scenarios {
         for (t, due) in timers.iter().zip(&dues) {
             let delay = Duration::from_micros(rng.below(50_000));
             *due.lock().unwrap() = Some(Instant::now() + delay);
-            t.set_after(delay);
+            t.arm(delay);
         }
         let armed = t1.elapsed();
         wait_until("every timer to fire", || probe.started() >= n);
@@ -436,7 +438,7 @@ mod scenarios {
                 })
                 .unwrap();
                 *due.lock().unwrap() = Some(Instant::now() + delay);
-                t.set_after_with_window(delay, Duration::from_millis(w));
+                t.arm_with_window(delay, Duration::from_millis(w));
                 timers.push(t);
             }
             wait_until("every windowed timer to fire", || probe.started() >= per);
@@ -464,7 +466,7 @@ mod scenarios {
                 p.leave();
             })
             .unwrap();
-            t.set_after(rng.duration(Duration::from_micros(400)));
+            t.arm(rng.duration(Duration::from_micros(400)));
             if i % 10 == 0 {
                 // Floor: one in ten is dropped only after it fired.
                 wait_until("a firing before the drop", || probe.started() > 0);
@@ -501,12 +503,12 @@ mod scenarios {
             let p = Arc::clone(&probe);
             let t = Timer::new(move |firing| {
                 p.enter();
-                firing.rearm_after(Duration::ZERO);
+                firing.rearm(Duration::ZERO);
                 spin(dwell);
                 p.leave();
             })
             .unwrap();
-            t.set_after(Duration::ZERO);
+            t.arm(Duration::ZERO);
             // Drop once a firing has been entered; usually one is mid-callback.
             wait_until("the first firing", || probe.started() > 0);
             // Owed if an applied re-arm has not fired yet.
@@ -532,14 +534,14 @@ mod scenarios {
         let p = Arc::clone(&probe);
         let timer = Timer::new(move |firing| {
             p.enter();
-            firing.rearm_after(Duration::ZERO);
+            firing.rearm(Duration::ZERO);
             p.leave();
         })
         .unwrap();
         let rounds = ctx.n(30);
         for _ in 0..rounds {
             let before = probe.started();
-            timer.set_after(Duration::ZERO);
+            timer.arm(Duration::ZERO);
             wait_until("the chain to run", || probe.started() > before + 2);
             // A ninth thread re-arms the chain while the drains run: each
             // drain must still end (re-arms stay suppressed while any
@@ -555,14 +557,14 @@ mod scenarios {
                 s.spawn(|| {
                     barrier.wait();
                     for _ in 0..20 {
-                        timer.set_after(Duration::ZERO);
+                        timer.arm(Duration::ZERO);
                         spin(Duration::from_micros(50));
                     }
                 });
             });
             timer.stop_and_drain();
             probe.assert_quiet("after 8 concurrent stop_and_drain");
-            assert!(!timer.is_set());
+            assert!(!timer.is_armed());
             let settled = probe.started();
             witness_after(Duration::from_millis(5));
             timer.wait();
@@ -586,17 +588,17 @@ mod scenarios {
                         let (pa, pb) = (Arc::clone(&a), Arc::clone(&b));
                         let t = Timer::new(move |firing| {
                             pa.enter();
-                            firing.rearm_after(Duration::from_micros(200));
+                            firing.rearm(Duration::from_micros(200));
                             pa.leave();
                         })
                         .unwrap();
-                        t.set_after(Duration::ZERO);
+                        t.arm(Duration::ZERO);
                         let pt = PeriodicTimer::new(Duration::from_millis(1), move |_| {
                             pb.enter();
                             pb.leave();
                         })
                         .unwrap();
-                        pt.start_after(Duration::ZERO);
+                        pt.arm(Duration::ZERO);
                         one_shots.push(t);
                         periodics.push(pt);
                         probes.extend([a, b]);
@@ -651,12 +653,12 @@ mod scenarios {
             probes.push(probe);
         }
         for t in &timers {
-            t.start();
+            t.arm(t.period());
         }
         wait_until("every timer's ticks", || probes.iter().all(|p| p.started() >= ticks));
         for t in &timers {
             t.stop_and_drain();
-            assert!(!t.is_running());
+            assert!(!t.is_armed());
         }
         let settled: Vec<usize> = probes.iter().map(|p| p.started()).collect();
         witness_after(Duration::from_millis(30));
@@ -682,7 +684,7 @@ mod scenarios {
         })
         .unwrap();
         let ticks = ctx.n(100);
-        timer.start_after(Duration::ZERO);
+        timer.arm(Duration::ZERO);
         wait_until("the ticks", || probe.started() >= ticks);
         timer.stop_and_drain();
         probe.assert_quiet("after stop_and_drain");
@@ -706,17 +708,17 @@ mod scenarios {
             let p = Arc::clone(&probe);
             let t = PeriodicTimer::new(Duration::from_millis(1 + rng.below(5)), move |tick| {
                 if p.enter() == stop_at {
-                    tick.stop();
+                    tick.disarm();
                 }
                 p.leave();
             })
             .unwrap();
-            t.start();
+            t.arm(t.period());
             timers.push(t);
             probes.push(probe);
             stops.push(stop_at);
         }
-        wait_until("every timer to stop itself", || timers.iter().all(|t| !t.is_running()));
+        wait_until("every timer to stop itself", || timers.iter().all(|t| !t.is_armed()));
         for t in &timers {
             t.wait();
         }
@@ -753,10 +755,12 @@ mod scenarios {
                     s.spawn(move || {
                         for _ in 0..per_thread {
                             match rng.below(4) {
-                                0 => timer.start(),
-                                1 => timer.start_after(rng.duration(Duration::from_millis(2))),
-                                2 => timer.start_with_window(Duration::ZERO, Duration::from_millis(rng.below(3))),
-                                _ => timer.stop(),
+                                0 => timer.arm(timer.period()),
+                                1 => timer.arm(rng.duration(Duration::from_millis(2))),
+                                2 => timer.arm_with_window(Duration::ZERO, Duration::from_millis(rng.below(3))),
+                                _ => {
+                                    let _ = timer.disarm();
+                                }
                             }
                         }
                     });
@@ -764,11 +768,11 @@ mod scenarios {
             });
             // Floor: the timer ticks after every round of churn.
             let before = probe.started();
-            timer.start_after(Duration::ZERO);
+            timer.arm(Duration::ZERO);
             wait_until("a tick after a churn round", || probe.started() >= before + 2);
         }
         timer.stop_and_drain();
-        assert!(!timer.is_running());
+        assert!(!timer.is_armed());
         probe.assert_quiet("after stop_and_drain");
         let settled = probe.started();
         witness_after(Duration::from_millis(20));
@@ -792,7 +796,7 @@ mod scenarios {
                 p.leave();
             })
             .unwrap();
-            t.start_after(Duration::ZERO);
+            t.arm(Duration::ZERO);
             if i % 2 == 0 {
                 wait_until("ticking", || probe.started() >= 2);
             } else {
@@ -837,7 +841,7 @@ mod scenarios {
         let created = t0.elapsed();
         let t1 = Instant::now();
         for t in &timers {
-            t.start();
+            t.arm(t.period());
         }
         let started = t1.elapsed();
         wait_until("three ticks from every timer", || counts.iter().all(|c| c.load(SeqCst) >= 3));
@@ -909,7 +913,7 @@ mod scenarios {
         let cp = Arc::clone(&chain_probe);
         let chain = Timer::new(move |firing| {
             cp.enter();
-            firing.rearm_after(Duration::from_micros(100));
+            firing.rearm(Duration::from_micros(100));
             cp.leave();
         })
         .unwrap();
@@ -925,8 +929,8 @@ mod scenarios {
             hp.leave();
         })
         .unwrap();
-        chain.set_after(Duration::ZERO);
-        ticker.start_after(Duration::ZERO);
+        chain.arm(Duration::ZERO);
+        ticker.arm(Duration::ZERO);
         let mut rng = Rng::from_time(ctx);
         let t0 = Instant::now();
         std::thread::scope(|s| {
@@ -939,12 +943,12 @@ mod scenarios {
                     if i.is_multiple_of(64) {
                         // Floor: wait past a due time now and then.
                         let before = churn_probe.started();
-                        churned.set_after(Duration::ZERO);
+                        churned.arm(Duration::ZERO);
                         wait_until("a churned firing", || churn_probe.started() > before);
                     } else if r.below(3) == 0 {
                         churned.disarm();
                     } else {
-                        churned.set_after(r.duration(Duration::from_micros(500)));
+                        churned.arm(r.duration(Duration::from_micros(500)));
                     }
                 }
             });
@@ -955,11 +959,11 @@ mod scenarios {
                     let p = Arc::clone(&probe);
                     let t = Timer::new(move |firing| {
                         p.enter();
-                        firing.rearm_after(Duration::ZERO);
+                        firing.rearm(Duration::ZERO);
                         p.leave();
                     })
                     .unwrap();
-                    t.set_after(Duration::ZERO);
+                    t.arm(Duration::ZERO);
                     wait_until("a cycled timer to fire", || probe.started() > 0);
                     support::teardown_maybe_owing("Timer", || drop(t));
                     probe.torn_down.store(true, SeqCst);

@@ -22,6 +22,7 @@ use windows_sys::Win32::System::Threading::{
     SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
 };
 use windows_sys::core::BOOL;
+use windows_threadpool::Deadline;
 use windows_threadpool::wait::{Event, Wait, WaitActivation, WaitOnlyEvent, WaitResult, WaitableHandle};
 use windows_threadpool::{CallbackEnviron, Pool, Work};
 
@@ -70,7 +71,7 @@ fn counting_wait(event: &Event, env: Option<&CallbackEnviron>) -> (Wait, Arc<Cou
 /// the signal for every wait armed on it earlier (see the callers).
 fn probe_fires(event: &Event) {
     let (probe, count) = counting_wait(event, None);
-    probe.arm(None);
+    probe.arm(Deadline::NEVER);
     count.wait_for(1);
 }
 
@@ -83,7 +84,7 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
     })
     .unwrap();
     let expected = wait.handle().as_raw_handle() as usize;
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     let (result, signalled, handle) = rx.recv_timeout(PATIENCE).unwrap();
     assert_eq!(result, WaitResult::Signalled);
@@ -95,10 +96,52 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
 #[test]
 fn timeout_activation_reports_timed_out() {
     let (wait, rx) = reporting_wait(WaitableHandle::event(false, false).unwrap());
-    wait.arm(Some(Duration::from_millis(20)));
+    wait.arm(Duration::from_millis(20));
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
-    wait.arm(Some(Duration::ZERO));
+    wait.arm(Duration::ZERO);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut, "a zero timeout times out at once");
+}
+
+/// Every kind of deadline is a timeout: an `Instant` (past or near), a
+/// `SystemTime`, and the rearm from inside an activation.
+#[test]
+fn instants_and_system_times_are_timeouts() {
+    let (tx, rx) = mpsc::channel();
+    let rearmed = AtomicBool::new(false);
+    let wait = Wait::new(WaitableHandle::event(false, false).unwrap(), move |act: &WaitActivation<'_>| {
+        tx.send(act.result()).unwrap();
+        // Only the first activation re-arms, with an instant.
+        if !rearmed.swap(true, SeqCst) {
+            assert!(act.rearm(Instant::now() + Duration::from_millis(1)));
+        }
+    })
+    .unwrap();
+    wait.arm(Instant::now() - Duration::from_secs(1));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut, "a past instant times out at once");
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut, "the re-arm with an instant");
+    wait.arm(std::time::SystemTime::now() + Duration::from_millis(2));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut, "a system time");
+    wait.stop_and_drain();
+    assert!(rx.try_recv().is_err(), "one activation per arming");
+}
+
+/// `disarm` reports through `SetThreadpoolWaitEx` whether it cancelled an
+/// armed wait. Wine 8 lacks the call (`docs/wine.md`): `None` there;
+/// the `Some` outcome is pinned for Windows only, not yet measured there.
+#[test]
+fn disarm_reports_a_cancelled_wait_where_the_system_can() {
+    let event = Event::new(false, false).unwrap();
+    let (wait, count) = counting_wait(&event, None);
+    wait.arm(Deadline::NEVER);
+    let armed = wait.disarm();
+    let idle = wait.disarm();
+    if support::on_wine() {
+        assert_eq!((armed, idle), (None, None));
+    } else {
+        assert_eq!((armed, idle), (Some(true), Some(false)));
+    }
+    wait.stop_and_drain();
+    assert_eq!(count.get(), 0);
 }
 
 /// A zero timeout on a handle already signalled: Wine always reports a
@@ -108,7 +151,7 @@ fn timeout_activation_reports_timed_out() {
 fn zero_timeout_on_a_signalled_handle() {
     let event = Event::new(false, true).unwrap();
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
-    wait.arm(Some(Duration::ZERO));
+    wait.arm(Duration::ZERO);
     let result = rx.recv_timeout(PATIENCE).unwrap();
     wait.stop_and_drain();
     let still_signalled = is_signalled(event.as_handle().as_raw_handle());
@@ -125,18 +168,18 @@ fn oversized_timeouts_saturate_to_never() {
     let event = Event::new(false, false).unwrap();
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
     for d in [Duration::MAX, Duration::from_secs(u64::MAX)] {
-        wait.arm(Some(d));
+        wait.arm(d);
         event.set().unwrap();
         assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled, "{d:?}");
     }
 
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
-        let rearmed = act.rearm(Some(Duration::MAX));
+        let rearmed = act.rearm(Duration::MAX);
         tx.send((act.result(), rearmed)).unwrap();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (WaitResult::Signalled, true));
     event.set().unwrap();
@@ -151,11 +194,11 @@ fn rearming_gives_one_callback_per_signal() {
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
-        assert!(act.rearm(None), "nothing is stopping the wait");
+        assert!(act.rearm(Deadline::NEVER), "nothing is stopping the wait");
         c.bump();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     for i in 1..=N {
         event.set().unwrap();
         count.wait_for(i);
@@ -171,11 +214,11 @@ fn rearming_with_a_timeout_gives_timed_out_activations() {
     let wait = Wait::new(WaitableHandle::event(false, false).unwrap(), move |act: &WaitActivation<'_>| {
         tx.send(act.result()).unwrap();
         if left.fetch_sub(1, SeqCst) > 1 {
-            act.rearm(Some(Duration::from_millis(1)));
+            act.rearm(Duration::from_millis(1));
         }
     })
     .unwrap();
-    wait.arm(Some(Duration::from_millis(1)));
+    wait.arm(Duration::from_millis(1));
     for _ in 0..3 {
         assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
     }
@@ -193,17 +236,17 @@ fn an_activation_consumes_its_arming() {
     let c = Arc::clone(&count);
     let rearming = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
         if c.bump() < N {
-            act.rearm(None);
+            act.rearm(Deadline::NEVER);
         }
     })
     .unwrap();
-    rearming.arm(None);
+    rearming.arm(Deadline::NEVER);
     count.wait_for(N);
     rearming.stop_and_drain();
     assert_eq!(count.get(), N);
 
     let (once, count) = counting_wait(&event, None);
-    once.arm(None);
+    once.arm(Deadline::NEVER);
     count.wait_for(1);
     // A wait armed after the callback ran fires on the same signal; once it
     // has, the pool has processed the signal for `once` too, had it stayed
@@ -217,7 +260,7 @@ fn an_activation_consumes_its_arming() {
 fn disarm_stops_later_signals() {
     let event = Event::new(true, false).unwrap();
     let (wait, count) = counting_wait(&event, None);
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     wait.disarm();
     // Let the pool's wait machinery catch up with the disarm (on Wine a wait
     // thread still blocked on the old handle set could otherwise take the
@@ -230,7 +273,7 @@ fn disarm_stops_later_signals() {
     wait.wait();
     assert_eq!(count.get(), 0, "a disarmed wait ran its callback");
     // Still usable.
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     count.wait_for(1);
 }
 
@@ -271,14 +314,14 @@ fn drop_races_a_rearming_callback() {
             if dwell {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            if act.rearm(None) {
+            if act.rearm(Deadline::NEVER) {
                 i.rearmed.fetch_add(1, SeqCst);
             } else {
                 i.suppressed.fetch_add(1, SeqCst);
             }
         })
         .unwrap();
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         it.started.wait_for(2);
         support::teardown_maybe_owing("Wait", || drop(wait));
         it.dropped.store(true, SeqCst);
@@ -328,7 +371,7 @@ fn stop_and_drain_leaves_nothing_to_run() {
     .unwrap();
     for _ in 0..ITERATIONS {
         event.reset().unwrap();
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         // Lets Wine's wait thread block on the handle, the state in which a
         // stop can be overtaken. Correct code passes with or without it.
         std::thread::sleep(Duration::from_micros(300));
@@ -377,7 +420,7 @@ fn drop_leaves_nothing_to_run() {
             }
         })
         .unwrap();
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         // As in `stop_and_drain_leaves_nothing_to_run`.
         std::thread::sleep(Duration::from_micros(300));
         event.set().unwrap();
@@ -398,13 +441,13 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
     let refused = Arc::new(AtomicUsize::new(0));
     let (c, r) = (Arc::clone(&count), Arc::clone(&refused));
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
-        if !act.rearm(None) {
+        if !act.rearm(Deadline::NEVER) {
             r.fetch_add(1, SeqCst);
         }
         c.bump();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     count.wait_for(10);
     wait.stop_and_drain();
     let stopped_at = count.get();
@@ -415,7 +458,7 @@ fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
     wait.wait();
     assert_eq!(count.get(), stopped_at, "a re-arm outlived stop_and_drain");
     event.reset().unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     count.wait_for(stopped_at + 1);
     wait.stop_and_drain();
@@ -450,7 +493,7 @@ fn queued_wait(event: &Event) -> Queued {
     blocker.submit();
     busy.wait_for(1);
     let (wait, count) = counting_wait(event, Some(&env));
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     // Wine delivers a signal through its wait thread, so "set" does not mean
     // "queued". A probe armed after `wait` on the same handle fires only once
@@ -603,7 +646,7 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
             l.wait();
             // Re-arming on the unsignalled event is harmless until the
             // teardown refuses it, which proves the teardown has begun.
-            while act.rearm(None) {
+            while act.rearm(Deadline::NEVER) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             r.saw_teardown.store(true, SeqCst);
@@ -612,7 +655,7 @@ fn custom_closer_runs_once_after_a_dwelling_callback_is_drained() {
             r.callback_done.store(true, SeqCst);
         })
         .unwrap();
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         waits.push((wait, record));
         signals.push(signal);
     }
@@ -668,7 +711,7 @@ fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
         }
         if scenario != "never armed" {
             for (w, _, _) in &waits {
-                w.arm(None);
+                w.arm(Deadline::NEVER);
             }
         }
         if scenario == "signalled, callback done" {
@@ -739,7 +782,7 @@ fn event_set_reset_and_clone() {
 
     // Initially signalled: an armed wait fires at once.
     let (wait, rx) = reporting_wait(WaitableHandle::event(true, true).unwrap());
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
 }
 
@@ -753,7 +796,7 @@ fn a_wait_only_event_can_be_waited_on_but_not_signalled() {
     assert_eq!(ok, 0, "SetEvent through a SYNCHRONIZE-only handle succeeded");
     assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(5), "ERROR_ACCESS_DENIED");
     let (wait, rx) = reporting_wait(wait_only.into());
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
 }
@@ -785,7 +828,7 @@ fn child_process_wait_fires_when_the_process_exits() {
         tx.send((act.result(), ok != 0, code)).unwrap();
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     // The child cannot exit before its stdin closes.
     assert!(rx.try_recv().is_err(), "the wait fired while the child was alive");
     drop(stdin);
@@ -802,7 +845,7 @@ fn thread_wait_fires_when_the_thread_exits() {
         let _ = wait_go.recv();
     });
     let (wait, rx) = reporting_wait(thread.into());
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     assert!(rx.try_recv().is_err(), "the wait fired while the thread was alive");
     go.send(()).unwrap();
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
@@ -818,7 +861,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
     let wait = Wait::new_in(
         event.try_clone().unwrap().into(),
         move |act: &WaitActivation<'_>| {
-            assert!(act.rearm(None));
+            assert!(act.rearm(Deadline::NEVER));
             tx.send(std::thread::current().id()).unwrap();
         },
         &env,
@@ -826,7 +869,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
     .unwrap();
     drop(env);
     drop(pool);
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     event.set().unwrap();
     let first = rx.recv_timeout(PATIENCE).unwrap();
     event.set().unwrap();
@@ -845,7 +888,7 @@ fn panicking_wait_callback_aborts_the_process() {
             panic!("boom from a wait callback");
         })
         .unwrap();
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         // Returns (and the child exits CHILD_DONE) only if the panic did not abort.
         let _ = rx.recv_timeout(PATIENCE);
     });
@@ -924,7 +967,7 @@ fn signalled_state_is_left_alone_by_a_disarmed_wait() {
     // The auto-reset signal set after a disarm is still there for others.
     let event = Event::new(false, false).unwrap();
     let (wait, count) = counting_wait(&event, None);
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     wait.stop_and_drain();
     event.set().unwrap();
     assert!(is_signalled(event.as_handle().as_raw_handle()));
@@ -947,15 +990,15 @@ fn wait_records_its_life_in_order() {
         // aborts the child, which fails the test.)
         let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
             if c.bump() == 1 {
-                assert!(act.rearm(None), "nothing is stopping the wait");
+                assert!(act.rearm(Deadline::NEVER), "nothing is stopping the wait");
             } else {
                 g.wait();
-                assert!(!act.rearm(None), "teardown refuses re-arms");
+                assert!(!act.rearm(Deadline::NEVER), "teardown refuses re-arms");
             }
         })
         .unwrap();
         let target = wait.handle().as_raw_handle() as u64;
-        wait.arm(None);
+        wait.arm(Deadline::NEVER);
         event.set().unwrap();
         count.wait_for(1);
         event.set().unwrap();
@@ -1074,7 +1117,7 @@ fn try_cancel_pending_discards_a_queued_callback() {
     assert_eq!(q.count.get(), 0, "the queued callback ran");
     // The cancellation does not disarm, and the wait stays usable.
     event.reset().unwrap();
-    q.wait.arm(None);
+    q.wait.arm(Deadline::NEVER);
     event.set().unwrap();
     q.count.wait_for(1);
 }
@@ -1094,7 +1137,7 @@ fn assume_waitable_waits_on_and_owns_the_handle() {
     let target = unsafe { WaitableHandle::assume_waitable(owned) };
     let (wait, rx) = reporting_wait(target);
     assert_eq!(wait.handle().as_raw_handle(), raw);
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
     wait.stop_and_drain();
 }
@@ -1106,7 +1149,7 @@ fn as_raw_is_the_live_wait_object() {
     let (b, _) = counting_wait(&event, None);
     assert_ne!(a.as_raw(), 0);
     assert_ne!(a.as_raw(), b.as_raw(), "each wait has its own TP_WAIT");
-    a.arm(None);
+    a.arm(Deadline::NEVER);
     count.wait_for(1);
     // SAFETY: `a.as_raw()` is live; a drain through it is the crate's own `wait`.
     unsafe { WaitForThreadpoolWaitCallbacks(a.as_raw(), 0) };

@@ -8,6 +8,7 @@ use std::time::Instant;
 use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
 use windows_sys::Win32::System::Threading::*;
+use windows_threadpool::Deadline;
 use windows_threadpool::Work;
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::timer::{PeriodicTimer, Timer};
@@ -331,10 +332,10 @@ fn wait_latency(cfg: &Config, table: &mut Table) {
     let s = Arc::clone(&stamp);
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
         s.store(now_ns(), Release);
-        let _ = act.rearm(None);
+        let _ = act.rearm(Deadline::NEVER);
     })
     .unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         stamp.store(0, Release);
@@ -495,7 +496,7 @@ fn timer_latency(cfg: &Config, table: &mut Table) {
         for _ in 0..n {
             stamp.store(0, Release);
             let t0 = now_ns();
-            timer.set_after(delay);
+            timer.arm(delay);
             samples.push((spin_stamp(&stamp) - t0) as f64 / 1000.0);
         }
         timer.stop_and_drain();
@@ -577,7 +578,7 @@ fn periodic_jitter(cfg: &Config, table: &mut Table) {
         let ticks = Arc::new(Ticks::new(cap));
         let t = Arc::clone(&ticks);
         let timer = PeriodicTimer::new(std::time::Duration::from_millis(1), move |_| t.tick()).unwrap();
-        timer.start();
+        timer.arm(timer.period());
         std::thread::sleep(run_for);
         timer.stop_and_drain();
         drop(timer);
@@ -675,7 +676,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
     let mut raw = Vec::new();
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
     let wait = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
-    wait.arm(None);
+    wait.arm(Deadline::NEVER);
     // The first safe cancellation starts the healer: keep that out of the trials.
     wait.try_cancel_pending();
     for _ in 0..cfg.trials {

@@ -220,7 +220,7 @@ fn ensure_healer(key: usize) -> bool {
         pool.set_min_threads(1)?;
         let env = CallbackEnviron::new().with_pool(&pool);
         let timer = PeriodicTimer::new_in(HEALER_PERIOD, |_| tick(now()), &env)?;
-        timer.start_with_window(HEALER_PERIOD, HEALER_PERIOD);
+        timer.arm_with_window(HEALER_PERIOD, HEALER_PERIOD);
         Ok(Healer { _timer: timer, _pool: pool })
     };
     match start() {
