@@ -13,7 +13,14 @@
 //! The owner frees the context only after the object has been drained and
 //! closed, which is what makes a callback unable to outlive the state it
 //! captured.
+//!
+//! Freeing drops the header and callback at once; the block itself goes to
+//! a small per-thread cache ([`blocks`]) that the next context of the same
+//! layout created on that thread reuses. Under Wine a heap allocation plus
+//! free costs about as much as creating and closing a work object, so this
+//! is what keeps create + drop near the raw calls' cost.
 
+use core::alloc::Layout;
 use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -45,13 +52,95 @@ unsafe impl<H: Send + Sync> Sync for Context<H> {}
 impl<H: Send + Sync + 'static> Context<H> {
     pub(crate) fn new<F: Send + Sync + 'static>(placement: Placement, header: H, callback: F) -> Self {
         unsafe fn free<T>(p: NonNull<c_void>) {
-            // SAFETY: `p` came from `Box::<T>::into_raw` in `new` and is freed once.
-            drop(unsafe { Box::from_raw(p.as_ptr().cast::<T>()) });
+            let p = p.cast::<T>();
+            // SAFETY: `p` holds a `T` written by `new` and is freed once, here:
+            // the value is dropped, then its block returned.
+            unsafe {
+                core::ptr::drop_in_place(p.as_ptr());
+                blocks::release(p.cast(), Layout::new::<T>());
+            }
         }
-        let raw = Box::into_raw(Box::new(Shared { placement, header, callback })).cast::<c_void>();
-        // SAFETY: `Box::into_raw` never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(raw) };
-        Self { ptr, free: free::<Shared<H, F>>, _header: PhantomData }
+        let block = blocks::take(Layout::new::<Shared<H, F>>()).cast::<Shared<H, F>>();
+        // SAFETY: `block` is valid for writes of a `Shared<H, F>` (its layout).
+        unsafe { block.as_ptr().write(Shared { placement, header, callback }) };
+        Self { ptr: block.cast(), free: free::<Shared<H, F>>, _header: PhantomData }
+    }
+}
+
+/// Blocks of freed contexts, kept per thread for reuse by layout.
+pub(crate) mod blocks {
+    use core::alloc::Layout;
+    use core::cell::RefCell;
+    use core::ptr::NonNull;
+    use std::alloc::{alloc, dealloc, handle_alloc_error};
+
+    /// Blocks kept per thread: enough for a thread that creates and drops
+    /// objects of a few kinds in turn, little enough to hold no real memory.
+    const KEPT: usize = 8;
+    /// The largest block kept: a callback that captures more is rare, and
+    /// its allocation costs little next to what it captured.
+    const KEPT_SIZE: usize = 256;
+
+    struct Kept(Vec<(Layout, NonNull<u8>)>);
+
+    impl Drop for Kept {
+        fn drop(&mut self) {
+            for (layout, block) in self.0.drain(..) {
+                // SAFETY: every kept block came from `alloc(layout)` and is
+                // owned by the cache alone.
+                unsafe { dealloc(block.as_ptr(), layout) };
+            }
+        }
+    }
+
+    thread_local! {
+        static KEPT_BLOCKS: RefCell<Kept> = const { RefCell::new(Kept(Vec::new())) };
+    }
+
+    /// How many blocks this thread keeps.
+    #[cfg(test)]
+    pub(crate) fn kept() -> usize {
+        KEPT_BLOCKS.with(|k| k.borrow().0.len())
+    }
+
+    /// A block for `layout` (not zero-sized): a kept one if this thread has
+    /// one, a new allocation otherwise.
+    pub(crate) fn take(layout: Layout) -> NonNull<u8> {
+        let kept = KEPT_BLOCKS.try_with(|k| {
+            let mut k = k.try_borrow_mut().ok()?;
+            let i = k.0.iter().position(|(l, _)| *l == layout)?;
+            Some(k.0.swap_remove(i).1)
+        });
+        if let Ok(Some(block)) = kept {
+            return block;
+        }
+        debug_assert!(layout.size() > 0);
+        // SAFETY: `layout` is not zero-sized (a context holds a placement).
+        NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout))
+    }
+
+    /// Gives back a block from [`take`] whose value has been dropped: kept
+    /// for reuse if there is room, deallocated otherwise.
+    ///
+    /// # Safety
+    /// `block` came from [`take`] with `layout`, holds no live value, and is
+    /// not used again by the caller.
+    pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
+        let kept = KEPT_BLOCKS.try_with(|k| {
+            let Ok(mut k) = k.try_borrow_mut() else { return false };
+            if k.0.len() == KEPT || layout.size() > KEPT_SIZE {
+                return false;
+            }
+            if k.0.capacity() == 0 {
+                k.0.reserve_exact(KEPT);
+            }
+            k.0.push((layout, block));
+            true
+        });
+        if kept != Ok(true) {
+            // SAFETY: guaranteed by the caller: allocated with `layout`.
+            unsafe { dealloc(block.as_ptr(), layout) };
+        }
     }
 }
 
@@ -85,4 +174,62 @@ impl<H> Drop for Context<H> {
 pub(crate) unsafe fn get<'a, H, F>(ptr: *mut c_void) -> &'a Shared<H, F> {
     // SAFETY: guaranteed by the caller.
     unsafe { &*ptr.cast::<Shared<H, F>>() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_freed_block_is_reused_for_the_same_layout_only() {
+        let small = Layout::new::<[u64; 4]>();
+        let other = Layout::new::<[u64; 5]>();
+        let a = blocks::take(small);
+        // SAFETY: from `take` with this layout, no value in it, not used again.
+        unsafe { blocks::release(a, small) };
+        let b = blocks::take(other);
+        assert_ne!(a, b, "a block of another layout was handed out");
+        assert_eq!(blocks::take(small), a, "the kept block was not reused");
+        // SAFETY: as above, for each block.
+        unsafe {
+            blocks::release(a, small);
+            blocks::release(b, other);
+        }
+    }
+
+    #[test]
+    fn large_blocks_and_blocks_beyond_the_cap_are_not_kept() {
+        // The test thread is fresh: nothing kept yet.
+        std::thread::spawn(|| {
+            assert_eq!(blocks::kept(), 0);
+            let large = Layout::from_size_align(4096, 8).unwrap();
+            let a = blocks::take(large);
+            // SAFETY: from `take` with this layout, no value in it, not used again.
+            unsafe { blocks::release(a, large) };
+            assert_eq!(blocks::kept(), 0, "a large block was kept");
+            let small = Layout::new::<[u64; 3]>();
+            let many: Vec<_> = (0..20).map(|_| blocks::take(small)).collect();
+            for p in many {
+                // SAFETY: as above.
+                unsafe { blocks::release(p, small) };
+            }
+            assert_eq!(blocks::kept(), 8, "the cache keeps exactly its cap");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn freeing_a_context_drops_its_callback_at_once() {
+        let captured = Arc::new(());
+        let c = Arc::clone(&captured);
+        let ctx = Context::new(Placement::NONE, 7u32, move || {
+            let _ = &c;
+        });
+        assert_eq!(*ctx.header(), 7);
+        assert_eq!(Arc::strong_count(&captured), 2);
+        drop(ctx);
+        assert_eq!(Arc::strong_count(&captured), 1, "the callback was not dropped with its context");
+    }
 }

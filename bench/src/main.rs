@@ -3,8 +3,9 @@
 //! alternatives a Rust user would otherwise pick. Prints one Markdown table;
 //! `cargo xtask bench` writes it into `docs/benchmarks.md`.
 //!
-//! `wtp-bench [--quick] [--only-trace | --only-io]`: `--quick` runs fewer trials and
-//! samples (a smoke run); `--only-io` runs just the I/O workload (6);
+//! `wtp-bench [--quick] [--only-trace | --only-io | --only-create]`: `--quick` runs
+//! fewer trials and samples (a smoke run); `--only-io` runs just the I/O
+//! workload (6); `--only-create` just create + drop (7);
 //! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,
 //! disarmed and armed).
@@ -23,6 +24,8 @@ fn main() {
         workloads::trace_cost(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-io") {
         io_workload::run(&cfg, &mut table);
+    } else if std::env::args().any(|a| a == "--only-create") {
+        workloads::create_drop(&cfg, &mut table);
     } else {
         workloads::run_all(&cfg, &mut table);
     }

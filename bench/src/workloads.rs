@@ -259,7 +259,7 @@ fn work_latency(cfg: &Config, table: &mut Table) {
 }
 
 /// 7. Create + drop of each object type.
-fn create_drop(cfg: &Config, table: &mut Table) {
+pub fn create_drop(cfg: &Config, table: &mut Table) {
     let n = cfg.n(20_000);
     let mut cols: [Vec<f64>; 5] = Default::default();
     for _ in 0..cfg.trials {
