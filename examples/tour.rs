@@ -58,7 +58,7 @@ fn main() -> std::io::Result<()> {
     // An event-driven wait: the callback runs when the event is signalled
     // and re-arms itself for the next signal (each activation consumes the
     // arming). The wait owns its handle; we keep a clone to signal it.
-    let event = Event::new(false, false)?;
+    let event = Event::auto_reset()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let wait = Wait::new(event.try_clone()?.into(), move |act| {
         let rearmed = act.rearm(None);

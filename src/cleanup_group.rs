@@ -222,9 +222,9 @@ pub struct WorkMember<'g> {
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
 /// ```compile_fail,E0502
-/// use windows_threadpool::{cleanup_group::CleanupGroup, wait::WaitableHandle};
+/// use windows_threadpool::{cleanup_group::CleanupGroup, wait::Event};
 /// let mut group = CleanupGroup::new()?;
-/// let wait = group.create_wait(WaitableHandle::event(false, false)?, |_| {})?;
+/// let wait = group.create_wait(Event::auto_reset()?.into(), |_| {})?;
 /// group.close_members();
 /// wait.arm(None);
 /// # Ok::<(), std::io::Error>(())

@@ -13,7 +13,7 @@
 //! use windows_threadpool::{Event, Timer};
 //!
 //! static DONE: OnceLock<Event> = OnceLock::new();
-//! let done = DONE.get_or_init(|| Event::new(true, false).unwrap());
+//! let done = DONE.get_or_init(|| Event::manual_reset().unwrap());
 //! let timer = Timer::new(
 //!     |firing| {
 //!         // Set once this callback has returned, by the pool.

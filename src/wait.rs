@@ -6,7 +6,7 @@
 //! use std::time::Duration;
 //! use windows_threadpool::wait::{Event, Wait, WaitResult};
 //!
-//! let event = Event::new(false, false)?;
+//! let event = Event::auto_reset()?;
 //! let (tx, rx) = mpsc::channel();
 //! let wait = Wait::new(event.try_clone()?.into(), move |act| {
 //!     tx.send(act.result()).unwrap();
@@ -224,10 +224,9 @@ enum Target {
 ///
 /// Build one from an [`Event`], a [`WaitOnlyEvent`], a
 /// [`std::process::Child`] (signalled when the process exits) or a
-/// [`std::thread::JoinHandle`] (signalled when the thread exits), with
-/// [`WaitableHandle::event`], or with the `unsafe` constructors for handles
-/// obtained elsewhere. Dropping it closes the handle, with its own close
-/// routine if it has one.
+/// [`std::thread::JoinHandle`] (signalled when the thread exits), or with
+/// the `unsafe` constructors for handles obtained elsewhere. Dropping it
+/// closes the handle, with its own close routine if it has one.
 pub struct WaitableHandle {
     /// `None` only while being dismantled.
     target: Option<Target>,
@@ -252,13 +251,6 @@ impl core::fmt::Debug for WaitableHandle {
 }
 
 impl WaitableHandle {
-    /// A new unnamed event (`CreateEventW`) owned by the wait. Signal it
-    /// through [`handle`](Self::handle) or [`WaitObject::handle`]; to keep
-    /// a handle of your own, create an [`Event`] and convert a clone.
-    pub fn event(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
-        Event::new(manual_reset, initially_signalled).map(Self::from)
-    }
-
     /// Wraps a handle obtained elsewhere; it is closed with `CloseHandle`.
     ///
     /// # Safety
@@ -373,14 +365,27 @@ pub struct Event {
 }
 
 impl Event {
-    /// Creates an event. A manual-reset event stays signalled until
-    /// [`reset`](Self::reset); an auto-reset one is reset by the wait it
-    /// releases.
-    pub fn new(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
+    /// Creates an unsignalled manual-reset event: once [`set`](Self::set) it
+    /// stays signalled, releasing every wait, until [`reset`](Self::reset).
+    ///
+    /// # Errors
+    /// The OS error if `CreateEventW` fails.
+    pub fn manual_reset() -> io::Result<Self> {
+        Self::create(true)
+    }
+
+    /// Creates an unsignalled auto-reset event: a [`set`](Self::set) releases
+    /// one wait, which resets the event.
+    ///
+    /// # Errors
+    /// The OS error if `CreateEventW` fails.
+    pub fn auto_reset() -> io::Result<Self> {
+        Self::create(false)
+    }
+
+    fn create(manual_reset: bool) -> io::Result<Self> {
         // SAFETY: null attributes and name are allowed; the result is checked.
-        let h = unsafe {
-            CreateEventW(core::ptr::null(), manual_reset.into(), initially_signalled.into(), core::ptr::null())
-        };
+        let h = unsafe { CreateEventW(core::ptr::null(), manual_reset.into(), 0, core::ptr::null()) };
         if h.is_null() {
             return Err(io::Error::last_os_error());
         }
@@ -888,8 +893,8 @@ Without the `self-heal` feature the safe cancellation does not exist; only the
 `unsafe` `try_cancel_pending_no_heal_tracking` does:
 
 ```compile_fail,E0599
-use windows_threadpool::wait::{Wait, WaitableHandle};
-let wait = Wait::new(WaitableHandle::event(false, false)?, |_| {})?;
+use windows_threadpool::wait::{Event, Wait};
+let wait = Wait::new(Event::auto_reset()?.into(), |_| {})?;
 wait.try_cancel_pending();
 # Ok::<(), std::io::Error>(())
 ```

@@ -85,7 +85,7 @@ mod scenarios {
                     m.submit();
                 }
             } else {
-                let e = Event::new(false, false).unwrap();
+                let e = Event::auto_reset().unwrap();
                 let m =
                     group.create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran()).unwrap();
                 m.arm(None);

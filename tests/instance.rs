@@ -27,7 +27,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// A manual-reset event that lives for the rest of the process, as
 /// `set_event_on_return` requires.
 fn static_event(cell: &'static OnceLock<Event>) -> &'static Event {
-    cell.get_or_init(|| Event::new(true, false).expect("CreateEventW"))
+    cell.get_or_init(|| Event::manual_reset().expect("CreateEventW"))
 }
 
 /// `WaitForSingleObject` on `event` with a timeout in milliseconds.
@@ -121,7 +121,8 @@ fn a_periodic_tick_reaches_its_instance() {
 fn a_wait_activation_reaches_its_instance() {
     static DONE: OnceLock<Event> = OnceLock::new();
     let done = static_event(&DONE);
-    let target = Event::new(false, true).unwrap();
+    let target = Event::auto_reset().unwrap();
+    target.set().unwrap();
     let wait = Wait::new(target.into(), |act| {
         act.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
     })

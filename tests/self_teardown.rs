@@ -301,7 +301,7 @@ fn periodic_timer_dropped_running_from_a_tick() {
 fn wait_dropped_from_its_activation() {
     let (cap, freed) = Captured::new(1);
     let rearmed = Arc::new(Mutex::new(None));
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let slot: Slot<Wait> = Slot::default();
     let (s, r) = (Arc::clone(&slot), Arc::clone(&rearmed));
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
@@ -455,7 +455,7 @@ fn periodic_calling(drain: fn(&PeriodicTimer)) {
 fn wait_calling(drain: fn(&Wait)) {
     let own: Own<Wait> = Own::default();
     let o = Arc::clone(&own);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(wait);
     own.get().unwrap().arm(None);
@@ -509,7 +509,7 @@ fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::Periodi
 fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<'static>)) {
     let own = Arc::new(OnceLock::new());
     let o = Arc::clone(&own);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let member =
         static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);

@@ -42,6 +42,12 @@ fn is_signalled(h: HANDLE) -> bool {
     unsafe { WaitForSingleObject(h, 0) == WAIT_OBJECT_0 }
 }
 
+/// `event`, signalled.
+fn signalled(event: Event) -> Event {
+    event.set().unwrap();
+    event
+}
+
 /// A wait whose callback sends each activation's result.
 fn reporting_wait(target: WaitableHandle) -> (Wait, mpsc::Receiver<WaitResult>) {
     let (tx, rx) = mpsc::channel();
@@ -76,7 +82,7 @@ fn probe_fires(event: &Event) {
 
 #[test]
 fn signalled_activation_reports_the_signal_and_the_handle() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
         tx.send((act.result(), act.is_signalled(), act.handle().as_raw_handle() as usize)).unwrap()
@@ -94,7 +100,7 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
 
 #[test]
 fn timeout_activation_reports_timed_out() {
-    let (wait, rx) = reporting_wait(WaitableHandle::event(false, false).unwrap());
+    let (wait, rx) = reporting_wait(Event::auto_reset().unwrap().into());
     wait.arm(Some(Duration::from_millis(20)));
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
     wait.arm(Some(Duration::ZERO));
@@ -106,7 +112,7 @@ fn timeout_activation_reports_timed_out() {
 /// result must agree with what happened to an auto-reset event's signal.
 #[test]
 fn zero_timeout_on_a_signalled_handle() {
-    let event = Event::new(false, true).unwrap();
+    let event = signalled(Event::auto_reset().unwrap());
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
     wait.arm(Some(Duration::ZERO));
     let result = rx.recv_timeout(PATIENCE).unwrap();
@@ -122,7 +128,7 @@ fn zero_timeout_on_a_signalled_handle() {
 /// practice": the wait stays armed and reports the signal, not a timeout.
 #[test]
 fn oversized_timeouts_saturate_to_never() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
     for d in [Duration::MAX, Duration::from_secs(u64::MAX)] {
         wait.arm(Some(d));
@@ -147,7 +153,7 @@ fn oversized_timeouts_saturate_to_never() {
 #[test]
 fn rearming_gives_one_callback_per_signal() {
     const N: usize = 50;
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
@@ -168,7 +174,7 @@ fn rearming_gives_one_callback_per_signal() {
 fn rearming_with_a_timeout_gives_timed_out_activations() {
     let (tx, rx) = mpsc::channel();
     let left = AtomicUsize::new(3);
-    let wait = Wait::new(WaitableHandle::event(false, false).unwrap(), move |act: &WaitActivation<'_>| {
+    let wait = Wait::new(Event::auto_reset().unwrap().into(), move |act: &WaitActivation<'_>| {
         tx.send(act.result()).unwrap();
         if left.fetch_sub(1, SeqCst) > 1 {
             act.rearm(Some(Duration::from_millis(1)));
@@ -188,7 +194,7 @@ fn rearming_with_a_timeout_gives_timed_out_activations() {
 #[test]
 fn an_activation_consumes_its_arming() {
     const N: usize = 25;
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let rearming = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
@@ -215,14 +221,14 @@ fn an_activation_consumes_its_arming() {
 
 #[test]
 fn disarm_stops_later_signals() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let (wait, count) = counting_wait(&event, None);
     wait.arm(None);
     wait.disarm();
     // Let the pool's wait machinery catch up with the disarm (on Wine a wait
     // thread still blocked on the old handle set could otherwise take the
     // signal below; see docs/wine.md): a probe on another signalled event.
-    probe_fires(&Event::new(true, true).unwrap());
+    probe_fires(&signalled(Event::manual_reset().unwrap()));
     event.set().unwrap();
     // Armed after `wait`, the probe fires only once the pool has processed
     // the signal for every earlier wait on the handle.
@@ -250,7 +256,7 @@ fn drop_races_a_rearming_callback() {
         started: Counter,
     }
     // Signalled for good: every arming fires at once, so the callback loops.
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let mut all = Vec::new();
     for n in 0..ITERATIONS {
         let it = Arc::new(Iteration::default());
@@ -316,7 +322,7 @@ fn drop_races_a_rearming_callback() {
 #[test]
 fn stop_and_drain_leaves_nothing_to_run() {
     const ITERATIONS: usize = 300;
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let quiet = Arc::new(AtomicBool::new(false));
     let late = Arc::new(AtomicUsize::new(0));
     let (q, l) = (Arc::clone(&quiet), Arc::clone(&late));
@@ -364,7 +370,7 @@ fn drop_leaves_nothing_to_run() {
         after_drop: AtomicUsize,
         dropped: AtomicBool,
     }
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let mut all = Vec::new();
     for _ in 0..ITERATIONS {
         event.reset().unwrap();
@@ -393,7 +399,7 @@ fn drop_leaves_nothing_to_run() {
 
 #[test]
 fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let count = Arc::new(Counter::default());
     let refused = Arc::new(AtomicUsize::new(0));
     let (c, r) = (Arc::clone(&count), Arc::clone(&refused));
@@ -465,7 +471,7 @@ fn queued_wait(event: &Event) -> Queued {
 /// and on Wine alike (docs/wine.md).
 #[test]
 fn disarm_keeps_an_already_queued_callback() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let q = queued_wait(&event);
     q.wait.disarm();
     q.gate.open();
@@ -475,7 +481,7 @@ fn disarm_keeps_an_already_queued_callback() {
 
 #[test]
 fn drop_runs_an_already_queued_callback_before_returning() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
     // Opening before the drop only makes the test weaker; the activation is
     // then owed or not, so the report is pinned by
@@ -494,7 +500,7 @@ fn drop_runs_an_already_queued_callback_before_returning() {
 #[test]
 fn drop_with_a_queued_callback_reports_the_owed_drain() {
     support::traced_child("drop_with_a_queued_callback_reports_the_owed_drain", "wait", || {
-        let event = Event::new(true, false).unwrap();
+        let event = Event::manual_reset().unwrap();
         let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
         let opener = support::open_when(&gate, || support::traced("wait", "suppress-and-disarm"));
         support::teardown_owing("Wait", || drop(wait));
@@ -561,7 +567,7 @@ unsafe extern "system" fn counting_close<const S: usize>(h: HANDLE) -> BOOL {
 /// A new auto-reset event as a target closed by `counting_close::<S>`, its
 /// record, and a handle of the test's own to signal it with.
 fn custom_target<const S: usize>() -> (WaitableHandle, Arc<CloseRecord>, Event) {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let signal = event.try_clone().unwrap();
     let raw = WaitableHandle::from(event).into_handle().unwrap().into_raw_handle();
     let record = Arc::new(CloseRecord::default());
@@ -700,7 +706,7 @@ fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
 fn into_handle_gives_back_an_owned_handle_or_the_wrapper() {
     const S: usize = 2;
     // Closed by CloseHandle: the handle comes back, still the same event.
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let signal = event.try_clone().unwrap();
     let target = WaitableHandle::from(event);
     let raw = target.handle().as_raw_handle();
@@ -729,7 +735,7 @@ fn into_handle_gives_back_an_owned_handle_or_the_wrapper() {
 
 #[test]
 fn event_set_reset_and_clone() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let clone = event.try_clone().unwrap();
     assert_ne!(clone.as_handle().as_raw_handle(), event.as_handle().as_raw_handle());
     clone.set().unwrap();
@@ -737,15 +743,30 @@ fn event_set_reset_and_clone() {
     event.reset().unwrap();
     assert!(!is_signalled(clone.as_handle().as_raw_handle()));
 
-    // Initially signalled: an armed wait fires at once.
-    let (wait, rx) = reporting_wait(WaitableHandle::event(true, true).unwrap());
+    // Signalled before it is armed: the wait fires at once.
+    let (wait, rx) = reporting_wait(signalled(Event::manual_reset().unwrap()).into());
     wait.arm(None);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
 }
 
 #[test]
+fn events_start_unsignalled_and_reset_as_their_constructor_says() {
+    let manual = Event::manual_reset().unwrap();
+    let auto = Event::auto_reset().unwrap();
+    let (m, a) = (manual.as_handle().as_raw_handle(), auto.as_handle().as_raw_handle());
+    assert!(!is_signalled(m) && !is_signalled(a), "both start unsignalled");
+    manual.set().unwrap();
+    auto.set().unwrap();
+    // A satisfied wait leaves a manual-reset event signalled and resets an
+    // auto-reset one.
+    assert!(is_signalled(m) && is_signalled(m), "manual reset: stays signalled");
+    assert!(is_signalled(a), "auto reset: the set is seen once");
+    assert!(!is_signalled(a), "auto reset: the wait that saw it reset it");
+}
+
+#[test]
 fn a_wait_only_event_can_be_waited_on_but_not_signalled() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let wait_only = event.wait_only().unwrap();
     let raw = wait_only.as_handle().as_raw_handle();
     // SAFETY: `raw` is an open handle; the call is expected to fail.
@@ -813,7 +834,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
     let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
     let env = CallbackEnviron::new().with_pool(&pool);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new_in(
         event.try_clone().unwrap().into(),
@@ -840,7 +861,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
 fn panicking_wait_callback_aborts_the_process() {
     let out = support::child("panicking_wait_callback_aborts_the_process", &[], || {
         let (tx, rx) = mpsc::channel::<()>();
-        let wait = Wait::new(WaitableHandle::event(false, true).unwrap(), move |_: &WaitActivation<'_>| {
+        let wait = Wait::new(signalled(Event::auto_reset().unwrap()).into(), move |_: &WaitActivation<'_>| {
             let _keep = &tx;
             panic!("boom from a wait callback");
         })
@@ -868,7 +889,7 @@ unsafe extern "system" fn raw_count(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi:
 #[test]
 fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
     let wine = support::on_wine();
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let h = event.as_handle().as_raw_handle();
     // SAFETY: a counting callback with no context; the wait is closed below
     // after a final drain, and the static outlives everything.
@@ -922,7 +943,7 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
 #[test]
 fn signalled_state_is_left_alone_by_a_disarmed_wait() {
     // The auto-reset signal set after a disarm is still there for others.
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (wait, count) = counting_wait(&event, None);
     wait.arm(None);
     wait.stop_and_drain();
@@ -938,7 +959,7 @@ fn signalled_state_is_left_alone_by_a_disarmed_wait() {
 fn wait_records_its_life_in_order() {
     support::traced_child("wait_records_its_life_in_order", "wait,syscall", || {
         let main = rows::thread_id();
-        let event = Event::new(false, false).unwrap();
+        let event = Event::auto_reset().unwrap();
         let count = Arc::new(Counter::default());
         let gate = Arc::new(Gate::default());
         let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
@@ -1055,7 +1076,7 @@ fn wait_records_its_life_in_order() {
 /// cancellation returned (at once: nothing of the wait is running).
 #[test]
 fn try_cancel_pending_discards_a_queued_callback() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let q = queued_wait(&event);
     let returned = Arc::new(AtomicBool::new(false));
     let r = Arc::clone(&returned);
@@ -1101,7 +1122,7 @@ fn assume_waitable_waits_on_and_owns_the_handle() {
 
 #[test]
 fn as_raw_is_the_live_wait_object() {
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let (a, count) = counting_wait(&event, None);
     let (b, _) = counting_wait(&event, None);
     assert_ne!(a.as_raw(), 0);

@@ -287,7 +287,7 @@ fn create_drop(cfg: &Config, table: &mut Table) {
         // The event is part of both: a wait owns its handle.
         let t = Instant::now();
         for _ in 0..n {
-            let w = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
+            let w = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
             drop(w);
         }
         cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
@@ -326,7 +326,7 @@ fn wait_latency(cfg: &Config, table: &mut Table) {
         std::hint::spin_loop();
     };
 
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let stamp = Arc::new(AtomicU64::new(0));
     let s = Arc::clone(&stamp);
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
@@ -674,7 +674,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
     let mut no_heal = Vec::new();
     let mut raw = Vec::new();
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
-    let wait = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
+    let wait = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
     wait.arm(None);
     // The first safe cancellation starts the healer: keep that out of the trials.
     wait.try_cancel_pending();
