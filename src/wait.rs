@@ -224,9 +224,11 @@ enum Target {
 ///
 /// Build one from an [`Event`], a [`WaitOnlyEvent`], a
 /// [`std::process::Child`] (signalled when the process exits) or a
-/// [`std::thread::JoinHandle`] (signalled when the thread exits), or with
-/// the `unsafe` constructors for handles obtained elsewhere. Dropping it
-/// closes the handle, with its own close routine if it has one.
+/// [`std::thread::JoinHandle`] (signalled when the thread exits), given up
+/// by `From` or kept with [`from_child`](Self::from_child) and
+/// [`from_thread`](Self::from_thread), or with the `unsafe` constructors for
+/// handles obtained elsewhere. Dropping it closes the handle, with its own
+/// close routine if it has one.
 pub struct WaitableHandle {
     /// `None` only while being dismantled.
     target: Option<Target>,
@@ -251,6 +253,29 @@ impl core::fmt::Debug for WaitableHandle {
 }
 
 impl WaitableHandle {
+    /// A new handle to `child`'s process with `SYNCHRONIZE` access alone
+    /// (`DuplicateHandle`): a wait on it fires when the process exits, and
+    /// `child` stays the caller's, so [`Child::wait`](std::process::Child::wait)
+    /// still reads the exit status. To give the child up instead, convert it
+    /// with `From`.
+    ///
+    /// # Errors
+    /// The OS error if `DuplicateHandle` fails.
+    pub fn from_child(child: &std::process::Child) -> io::Result<Self> {
+        Ok(Self { target: Some(Target::Owned(duplicate_synchronize(child.as_handle())?)) })
+    }
+
+    /// A new handle to `thread` with `SYNCHRONIZE` access alone
+    /// (`DuplicateHandle`): a wait on it fires when the thread exits, and
+    /// `thread` can still be joined for its result. To give the
+    /// `JoinHandle` up instead, convert it with `From`.
+    ///
+    /// # Errors
+    /// The OS error if `DuplicateHandle` fails.
+    pub fn from_thread<T>(thread: &std::thread::JoinHandle<T>) -> io::Result<Self> {
+        Ok(Self { target: Some(Target::Owned(duplicate_synchronize(thread.as_handle())?)) })
+    }
+
     /// Wraps a handle obtained elsewhere; it is closed with `CloseHandle`.
     ///
     /// # Safety
@@ -413,16 +438,7 @@ impl Event {
     /// Another handle to the same event with `SYNCHRONIZE` access alone: the
     /// pool can wait on it, but it cannot set or reset the event.
     pub fn wait_only(&self) -> io::Result<WaitOnlyEvent> {
-        let mut out: HANDLE = core::ptr::null_mut();
-        // SAFETY: both process handles are the current-process pseudo-handle,
-        // `self.handle` is open, and `out` receives a new handle on success.
-        let ok = unsafe {
-            let me = GetCurrentProcess();
-            DuplicateHandle(me, self.handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
-        };
-        sys::check(ok)?;
-        // SAFETY: `out` is a new handle owned by nothing else.
-        Ok(WaitOnlyEvent { handle: unsafe { OwnedHandle::from_raw_handle(out) } })
+        Ok(WaitOnlyEvent { handle: duplicate_synchronize(self.handle.as_handle())? })
     }
 
     /// The handle, borrowed.
@@ -455,6 +471,22 @@ impl AsHandle for WaitOnlyEvent {
     fn as_handle(&self) -> BorrowedHandle<'_> {
         self.handle.as_handle()
     }
+}
+
+/// A new handle to the object behind `handle` with `SYNCHRONIZE` access
+/// alone: enough to wait on it, nothing else.
+fn duplicate_synchronize(handle: BorrowedHandle<'_>) -> io::Result<OwnedHandle> {
+    let mut out: HANDLE = core::ptr::null_mut();
+    // SAFETY: both process handles are the current-process pseudo-handle,
+    // `handle` is open for the borrow, and `out` receives a new handle on
+    // success.
+    let ok = unsafe {
+        let me = GetCurrentProcess();
+        DuplicateHandle(me, handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
+    };
+    sys::check(ok)?;
+    // SAFETY: `out` is a new handle owned by nothing else.
+    Ok(unsafe { OwnedHandle::from_raw_handle(out) })
 }
 
 /// Whether this process runs under Wine (ntdll exports `wine_get_version`).

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{
-    CloseThreadpoolWait, CreateThreadpoolWait, GetExitCodeProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT, SetEvent,
-    SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
+    CloseThreadpoolWait, CreateThreadpoolWait, GetExitCodeProcess, GetExitCodeThread, PTP_CALLBACK_INSTANCE, PTP_WAIT,
+    SetEvent, SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
 };
 use windows_sys::core::BOOL;
 use windows_threadpool::wait::{Event, Wait, WaitActivation, WaitOnlyEvent, WaitResult, WaitableHandle};
@@ -814,6 +814,64 @@ fn child_process_wait_fires_when_the_process_exits() {
     assert_eq!(result, WaitResult::Signalled);
     assert!(ok);
     assert_eq!(code, support::CHILD_DONE as u32, "the child ran its scenario to the end");
+}
+
+const EXIT_3_TEST: &str = "a_wait_from_child_leaves_the_child_and_its_exit_status_to_the_caller";
+
+#[test]
+fn a_wait_from_child_leaves_the_child_and_its_exit_status_to_the_caller() {
+    if std::env::var(support::CHILD_VAR).as_deref() == Ok(EXIT_3_TEST) {
+        // The child: live until the parent closes our stdin, then exit 3.
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        std::process::exit(3);
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([EXIT_3_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(support::CHILD_VAR, EXIT_3_TEST)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let target = WaitableHandle::from_child(&child).unwrap();
+    let mut code = 0u32;
+    // SAFETY: an open handle; the call is expected to fail.
+    let ok = unsafe { GetExitCodeProcess(target.handle().as_raw_handle(), &mut code) };
+    assert_eq!(ok, 0, "the wait's handle can query the process: it has more than SYNCHRONIZE");
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(5), "ERROR_ACCESS_DENIED");
+    let (wait, rx) = reporting_wait(target);
+    wait.arm(None);
+    // The child cannot exit before its stdin closes.
+    assert!(rx.try_recv().is_err(), "the wait fired while the child was alive");
+    drop(child.stdin.take());
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
+    // Closes the wait's handle; the child's own stays open.
+    drop(wait);
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
+
+#[test]
+fn a_wait_from_thread_leaves_the_thread_and_its_result_to_the_caller() {
+    let (go, wait_go) = mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let _ = wait_go.recv();
+        3
+    });
+    let target = WaitableHandle::from_thread(&thread).unwrap();
+    let mut code = 0u32;
+    // SAFETY: an open handle; the call is expected to fail.
+    let ok = unsafe { GetExitCodeThread(target.handle().as_raw_handle(), &mut code) };
+    assert_eq!(ok, 0, "the wait's handle can query the thread: it has more than SYNCHRONIZE");
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(5), "ERROR_ACCESS_DENIED");
+    let (wait, rx) = reporting_wait(target);
+    wait.arm(None);
+    assert!(rx.try_recv().is_err(), "the wait fired while the thread was alive");
+    go.send(()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
+    // Closes the wait's handle; the `JoinHandle`'s stays open.
+    drop(wait);
+    assert_eq!(thread.join().unwrap(), 3);
 }
 
 #[test]
