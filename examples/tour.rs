@@ -118,15 +118,15 @@ fn io_copy() -> std::io::Result<()> {
     let dst = Arc::new(Io::new(
         io::open_file(&to, OpenOptions::new().write(true).create(true).truncate(true))?,
         move |c: &IoCompletion| {
-            assert!(c.error().is_none(), "write failed: {c:?}");
-            w.fetch_add(c.bytes_transferred(), Ordering::Relaxed);
+            let n = c.result().unwrap_or_else(|e| panic!("write failed: {e}"));
+            w.fetch_add(n, Ordering::Relaxed);
         },
     )?);
     let d = Arc::clone(&dst);
     let src = Io::new(io::open_file(&from, OpenOptions::new().read(true))?, move |c: &IoCompletion| {
-        assert!(c.error().is_none(), "read failed: {c:?}");
+        let n = c.result().unwrap_or_else(|e| panic!("read failed: {e}"));
         let mut chunk = c.claim::<Chunk>().expect("reads carry a Chunk").into_payload();
-        chunk.len = c.bytes_transferred();
+        chunk.len = n;
         d.write_at(chunk.offset, chunk).expect("issue the write");
     })?;
     let chunks = contents.len().div_ceil(CHUNK);

@@ -272,6 +272,17 @@ impl IoCompletion {
         (self.result != 0).then(|| io::Error::from_raw_os_error(self.result as i32))
     }
 
+    /// The operation's outcome: the bytes transferred on success, the
+    /// status as an error otherwise (as [`error`](Self::error) gives it).
+    /// After `ERROR_MORE_DATA` the buffer holds the start of the message, and
+    /// [`bytes_transferred`](Self::bytes_transferred) says how much.
+    pub fn result(&self) -> io::Result<usize> {
+        match self.error() {
+            None => Ok(self.bytes),
+            Some(e) => Err(e),
+        }
+    }
+
     /// Takes the operation (and its payload) back, if it carries a `P` and
     /// has not been claimed yet. Unclaimed, it is freed when the callback
     /// returns.
