@@ -177,8 +177,8 @@ impl Owned {
 #[cfg_attr(
     not(feature = "self-heal"),
     doc = r#"
-Without the `self-heal` feature the safe cancelling release does not exist;
-only the `unsafe` `close_members_cancelling_no_heal_tracking` does:
+Without the `self-heal` feature the healing cancelling release does not
+exist; only `close_members_cancelling_without_heal` does:
 
 ```compile_fail,E0599
 let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
@@ -532,18 +532,20 @@ impl CleanupGroup {
     }
 
     /// Releases every member, discarding queued callbacks that have not
-    /// started.
+    /// started, without the self-heal repair that `close_members_cancelling`
+    /// schedules.
     ///
-    /// # Safety
-    /// On Windows a cancelled wait callback can leave the process default
-    /// pool with no worker, so that nothing queued to it runs. The caller
-    /// takes on the obligation to make each pool the members used dispatch
-    /// again, for instance by submitting work to it.
+    /// # Liveness
+    /// On Windows a cancelled wait callback can leave a pool with no worker,
+    /// so that nothing queued to it runs until work is submitted to it.
+    /// Nothing here repairs that: make each pool the members used dispatch
+    /// again yourself, for instance by submitting work to it. A wedged pool
+    /// hangs; it corrupts no memory.
     ///
     /// # Panics
     /// If called from a member's callback: it would wait for itself.
-    pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
-        self.forbid_release_in_member_callback("close_members_cancelling_no_heal_tracking");
+    pub fn close_members_cancelling_without_heal(&mut self) {
+        self.forbid_release_in_member_callback("close_members_cancelling_without_heal");
         let _settled = self.release(true, false);
     }
 

@@ -921,8 +921,8 @@ impl Released for WaitCore {
 #[cfg_attr(
     not(feature = "self-heal"),
     doc = r#"
-Without the `self-heal` feature the safe cancellation does not exist; only the
-`unsafe` `try_cancel_pending_no_heal_tracking` does:
+Without the `self-heal` feature the healing cancellation does not exist; only
+`try_cancel_pending_without_heal` does:
 
 ```compile_fail,E0599
 use windows_threadpool::wait::{Event, Wait};
@@ -1024,19 +1024,21 @@ impl WaitObject {
     }
 
     /// Discards queued callbacks that have not started and waits for the
-    /// running ones (`WaitForThreadpoolWaitCallbacks(.., TRUE)`). It does not
+    /// running ones (`WaitForThreadpoolWaitCallbacks(.., TRUE)`), without the
+    /// self-heal repair that `try_cancel_pending` schedules. It does not
     /// disarm.
     ///
-    /// # Safety
-    /// On Windows a cancelled wait callback can leave the process default
-    /// pool with no worker, so that nothing queued to it runs. The caller
-    /// takes on the obligation to make the pool dispatch again, for instance
-    /// by submitting work to it (see `pool::prewarm_default_pool`).
+    /// # Liveness
+    /// On Windows a cancelled wait callback can leave the wait's pool with no
+    /// worker, so that nothing queued to it runs until work is submitted to
+    /// it. Nothing here repairs that: make the pool dispatch again yourself,
+    /// for instance with [`prewarm_default_pool`](crate::pool::prewarm_default_pool)
+    /// or any work submission. A wedged pool hangs; it corrupts no memory.
     ///
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
-    pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
-        forbid_drain_in_own_callback(&self.0, "try_cancel_pending_no_heal_tracking");
+    pub fn try_cancel_pending_without_heal(&self) {
+        forbid_drain_in_own_callback(&self.0, "try_cancel_pending_without_heal");
         self.0.cancel_pending();
     }
 

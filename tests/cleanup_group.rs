@@ -657,11 +657,9 @@ mod member_api {
         let opener = support::open_when(&held.gate, move || r.load(SeqCst));
         #[cfg(feature = "self-heal")]
         m.try_cancel_pending();
-        // SAFETY: the held pool dispatches again once its gate opens below.
+        // The held pool dispatches again once its gate opens below.
         #[cfg(not(feature = "self-heal"))]
-        unsafe {
-            m.try_cancel_pending_no_heal_tracking()
-        };
+        m.try_cancel_pending_without_heal();
         returned.store(true, SeqCst);
         assert!(opener.join().unwrap(), "try_cancel_pending waited for a callback it should have discarded");
         held.release();

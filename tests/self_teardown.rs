@@ -581,10 +581,9 @@ drain_from_own_callback_panics! {
     #[cfg(feature = "self-heal")]
     wait_try_cancel_pending_from_own_callback_panics:
         wait_calling(|w| w.try_cancel_pending()), "Wait::try_cancel_pending", "the object's own";
-    wait_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
-        // SAFETY: the process aborts before the pool could need a repair.
-        wait_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
-        "Wait::try_cancel_pending_no_heal_tracking", "the object's own";
+    wait_try_cancel_pending_without_heal_from_own_callback_panics:
+        wait_calling(|w| w.try_cancel_pending_without_heal()),
+        "Wait::try_cancel_pending_without_heal", "the object's own";
     io_run_down_from_own_callback_panics:
         io_calling(|i| i.run_down()), "Io::run_down", "the object's own";
     io_stop_and_drain_from_own_callback_panics:
@@ -614,18 +613,16 @@ drain_from_own_callback_panics! {
     #[cfg(feature = "self-heal")]
     wait_member_try_cancel_pending_from_own_callback_panics:
         wait_member_calling(|w| w.try_cancel_pending()), "WaitMember::try_cancel_pending", "the object's own";
-    wait_member_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
-        // SAFETY: the process aborts before the pool could need a repair.
-        wait_member_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
-        "WaitMember::try_cancel_pending_no_heal_tracking", "the object's own";
+    wait_member_try_cancel_pending_without_heal_from_own_callback_panics:
+        wait_member_calling(|w| w.try_cancel_pending_without_heal()),
+        "WaitMember::try_cancel_pending_without_heal", "the object's own";
     close_members_from_a_members_callback_panics:
         group_releasing_from_a_member(|g| g.close_members()), "CleanupGroup::close_members", "a member's";
     #[cfg(feature = "self-heal")]
     close_members_cancelling_from_a_members_callback_panics:
         group_releasing_from_a_member(|g| g.close_members_cancelling()),
         "CleanupGroup::close_members_cancelling", "a member's";
-    close_members_cancelling_no_heal_tracking_from_a_members_callback_panics:
-        // SAFETY: the process aborts before the pool could need a repair.
-        group_releasing_from_a_member(|g| unsafe { g.close_members_cancelling_no_heal_tracking() }),
-        "CleanupGroup::close_members_cancelling_no_heal_tracking", "a member's";
+    close_members_cancelling_without_heal_from_a_members_callback_panics:
+        group_releasing_from_a_member(|g| g.close_members_cancelling_without_heal()),
+        "CleanupGroup::close_members_cancelling_without_heal", "a member's";
 }

@@ -1141,11 +1141,9 @@ fn try_cancel_pending_discards_a_queued_callback() {
     let opener = support::open_when(&q.gate, move || r.load(SeqCst));
     #[cfg(feature = "self-heal")]
     q.wait.try_cancel_pending();
-    // SAFETY: the private pool dispatches again once its gate opens below.
+    // The private pool dispatches again once its gate opens below.
     #[cfg(not(feature = "self-heal"))]
-    unsafe {
-        q.wait.try_cancel_pending_no_heal_tracking()
-    };
+    q.wait.try_cancel_pending_without_heal();
     returned.store(true, SeqCst);
     assert!(opener.join().unwrap(), "the cancellation waited for a callback it should have discarded");
     q._blocker.wait();

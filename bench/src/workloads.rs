@@ -666,7 +666,7 @@ fn timer_create_drop(cfg: &Config, table: &mut Table) {
 /// Workload 9, cancellation of an armed wait with nothing queued (its event is never
 /// signalled): the cost of the call itself. The crate's safe
 /// `try_cancel_pending` also stamps the pool for the self-heal repair; the
-/// unsafe `try_cancel_pending_no_heal_tracking` does not; the raw column is
+/// `try_cancel_pending_without_heal` does not; the raw column is
 /// `WaitForThreadpoolWaitCallbacks(.., TRUE)`.
 fn cancellation(cfg: &Config, table: &mut Table) {
     let n = cfg.n(20_000);
@@ -687,9 +687,9 @@ fn cancellation(cfg: &Config, table: &mut Table) {
 
         let t = Instant::now();
         for _ in 0..n {
-            // SAFETY: the pool dispatches again: the self-heal stamps above
-            // (and every cancellation here queued nothing to lose).
-            unsafe { wait.try_cancel_pending_no_heal_tracking() };
+            // The pool dispatches again: the self-heal stamps above (and
+            // every cancellation here queued nothing to lose).
+            wait.try_cancel_pending_without_heal();
         }
         no_heal.push(t.elapsed().as_nanos() as f64 / n as f64);
 
@@ -718,7 +718,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
         [Some(Cell::trials(heal)), Some(raw.clone()), None, None, None],
     );
     table.add(
-        "9. cancel an armed wait, nothing queued: unsafe try_cancel_pending_no_heal_tracking",
+        "9. cancel an armed wait, nothing queued: try_cancel_pending_without_heal",
         "ns/call",
         [Some(Cell::trials(no_heal)), Some(raw), None, None, None],
     );
