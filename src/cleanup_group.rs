@@ -187,6 +187,7 @@ group.close_members_cancelling();
 ```
 "#
 )]
+#[must_use = "dropping it releases every member and closes the group"]
 pub struct CleanupGroup {
     raw: PTP_CLEANUP_GROUP,
     members: Mutex<Vec<Owned>>,
@@ -210,6 +211,7 @@ unsafe impl Sync for CleanupGroup {}
 /// work.submit();
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct WorkMember<'g> {
     core: &'g WorkCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -229,6 +231,7 @@ pub struct WorkMember<'g> {
 /// wait.arm(None);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct WaitMember<'g> {
     core: &'g WaitCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -247,6 +250,7 @@ pub struct WaitMember<'g> {
 /// timer.set_after(std::time::Duration::from_millis(1));
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct TimerMember<'g> {
     core: &'g TimerCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -265,6 +269,7 @@ pub struct TimerMember<'g> {
 /// timer.start();
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct PeriodicTimerMember<'g> {
     core: &'g TimerCore,
     _group: PhantomData<&'g CleanupGroup>,

@@ -77,6 +77,7 @@ pub(crate) type PoolRef = Option<Arc<PoolShared>>;
 /// Dropping it releases this handle's reference; the pool is closed once no
 /// object created on it is left.
 #[derive(Debug)]
+#[must_use = "dropping it releases the pool, which closes once no object uses it"]
 pub struct Pool {
     shared: Arc<PoolShared>,
 }

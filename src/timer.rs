@@ -798,6 +798,7 @@ const _: () = {
 /// timer.stop_and_drain();
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "dropping it disarms, drains and closes the timer"]
 pub struct Timer {
     core: Owner<TimerCore>,
 }
@@ -962,6 +963,7 @@ impl TimerObject {
 /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "dropping it stops, drains and closes the timer"]
 pub struct PeriodicTimer {
     core: Owner<TimerCore>,
 }

@@ -229,6 +229,7 @@ enum Target {
 /// [`from_thread`](Self::from_thread), or with the `unsafe` constructors for
 /// handles obtained elsewhere. Dropping it closes the handle, with its own
 /// close routine if it has one.
+#[must_use = "dropping it closes the handle"]
 pub struct WaitableHandle {
     /// `None` only while being dismantled.
     target: Option<Target>,
@@ -385,6 +386,7 @@ impl<T> From<std::thread::JoinHandle<T>> for WaitableHandle {
 /// Keep one and give a [`try_clone`](Self::try_clone) (or a
 /// [`wait_only`](Self::wait_only) duplicate) to a [`Wait`].
 #[derive(Debug)]
+#[must_use = "dropping it closes the event handle"]
 pub struct Event {
     handle: OwnedHandle,
 }
@@ -456,6 +458,7 @@ impl AsHandle for Event {
 /// A handle to an [`Event`] with `SYNCHRONIZE` access alone
 /// ([`Event::wait_only`]): waitable, but it cannot signal the event.
 #[derive(Debug)]
+#[must_use = "dropping it closes the handle"]
 pub struct WaitOnlyEvent {
     handle: OwnedHandle,
 }
@@ -932,6 +935,7 @@ wait.try_cancel_pending();
 ```
 "#
 )]
+#[must_use = "dropping it disarms, drains and closes the wait and its handle"]
 pub struct Wait {
     core: Owner<WaitCore>,
 }

@@ -787,7 +787,7 @@ fn group_release_records_its_syscall_brackets() {
     support::traced_child("group_release_records_its_syscall_brackets", "group,syscall", || {
         let mut group = CleanupGroup::new().unwrap();
         for _ in 0..3 {
-            group.create_work(|_| {}).unwrap();
+            let _ = group.create_work(|_| {}).unwrap();
         }
         group.close_members();
         drop(group);

@@ -528,10 +528,10 @@ fn close_members_cancelling_stamps_each_pool_once() {
     let default_reg = testing::register(None);
     let mut group = CleanupGroup::new().unwrap();
     let (env_b, env_c) = (env_for(&b.pool), env_for(&c.pool));
-    group.create_work_in(|_| {}, &env_b).unwrap();
-    group.create_work_in(|_| {}, &env_b).unwrap();
-    group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_c).unwrap();
-    group.create_work(|_| {}).unwrap();
+    let _ = group.create_work_in(|_| {}, &env_b).unwrap();
+    let _ = group.create_work_in(|_| {}, &env_b).unwrap();
+    let _ = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_c).unwrap();
+    let _ = group.create_work(|_| {}).unwrap();
     for k in [kb, kc, DEFAULT_POOL] {
         assert!(view(k).users > 0);
     }

@@ -409,7 +409,7 @@ fn cleanup_group_dropped_from_a_members_callback() {
             })
             .unwrap();
         member.submit();
-        group
+        let _idle = group
             .create_work(move |_| {
                 let _ = &idle_cap;
             })

@@ -387,7 +387,7 @@ fn group_create_release(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         let mut group = CleanupGroup::new().unwrap();
         for _ in 0..members {
-            group.create_work(|_| {}).unwrap();
+            let _ = group.create_work(|_| {}).unwrap();
         }
         group.close_members();
         drop(group);

@@ -20,6 +20,7 @@ use super::{handles::*, iocore::*, operation::*};
 ///
 /// See the [module docs](crate::io) for ownership, ids, the start/cancel balance
 /// and teardown.
+#[must_use = "dropping it cancels outstanding I/O, drains and closes the I/O object and its handle"]
 pub struct Io {
     pub(super) core: Owner<IoCore>,
 }
