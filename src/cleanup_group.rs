@@ -66,6 +66,7 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::io;
+use std::os::windows::io::{AsHandle, BorrowedHandle};
 use std::sync::Mutex;
 
 use windows_sys::Win32::System::Threading::{
@@ -302,6 +303,13 @@ member_view!(
     PeriodicTimerMember => PeriodicTimerObject,
     WaitMember => WaitObject
 );
+
+/// The handle waited on, as [`WaitObject::handle`] lends it.
+impl AsHandle for WaitMember<'_> {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
 
 impl core::fmt::Debug for CleanupGroup {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -333,6 +333,12 @@ impl WaitableHandle {
     }
 }
 
+impl AsHandle for WaitableHandle {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
+
 impl Drop for WaitableHandle {
     fn drop(&mut self) {
         match self.target.take() {
@@ -629,6 +635,13 @@ impl<'a> WaitActivation<'a> {
         }
         trace_record!("wait", "rearm-left", self.wait, 0);
         true
+    }
+}
+
+/// The handle waited on, as [`WaitActivation::handle`] lends it.
+impl AsHandle for WaitActivation<'_> {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
     }
 }
 
@@ -953,6 +966,20 @@ impl core::fmt::Debug for WaitObject {
             .field("raw", &(self.0.raw as *const c_void))
             .field("handle", &self.0.handle)
             .finish()
+    }
+}
+
+/// The handle waited on, as [`WaitObject::handle`] lends it.
+impl AsHandle for Wait {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
+
+/// The handle waited on, as [`WaitObject::handle`] lends it.
+impl AsHandle for WaitObject {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
     }
 }
 

@@ -351,6 +351,16 @@ fn members_created_from_several_threads_stay_usable_until_release() {
     assert_eq!(group.owned_resources(), 0);
 }
 
+#[test]
+fn a_wait_member_lends_the_waited_on_handle() {
+    use std::os::windows::io::{AsHandle, AsRawHandle};
+    let event = windows_threadpool::Event::auto_reset().unwrap();
+    let raw = event.as_handle().as_raw_handle();
+    let group = CleanupGroup::new().unwrap();
+    let member = group.create_wait(event.into(), |_| {}).unwrap();
+    assert_eq!(AsHandle::as_handle(&member).as_raw_handle(), raw);
+}
+
 mod waits {
     use super::*;
     use std::collections::HashMap;

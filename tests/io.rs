@@ -212,6 +212,15 @@ fn immediate_failure_is_balanced_and_returns_the_buffer() {
 }
 
 #[test]
+fn an_io_object_lends_its_bound_handle() {
+    use std::os::windows::io::AsHandle;
+    let (s, _c) = io::pipe_pair().unwrap();
+    let raw = s.as_raw_handle();
+    let io = Io::new(s, |_: &IoCompletion| {}).unwrap();
+    assert_eq!(AsHandle::as_handle(&io).as_raw_handle(), raw);
+}
+
+#[test]
 fn immediate_failure_on_a_broken_pipe() {
     let (s, c) = io::pipe_pair().unwrap();
     drop(c);

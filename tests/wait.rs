@@ -10,7 +10,7 @@ mod rows;
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::os::windows::io::{AsRawHandle, IntoRawHandle};
+use std::os::windows::io::{AsHandle, AsRawHandle, IntoRawHandle};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
@@ -762,6 +762,27 @@ fn events_start_unsignalled_and_reset_as_their_constructor_says() {
     assert!(is_signalled(m) && is_signalled(m), "manual reset: stays signalled");
     assert!(is_signalled(a), "auto reset: the set is seen once");
     assert!(!is_signalled(a), "auto reset: the wait that saw it reset it");
+}
+
+/// The raw value of whatever `h` lends through `AsHandle`.
+fn lent(h: impl AsHandle) -> usize {
+    h.as_handle().as_raw_handle() as usize
+}
+
+#[test]
+fn a_wait_its_target_and_its_activations_lend_the_waited_on_handle() {
+    let event = Event::auto_reset().unwrap();
+    let clone = event.try_clone().unwrap();
+    let waited_on = lent(&clone);
+    let target = WaitableHandle::from(clone);
+    assert_eq!(lent(&target), waited_on);
+    let (tx, rx) = mpsc::channel();
+    let wait = Wait::new(target, move |act: &WaitActivation<'_>| tx.send(lent(act)).unwrap()).unwrap();
+    assert_eq!(lent(&wait), waited_on);
+    assert_eq!(lent(&*wait), waited_on, "the view lends it too");
+    wait.arm(None);
+    event.set().unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), waited_on, "the activation lends it");
 }
 
 #[test]

@@ -43,6 +43,14 @@ impl core::fmt::Debug for Io {
     }
 }
 
+/// The bound handle, as [`Io::handle`] lends it (issuing I/O through it is
+/// not supported).
+impl AsHandle for Io {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
+
 impl Io {
     /// Binds `handle` to the process default pool; `callback` runs once per
     /// delivered completion.
