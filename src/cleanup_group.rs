@@ -465,8 +465,11 @@ impl CleanupGroup {
     }
 
     /// Creates a stopped periodic timer in the group, on the process default
-    /// pool. The period is checked as [`crate::timer::PeriodicTimer::new`]
-    /// checks it.
+    /// pool.
+    ///
+    /// # Errors
+    /// As for [`PeriodicTimer::new`](crate::timer::PeriodicTimer::new):
+    /// [`io::ErrorKind::InvalidInput`] for a period it refuses.
     pub fn create_periodic_timer<F>(&self, period: Duration, callback: F) -> io::Result<PeriodicTimerMember<'_>>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
@@ -475,6 +478,9 @@ impl CleanupGroup {
     }
 
     /// Creates a stopped periodic timer in the group, with `env`'s settings.
+    ///
+    /// # Errors
+    /// As for [`create_periodic_timer`](Self::create_periodic_timer).
     pub fn create_periodic_timer_in<F>(
         &self,
         period: Duration,

@@ -69,7 +69,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
     timer.set_after(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
-    assert_eq!(second, Err(ErrorKind::InvalidInput), "a second event for one callback must be refused");
+    assert_eq!(second, Err(ErrorKind::AlreadyExists), "a second event for one callback must be refused");
     // The callback is still inside (held at the gate): not yet signalled.
     assert_eq!(wait_ms(done, 0), WAIT_TIMEOUT, "the event was set before the callback returned");
     drop(opener);
@@ -187,7 +187,7 @@ fn free_library_on_return_releases_the_callers_reference() {
     timer.set_after(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
-    assert_eq!(second, Err(ErrorKind::InvalidInput), "a second library for one callback must be refused");
+    assert_eq!(second, Err(ErrorKind::AlreadyExists), "a second library for one callback must be refused");
     timer.stop_and_drain();
     // The release follows the callback's return; poll for it (the deadline
     // only decides the failure).

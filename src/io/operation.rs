@@ -273,6 +273,9 @@ impl IoCompletion {
     /// The status as an error, or `None` for success. End of file is
     /// `ERROR_HANDLE_EOF`, cancellation `ERROR_OPERATION_ABORTED`, a message
     /// longer than the buffer `ERROR_MORE_DATA` (the buffer holds its start).
+    /// Match these on [`raw_os_error`](io::Error::raw_os_error): `std` gives
+    /// `ERROR_OPERATION_ABORTED` the kind `TimedOut`, and the other two no
+    /// stable kind.
     pub fn error(&self) -> Option<io::Error> {
         (self.result != 0).then(|| io::Error::from_raw_os_error(self.result as i32))
     }
