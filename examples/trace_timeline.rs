@@ -31,7 +31,7 @@ fn main() -> std::io::Result<()> {
     std::thread::sleep(Duration::from_millis(20));
     timer.stop_and_drain();
 
-    let event = Event::new(false, false)?;
+    let event = Event::auto_reset()?;
     let wait = Wait::new_in(event.try_clone()?.into(), |_| {}, &env)?;
     wait.arm(Deadline::NEVER);
     event.set()?;

@@ -66,6 +66,7 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::io;
+use std::os::windows::io::{AsHandle, BorrowedHandle};
 use std::sync::Mutex;
 
 use windows_sys::Win32::System::Threading::{
@@ -177,8 +178,8 @@ impl Owned {
 #[cfg_attr(
     not(feature = "self-heal"),
     doc = r#"
-Without the `self-heal` feature the safe cancelling release does not exist;
-only the `unsafe` `close_members_cancelling_no_heal_tracking` does:
+Without the `self-heal` feature the healing cancelling release does not
+exist; only `close_members_cancelling_without_heal` does:
 
 ```compile_fail,E0599
 let mut group = windows_threadpool::cleanup_group::CleanupGroup::new()?;
@@ -187,6 +188,7 @@ group.close_members_cancelling();
 ```
 "#
 )]
+#[must_use = "dropping it releases every member and closes the group"]
 pub struct CleanupGroup {
     raw: PTP_CLEANUP_GROUP,
     members: Mutex<Vec<Owned>>,
@@ -210,6 +212,7 @@ unsafe impl Sync for CleanupGroup {}
 /// work.submit();
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct WorkMember<'g> {
     core: &'g WorkCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -222,13 +225,14 @@ pub struct WorkMember<'g> {
 /// Using it after [`CleanupGroup::close_members`] does not compile:
 ///
 /// ```compile_fail,E0502
-/// use windows_threadpool::{cleanup_group::CleanupGroup, wait::WaitableHandle};
+/// use windows_threadpool::{cleanup_group::CleanupGroup, wait::Event};
 /// let mut group = CleanupGroup::new()?;
-/// let wait = group.create_wait(WaitableHandle::event(false, false)?, |_| {})?;
+/// let wait = group.create_wait(Event::auto_reset()?.into(), |_| {})?;
 /// group.close_members();
 /// wait.arm(Deadline::NEVER);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct WaitMember<'g> {
     core: &'g WaitCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -247,6 +251,7 @@ pub struct WaitMember<'g> {
 /// timer.arm(std::time::Duration::from_millis(1));
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct TimerMember<'g> {
     core: &'g TimerCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -265,6 +270,7 @@ pub struct TimerMember<'g> {
 /// timer.arm(timer.period());
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "the member is the only way to reach the object the group created"]
 pub struct PeriodicTimerMember<'g> {
     core: &'g TimerCore,
     _group: PhantomData<&'g CleanupGroup>,
@@ -297,6 +303,13 @@ member_view!(
     PeriodicTimerMember => PeriodicTimerObject,
     WaitMember => WaitObject
 );
+
+/// The handle waited on, as [`WaitObject::handle`] lends it.
+impl AsHandle for WaitMember<'_> {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
 
 impl core::fmt::Debug for CleanupGroup {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -452,8 +465,11 @@ impl CleanupGroup {
     }
 
     /// Creates a stopped periodic timer in the group, on the process default
-    /// pool. The period is checked as [`crate::timer::PeriodicTimer::new`]
-    /// checks it.
+    /// pool.
+    ///
+    /// # Errors
+    /// As for [`PeriodicTimer::new`](crate::timer::PeriodicTimer::new):
+    /// [`io::ErrorKind::InvalidInput`] for a period it refuses.
     pub fn create_periodic_timer<F>(&self, period: Duration, callback: F) -> io::Result<PeriodicTimerMember<'_>>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
@@ -462,6 +478,9 @@ impl CleanupGroup {
     }
 
     /// Creates a stopped periodic timer in the group, with `env`'s settings.
+    ///
+    /// # Errors
+    /// As for [`create_periodic_timer`](Self::create_periodic_timer).
     pub fn create_periodic_timer_in<F>(
         &self,
         period: Duration,
@@ -532,18 +551,20 @@ impl CleanupGroup {
     }
 
     /// Releases every member, discarding queued callbacks that have not
-    /// started.
+    /// started, without the self-heal repair that `close_members_cancelling`
+    /// schedules.
     ///
-    /// # Safety
-    /// On Windows a cancelled wait callback can leave the process default
-    /// pool with no worker, so that nothing queued to it runs. The caller
-    /// takes on the obligation to make each pool the members used dispatch
-    /// again, for instance by submitting work to it.
+    /// # Liveness
+    /// On Windows a cancelled wait callback can leave a pool with no worker,
+    /// so that nothing queued to it runs until work is submitted to it.
+    /// Nothing here repairs that: make each pool the members used dispatch
+    /// again yourself, for instance by submitting work to it. A wedged pool
+    /// hangs; it corrupts no memory.
     ///
     /// # Panics
     /// If called from a member's callback: it would wait for itself.
-    pub unsafe fn close_members_cancelling_no_heal_tracking(&mut self) {
-        self.forbid_release_in_member_callback("close_members_cancelling_no_heal_tracking");
+    pub fn close_members_cancelling_without_heal(&mut self) {
+        self.forbid_release_in_member_callback("close_members_cancelling_without_heal");
         let _settled = self.release(true, false);
     }
 

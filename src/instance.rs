@@ -13,7 +13,7 @@
 //! use windows_threadpool::{Event, Timer};
 //!
 //! static DONE: OnceLock<Event> = OnceLock::new();
-//! let done = DONE.get_or_init(|| Event::new(true, false).unwrap());
+//! let done = DONE.get_or_init(|| Event::manual_reset().unwrap());
 //! let timer = Timer::new(
 //!     |firing| {
 //!         // Set once this callback has returned, by the pool.
@@ -60,7 +60,8 @@
 //! pool after the callback has returned. Each kind can be requested once per
 //! invocation (Wine ignores a second request; Windows does not document
 //! one), so a second request of the same kind fails with
-//! [`io::ErrorKind::InvalidInput`] on both.
+//! [`io::ErrorKind::AlreadyExists`] on both: the request, not its argument,
+//! is what is refused.
 //!
 //! **Why `set_event_on_return` takes `&'static Event`.** The pool signals
 //! the event after the callback has returned, so the handle must stay open
@@ -141,7 +142,7 @@ impl CallbackInstance<'_> {
         let r = self.requested.get();
         if r & bit != 0 {
             return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
+                io::ErrorKind::AlreadyExists,
                 format!("{what} was already requested for this callback (one per callback)"),
             ));
         }
@@ -164,8 +165,10 @@ impl CallbackInstance<'_> {
     /// (`SetEventWhenCallbackReturns`).
     ///
     /// The event is `'static` because it is signalled after the callback's
-    /// end (see the [module docs](self#completion-actions)). Fails with
-    /// [`io::ErrorKind::InvalidInput`] if an event was already requested for
+    /// end (see the [module docs](self#completion-actions)).
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::AlreadyExists`] if an event was already requested for
     /// this invocation.
     pub fn set_event_on_return(&self, event: &'static Event) -> io::Result<()> {
         self.request(ACTION_EVENT, "set_event_on_return")?;
@@ -181,8 +184,10 @@ impl CallbackInstance<'_> {
     /// callback whose code lives in a DLL lets that DLL be unloaded without
     /// returning into unloaded code.
     ///
-    /// Fails with [`io::ErrorKind::InvalidInput`], releasing nothing, if a
-    /// library was already requested for this invocation.
+    /// # Errors
+    /// [`io::ErrorKind::AlreadyExists`], releasing nothing (the reference
+    /// stays the caller's), if a library was already requested for this
+    /// invocation.
     ///
     /// # Safety
     /// `module` must be a module handle (`HMODULE`) on which the caller owns

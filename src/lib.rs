@@ -127,6 +127,28 @@ pub use work::{Work, WorkInvocation};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// Ignoring an owned object or a payload does not compile under
+/// `deny(unused_must_use)`: a type,
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn make() -> std::io::Result<()> {
+///     windows_threadpool::Event::auto_reset()?;
+///     Ok(())
+/// }
+/// ```
+///
+/// and a method that hands back a payload:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn give_back(e: windows_threadpool::io::SubmitError<Vec<u8>>) {
+///     e.into_payload();
+/// }
+/// ```
+#[cfg(all(windows, doctest))]
+pub struct MustUseDoctests;
+
 /// The trace guide's examples, compiled and run as doctests.
 #[cfg(all(windows, doctest))]
 #[doc = include_str!("../docs/trace.md")]

@@ -57,24 +57,31 @@ impl ProcessorSet {
     /// The processors of `group` whose bits are set in `mask` (bit `n` is
     /// processor `n` of the group).
     ///
-    /// Fails with [`io::ErrorKind::InvalidInput`] if `mask` is empty, if
-    /// `group` is not an active processor group
-    /// (`GetActiveProcessorGroupCount`), or if `mask` names a processor
-    /// beyond the group's active ones (`GetActiveProcessorCount`).
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] if `mask` is empty: no machine has
+    ///   such a set;
+    /// - [`io::ErrorKind::NotFound`] if this machine lacks the processors:
+    ///   `group` is not an active processor group
+    ///   (`GetActiveProcessorGroupCount`), or `mask` names a processor beyond
+    ///   the group's active ones (`GetActiveProcessorCount`). A caller may
+    ///   fall back to another set, or to none.
     pub fn new(group: u16, mask: usize) -> io::Result<Self> {
         if mask == 0 {
-            return Err(invalid(format!("processor set of group {group} is empty (mask 0)")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("processor set of group {group} is empty (mask 0)"),
+            ));
         }
         // SAFETY: no preconditions.
         let groups = unsafe { GetActiveProcessorGroupCount() };
         if group >= groups {
-            return Err(invalid(format!("processor group {group} does not exist (active groups: {groups})")));
+            return Err(absent(format!("processor group {group} does not exist (active groups: {groups})")));
         }
         // SAFETY: no preconditions.
         let count = unsafe { GetActiveProcessorCount(group) };
         let active = if count >= usize::BITS { usize::MAX } else { (1usize << count) - 1 };
         if mask & !active != 0 {
-            return Err(invalid(format!(
+            return Err(absent(format!(
                 "processor mask {mask:#x} names processors beyond the {count} active in group {group} ({active:#x})"
             )));
         }
@@ -102,8 +109,9 @@ impl ProcessorSet {
     }
 }
 
-fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
+/// Processors this machine does not have.
+fn absent(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, msg)
 }
 
 /// An object's placement, the first field of its context (`ctx::Shared`),

@@ -77,6 +77,7 @@ pub(crate) type PoolRef = Option<Arc<PoolShared>>;
 /// Dropping it releases this handle's reference; the pool is closed once no
 /// object created on it is left.
 #[derive(Debug)]
+#[must_use = "dropping it releases the pool, which closes once no object uses it"]
 pub struct Pool {
     shared: Arc<PoolShared>,
 }
@@ -94,9 +95,11 @@ impl Pool {
 
     /// Sets the most threads the pool will create (`SetThreadpoolThreadMaximum`).
     ///
-    /// Zero is rejected with [`io::ErrorKind::InvalidInput`]: a pool that may
-    /// have no thread can never run a callback. A maximum below the minimum
-    /// is the platform's to resolve.
+    /// A maximum below the minimum is the platform's to resolve.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] for zero: a pool that may have no
+    /// thread can never run a callback.
     pub fn set_max_threads(&self, threads: u32) -> io::Result<()> {
         if threads == 0 {
             return Err(io::Error::new(
@@ -126,10 +129,12 @@ impl Pool {
     /// `commit` of them committed up front. Threads already created keep
     /// their stacks.
     ///
-    /// `commit` above `reserve` is rejected with
-    /// [`io::ErrorKind::InvalidInput`]. Wine 8 stores the sizes
-    /// ([`stack_size`](Self::stack_size) reads them back) but creates its
-    /// threads with the default stack (`docs/wine.md`).
+    /// Wine 8 stores the sizes ([`stack_size`](Self::stack_size) reads them
+    /// back) but creates its threads with the default stack (`docs/wine.md`).
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] if `commit` is above `reserve`;
+    /// otherwise the OS error if `SetThreadpoolStackInformation` fails.
     pub fn set_stack_size(&self, reserve: usize, commit: usize) -> io::Result<()> {
         if commit > reserve {
             return Err(io::Error::new(

@@ -785,6 +785,7 @@ const _: () = {
 /// timer.stop_and_drain();
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "dropping it disarms, drains and closes the timer"]
 pub struct Timer {
     core: Owner<TimerCore>,
 }
@@ -949,6 +950,7 @@ impl TimerObject {
 /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[must_use = "dropping it stops, drains and closes the timer"]
 pub struct PeriodicTimer {
     core: Owner<TimerCore>,
 }
@@ -991,12 +993,14 @@ impl PeriodicTimer {
     /// period as signed: above `i32::MAX` ms it ticks continuously there.)
     pub const MAX_PERIOD: Duration = Duration::from_millis(u32::MAX as u64);
 
-    /// Creates a stopped periodic timer on the process default pool.
-    ///
-    /// A period below [`MIN_PERIOD`](Self::MIN_PERIOD), above
-    /// [`MAX_PERIOD`](Self::MAX_PERIOD), or not a whole number of
-    /// milliseconds is rejected with `InvalidInput` and a message saying why:
+    /// Creates a stopped periodic timer on the process default pool. This is
     /// the one place a period is checked.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`], with a message saying why, for a
+    /// period below [`MIN_PERIOD`](Self::MIN_PERIOD), above
+    /// [`MAX_PERIOD`](Self::MAX_PERIOD), or not a whole number of
+    /// milliseconds; otherwise the OS error if `CreateThreadpoolTimer` fails.
     pub fn new<F>(period: Duration, callback: F) -> io::Result<Self>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
@@ -1005,7 +1009,10 @@ impl PeriodicTimer {
     }
 
     /// Creates a stopped periodic timer on the pool and with the settings of
-    /// `env`; `period` is checked as in [`new`](Self::new).
+    /// `env`.
+    ///
+    /// # Errors
+    /// As for [`new`](Self::new).
     pub fn new_in<F>(period: Duration, callback: F, env: &CallbackEnviron) -> io::Result<Self>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,

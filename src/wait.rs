@@ -7,7 +7,7 @@
 //! use windows_threadpool::wait::{Event, Wait, WaitResult};
 //! use windows_threadpool::Deadline;
 //!
-//! let event = Event::new(false, false)?;
+//! let event = Event::auto_reset()?;
 //! let (tx, rx) = mpsc::channel();
 //! let wait = Wait::new(event.try_clone()?.into(), move |act| {
 //!     tx.send(act.result()).unwrap();
@@ -77,7 +77,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use windows_sys::Win32::Foundation::{DuplicateHandle, FILETIME, HANDLE, WAIT_TIMEOUT};
-use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
 use windows_sys::Win32::System::Threading::{
     CloseThreadpoolWait, CreateEventW, CreateThreadpoolWait, GetCurrentProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT,
     ResetEvent, SYNCHRONIZATION_SYNCHRONIZE, SetEvent, SetThreadpoolWait, WaitForThreadpoolWaitCallbacks,
@@ -235,10 +234,12 @@ enum Target {
 ///
 /// Build one from an [`Event`], a [`WaitOnlyEvent`], a
 /// [`std::process::Child`] (signalled when the process exits) or a
-/// [`std::thread::JoinHandle`] (signalled when the thread exits), with
-/// [`WaitableHandle::event`], or with the `unsafe` constructors for handles
-/// obtained elsewhere. Dropping it closes the handle, with its own close
-/// routine if it has one.
+/// [`std::thread::JoinHandle`] (signalled when the thread exits), given up
+/// by `From` or kept with [`from_child`](Self::from_child) and
+/// [`from_thread`](Self::from_thread), or with the `unsafe` constructors for
+/// handles obtained elsewhere. Dropping it closes the handle, with its own
+/// close routine if it has one.
+#[must_use = "dropping it closes the handle"]
 pub struct WaitableHandle {
     /// `None` only while being dismantled.
     target: Option<Target>,
@@ -263,11 +264,27 @@ impl core::fmt::Debug for WaitableHandle {
 }
 
 impl WaitableHandle {
-    /// A new unnamed event (`CreateEventW`) owned by the wait. Signal it
-    /// through [`handle`](Self::handle) or [`WaitObject::handle`]; to keep
-    /// a handle of your own, create an [`Event`] and convert a clone.
-    pub fn event(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
-        Event::new(manual_reset, initially_signalled).map(Self::from)
+    /// A new handle to `child`'s process with `SYNCHRONIZE` access alone
+    /// (`DuplicateHandle`): a wait on it fires when the process exits, and
+    /// `child` stays the caller's, so [`Child::wait`](std::process::Child::wait)
+    /// still reads the exit status. To give the child up instead, convert it
+    /// with `From`.
+    ///
+    /// # Errors
+    /// The OS error if `DuplicateHandle` fails.
+    pub fn from_child(child: &std::process::Child) -> io::Result<Self> {
+        Ok(Self { target: Some(Target::Owned(duplicate_synchronize(child.as_handle())?)) })
+    }
+
+    /// A new handle to `thread` with `SYNCHRONIZE` access alone
+    /// (`DuplicateHandle`): a wait on it fires when the thread exits, and
+    /// `thread` can still be joined for its result. To give the
+    /// `JoinHandle` up instead, convert it with `From`.
+    ///
+    /// # Errors
+    /// The OS error if `DuplicateHandle` fails.
+    pub fn from_thread<T>(thread: &std::thread::JoinHandle<T>) -> io::Result<Self> {
+        Ok(Self { target: Some(Target::Owned(duplicate_synchronize(thread.as_handle())?)) })
     }
 
     /// Wraps a handle obtained elsewhere; it is closed with `CloseHandle`.
@@ -326,6 +343,12 @@ impl WaitableHandle {
     }
 }
 
+impl AsHandle for WaitableHandle {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
+
 impl Drop for WaitableHandle {
     fn drop(&mut self) {
         match self.target.take() {
@@ -379,19 +402,33 @@ impl<T> From<std::thread::JoinHandle<T>> for WaitableHandle {
 /// Keep one and give a [`try_clone`](Self::try_clone) (or a
 /// [`wait_only`](Self::wait_only) duplicate) to a [`Wait`].
 #[derive(Debug)]
+#[must_use = "dropping it closes the event handle"]
 pub struct Event {
     handle: OwnedHandle,
 }
 
 impl Event {
-    /// Creates an event. A manual-reset event stays signalled until
-    /// [`reset`](Self::reset); an auto-reset one is reset by the wait it
-    /// releases.
-    pub fn new(manual_reset: bool, initially_signalled: bool) -> io::Result<Self> {
+    /// Creates an unsignalled manual-reset event: once [`set`](Self::set) it
+    /// stays signalled, releasing every wait, until [`reset`](Self::reset).
+    ///
+    /// # Errors
+    /// The OS error if `CreateEventW` fails.
+    pub fn manual_reset() -> io::Result<Self> {
+        Self::create(true)
+    }
+
+    /// Creates an unsignalled auto-reset event: a [`set`](Self::set) releases
+    /// one wait, which resets the event.
+    ///
+    /// # Errors
+    /// The OS error if `CreateEventW` fails.
+    pub fn auto_reset() -> io::Result<Self> {
+        Self::create(false)
+    }
+
+    fn create(manual_reset: bool) -> io::Result<Self> {
         // SAFETY: null attributes and name are allowed; the result is checked.
-        let h = unsafe {
-            CreateEventW(core::ptr::null(), manual_reset.into(), initially_signalled.into(), core::ptr::null())
-        };
+        let h = unsafe { CreateEventW(core::ptr::null(), manual_reset.into(), 0, core::ptr::null()) };
         if h.is_null() {
             return Err(io::Error::last_os_error());
         }
@@ -419,16 +456,7 @@ impl Event {
     /// Another handle to the same event with `SYNCHRONIZE` access alone: the
     /// pool can wait on it, but it cannot set or reset the event.
     pub fn wait_only(&self) -> io::Result<WaitOnlyEvent> {
-        let mut out: HANDLE = core::ptr::null_mut();
-        // SAFETY: both process handles are the current-process pseudo-handle,
-        // `self.handle` is open, and `out` receives a new handle on success.
-        let ok = unsafe {
-            let me = GetCurrentProcess();
-            DuplicateHandle(me, self.handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
-        };
-        sys::check(ok)?;
-        // SAFETY: `out` is a new handle owned by nothing else.
-        Ok(WaitOnlyEvent { handle: unsafe { OwnedHandle::from_raw_handle(out) } })
+        Ok(WaitOnlyEvent { handle: duplicate_synchronize(self.handle.as_handle())? })
     }
 
     /// The handle, borrowed.
@@ -446,6 +474,7 @@ impl AsHandle for Event {
 /// A handle to an [`Event`] with `SYNCHRONIZE` access alone
 /// ([`Event::wait_only`]): waitable, but it cannot signal the event.
 #[derive(Debug)]
+#[must_use = "dropping it closes the handle"]
 pub struct WaitOnlyEvent {
     handle: OwnedHandle,
 }
@@ -463,16 +492,26 @@ impl AsHandle for WaitOnlyEvent {
     }
 }
 
+/// A new handle to the object behind `handle` with `SYNCHRONIZE` access
+/// alone: enough to wait on it, nothing else.
+fn duplicate_synchronize(handle: BorrowedHandle<'_>) -> io::Result<OwnedHandle> {
+    let mut out: HANDLE = core::ptr::null_mut();
+    // SAFETY: both process handles are the current-process pseudo-handle,
+    // `handle` is open for the borrow, and `out` receives a new handle on
+    // success.
+    let ok = unsafe {
+        let me = GetCurrentProcess();
+        DuplicateHandle(me, handle.as_raw_handle(), me, &mut out, SYNCHRONIZATION_SYNCHRONIZE, 0, 0)
+    };
+    sys::check(ok)?;
+    // SAFETY: `out` is a new handle owned by nothing else.
+    Ok(unsafe { OwnedHandle::from_raw_handle(out) })
+}
+
 /// Whether this process runs under Wine (ntdll exports `wine_get_version`).
 fn on_wine() -> bool {
     static WINE: OnceLock<bool> = OnceLock::new();
-    *WINE.get_or_init(|| {
-        // SAFETY: both strings are NUL-terminated; ntdll is always loaded.
-        unsafe {
-            let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
-            !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
-        }
-    })
+    *WINE.get_or_init(|| sys::system_export(c"ntdll.dll", c"wine_get_version").is_some())
 }
 
 /// How an activation came about.
@@ -599,6 +638,13 @@ impl<'a> WaitActivation<'a> {
         }
         trace_record!("wait", "rearm-left", self.wait, 0);
         true
+    }
+}
+
+/// The handle waited on, as [`WaitActivation::handle`] lends it.
+impl AsHandle for WaitActivation<'_> {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
     }
 }
 
@@ -905,17 +951,18 @@ impl Released for WaitCore {
 #[cfg_attr(
     not(feature = "self-heal"),
     doc = r#"
-Without the `self-heal` feature the safe cancellation does not exist; only the
-`unsafe` `try_cancel_pending_no_heal_tracking` does:
+Without the `self-heal` feature the healing cancellation does not exist; only
+`try_cancel_pending_without_heal` does:
 
 ```compile_fail,E0599
-use windows_threadpool::wait::{Wait, WaitableHandle};
-let wait = Wait::new(WaitableHandle::event(false, false)?, |_| {})?;
+use windows_threadpool::wait::{Event, Wait};
+let wait = Wait::new(Event::auto_reset()?.into(), |_| {})?;
 wait.try_cancel_pending();
 # Ok::<(), std::io::Error>(())
 ```
 "#
 )]
+#[must_use = "dropping it disarms, drains and closes the wait and its handle"]
 pub struct Wait {
     core: Owner<WaitCore>,
 }
@@ -933,6 +980,20 @@ impl core::fmt::Debug for WaitObject {
             .field("raw", &(self.0.raw as *const c_void))
             .field("handle", &self.0.handle)
             .finish()
+    }
+}
+
+/// The handle waited on, as [`WaitObject::handle`] lends it.
+impl AsHandle for Wait {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
+    }
+}
+
+/// The handle waited on, as [`WaitObject::handle`] lends it.
+impl AsHandle for WaitObject {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
     }
 }
 
@@ -1013,19 +1074,21 @@ impl WaitObject {
     }
 
     /// Discards queued callbacks that have not started and waits for the
-    /// running ones (`WaitForThreadpoolWaitCallbacks(.., TRUE)`). It does not
+    /// running ones (`WaitForThreadpoolWaitCallbacks(.., TRUE)`), without the
+    /// self-heal repair that `try_cancel_pending` schedules. It does not
     /// disarm.
     ///
-    /// # Safety
-    /// On Windows a cancelled wait callback can leave the process default
-    /// pool with no worker, so that nothing queued to it runs. The caller
-    /// takes on the obligation to make the pool dispatch again, for instance
-    /// by submitting work to it (see `pool::prewarm_default_pool`).
+    /// # Liveness
+    /// On Windows a cancelled wait callback can leave the wait's pool with no
+    /// worker, so that nothing queued to it runs until work is submitted to
+    /// it. Nothing here repairs that: make the pool dispatch again yourself,
+    /// for instance with [`prewarm_default_pool`](crate::pool::prewarm_default_pool)
+    /// or any work submission. A wedged pool hangs; it corrupts no memory.
     ///
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
-    pub unsafe fn try_cancel_pending_no_heal_tracking(&self) {
-        forbid_drain_in_own_callback(&self.0, "try_cancel_pending_no_heal_tracking");
+    pub fn try_cancel_pending_without_heal(&self) {
+        forbid_drain_in_own_callback(&self.0, "try_cancel_pending_without_heal");
         self.0.cancel_pending();
     }
 

@@ -315,7 +315,7 @@ fn periodic_start_stop() {
 fn wait_arming() {
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |_| {
         q.bump();
     })
@@ -339,7 +339,7 @@ fn wait_rearm_from_activation() {
     let p = Arc::new(Progress::default());
     let counts = Arc::new(Mutex::new(Vec::with_capacity(ROUNDS + 1)));
     let (q, k) = (Arc::clone(&p), Arc::clone(&counts));
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
         let mut rearmed = false;
         let c = count_here(|| rearmed = act.rearm(Deadline::NEVER));

@@ -259,12 +259,12 @@ fn release_drains_queued_callbacks_and_settles_the_owed_drain() {
 /// released group is dropped.
 #[test]
 fn close_members_settles_members_still_armed() {
-    use windows_threadpool::wait::WaitableHandle;
+    use windows_threadpool::wait::Event;
     let mut group = CleanupGroup::new().unwrap();
     let tally = Arc::new(Tally::default());
     let tok = Token::new(&tally);
     let wait = group
-        .create_wait(WaitableHandle::event(false, false).unwrap(), move |_| {
+        .create_wait(Event::auto_reset().unwrap().into(), move |_| {
             tok.0.ran.fetch_add(1, SeqCst);
         })
         .unwrap();
@@ -295,12 +295,12 @@ fn close_members_settles_members_still_armed() {
 /// and freed.
 #[test]
 fn dropping_a_group_with_an_armed_member_reports_after_freeing_it() {
-    use windows_threadpool::wait::WaitableHandle;
+    use windows_threadpool::wait::Event;
     let group = CleanupGroup::new().unwrap();
     let tally = Arc::new(Tally::default());
     let tok = Token::new(&tally);
     let wait = group
-        .create_wait(WaitableHandle::event(false, false).unwrap(), move |_| {
+        .create_wait(Event::auto_reset().unwrap().into(), move |_| {
             tok.0.ran.fetch_add(1, SeqCst);
         })
         .unwrap();
@@ -352,6 +352,16 @@ fn members_created_from_several_threads_stay_usable_until_release() {
     assert_eq!(group.owned_resources(), 0);
 }
 
+#[test]
+fn a_wait_member_lends_the_waited_on_handle() {
+    use std::os::windows::io::{AsHandle, AsRawHandle};
+    let event = windows_threadpool::Event::auto_reset().unwrap();
+    let raw = event.as_handle().as_raw_handle();
+    let group = CleanupGroup::new().unwrap();
+    let member = group.create_wait(event.into(), |_| {}).unwrap();
+    assert_eq!(AsHandle::as_handle(&member).as_raw_handle(), raw);
+}
+
 mod waits {
     use super::*;
     use std::collections::HashMap;
@@ -384,7 +394,7 @@ mod waits {
         let mut signals = Vec::new();
         let mut raws = Vec::new();
         for i in 0..2 * N {
-            let event = Event::new(false, false).unwrap();
+            let event = Event::auto_reset().unwrap();
             signals.push(event.try_clone().unwrap());
             let target = if i % 2 == 0 {
                 let raw = WaitableHandle::from(event).into_handle().unwrap();
@@ -426,7 +436,8 @@ mod waits {
     /// release: after it, the callback never runs again.
     #[test]
     fn a_rearming_wait_member_stops_at_release() {
-        let event = Event::new(true, true).unwrap();
+        let event = Event::manual_reset().unwrap();
+        event.set().unwrap();
         let count = Arc::new(AtomicUsize::new(0));
         let c = Arc::clone(&count);
         let mut group = CleanupGroup::new().unwrap();
@@ -473,7 +484,7 @@ mod waits {
                 m.submit();
                 m.wait();
             } else {
-                let event = Event::new(false, false).unwrap();
+                let event = Event::auto_reset().unwrap();
                 signals.push(event.try_clone().unwrap());
                 let m = group
                     .create_wait(event.into(), move |_: &WaitActivation<'_>| {
@@ -624,7 +635,7 @@ mod member_api {
     #[test]
     fn wait_member_handle_arm_disarm_and_try_cancel_pending() {
         use std::os::windows::io::AsRawHandle;
-        let event = Event::new(true, false).unwrap();
+        let event = Event::manual_reset().unwrap();
         let held = held_pool();
         let count = Arc::new(support::Counter::default());
         let c = Arc::clone(&count);
@@ -657,11 +668,9 @@ mod member_api {
         let opener = support::open_when(&held.gate, move || r.load(SeqCst));
         #[cfg(feature = "self-heal")]
         m.try_cancel_pending();
-        // SAFETY: the held pool dispatches again once its gate opens below.
+        // The held pool dispatches again once its gate opens below.
         #[cfg(not(feature = "self-heal"))]
-        unsafe {
-            m.try_cancel_pending_no_heal_tracking()
-        };
+        m.try_cancel_pending_without_heal();
         returned.store(true, SeqCst);
         assert!(opener.join().unwrap(), "try_cancel_pending waited for a callback it should have discarded");
         held.release();
@@ -789,7 +798,7 @@ fn group_release_records_its_syscall_brackets() {
     support::traced_child("group_release_records_its_syscall_brackets", "group,syscall", || {
         let mut group = CleanupGroup::new().unwrap();
         for _ in 0..3 {
-            group.create_work(|_| {}).unwrap();
+            let _ = group.create_work(|_| {}).unwrap();
         }
         group.close_members();
         drop(group);
@@ -834,8 +843,7 @@ fn group_release_records_its_syscall_brackets() {
 fn a_reporting_drop_closes_the_group_before_it_reports() {
     support::traced_child("a_reporting_drop_closes_the_group_before_it_reports", "group,syscall", || {
         let group = CleanupGroup::new().unwrap();
-        let wait =
-            group.create_wait(windows_threadpool::wait::WaitableHandle::event(false, false).unwrap(), |_| {}).unwrap();
+        let wait = group.create_wait(windows_threadpool::wait::Event::auto_reset().unwrap().into(), |_| {}).unwrap();
         wait.arm(Deadline::NEVER);
         support::teardown_owing("WaitMember", || drop(group));
         let all = rows::rows(&windows_threadpool::trace::dump());

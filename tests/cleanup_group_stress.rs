@@ -86,7 +86,7 @@ mod scenarios {
                     m.submit();
                 }
             } else {
-                let e = Event::new(false, false).unwrap();
+                let e = Event::auto_reset().unwrap();
                 let m =
                     group.create_wait(e.try_clone().unwrap().into(), move |_: &WaitActivation<'_>| tok.ran()).unwrap();
                 m.arm(Deadline::NEVER);
@@ -137,9 +137,9 @@ mod scenarios {
         let t = Instant::now();
         #[cfg(feature = "self-heal")]
         release_owing(|| group.close_members_cancelling());
-        // SAFETY: the default pool is kept dispatching by the other scenarios' work.
+        // The default pool is kept dispatching by the other scenarios' work.
         #[cfg(not(feature = "self-heal"))]
-        release_owing(|| unsafe { group.close_members_cancelling_no_heal_tracking() });
+        release_owing(|| group.close_members_cancelling_without_heal());
         let released = t.elapsed();
         books.released.store(true, SeqCst);
         let ran = books.ran.load(SeqCst);

@@ -28,7 +28,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// A manual-reset event that lives for the rest of the process, as
 /// `set_event_on_return` requires.
 fn static_event(cell: &'static OnceLock<Event>) -> &'static Event {
-    cell.get_or_init(|| Event::new(true, false).expect("CreateEventW"))
+    cell.get_or_init(|| Event::manual_reset().expect("CreateEventW"))
 }
 
 /// `WaitForSingleObject` on `event` with a timeout in milliseconds.
@@ -70,7 +70,7 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
     timer.arm(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
-    assert_eq!(second, Err(ErrorKind::InvalidInput), "a second event for one callback must be refused");
+    assert_eq!(second, Err(ErrorKind::AlreadyExists), "a second event for one callback must be refused");
     // The callback is still inside (held at the gate): not yet signalled.
     assert_eq!(wait_ms(done, 0), WAIT_TIMEOUT, "the event was set before the callback returned");
     drop(opener);
@@ -122,7 +122,8 @@ fn a_periodic_tick_reaches_its_instance() {
 fn a_wait_activation_reaches_its_instance() {
     static DONE: OnceLock<Event> = OnceLock::new();
     let done = static_event(&DONE);
-    let target = Event::new(false, true).unwrap();
+    let target = Event::auto_reset().unwrap();
+    target.set().unwrap();
     let wait = Wait::new(target.into(), |act| {
         act.instance().set_event_on_return(DONE.get().unwrap()).unwrap();
     })
@@ -187,7 +188,7 @@ fn free_library_on_return_releases_the_callers_reference() {
     timer.arm(Duration::ZERO);
     let (first, second) = rx.recv_timeout(PATIENCE).expect("the timer fired");
     assert_eq!(first, Ok(()));
-    assert_eq!(second, Err(ErrorKind::InvalidInput), "a second library for one callback must be refused");
+    assert_eq!(second, Err(ErrorKind::AlreadyExists), "a second library for one callback must be refused");
     timer.stop_and_drain();
     // The release follows the callback's return; poll for it (the deadline
     // only decides the failure).

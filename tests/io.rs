@@ -212,6 +212,15 @@ fn immediate_failure_is_balanced_and_returns_the_buffer() {
 }
 
 #[test]
+fn an_io_object_lends_its_bound_handle() {
+    use std::os::windows::io::AsHandle;
+    let (s, _c) = io::pipe_pair().unwrap();
+    let raw = s.as_raw_handle();
+    let io = Io::new(s, |_: &IoCompletion| {}).unwrap();
+    assert_eq!(AsHandle::as_handle(&io).as_raw_handle(), raw);
+}
+
+#[test]
 fn immediate_failure_on_a_broken_pipe() {
     let (s, c) = io::pipe_pair().unwrap();
     drop(c);
@@ -235,6 +244,7 @@ fn oversized_buffers_are_refused_before_starting() {
     let big = vec![0u8; u32::MAX as usize + 1];
     let err = io.read_at(0, big).expect_err("a buffer over u32::MAX bytes");
     assert_eq!(err.error().kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.error().raw_os_error(), None, "told apart from an OS ERROR_INVALID_PARAMETER");
     assert_eq!(err.into_payload().len(), u32::MAX as usize + 1);
     assert_eq!(io.outstanding(), 0);
     drop(io);
@@ -300,6 +310,7 @@ fn cancelling_one_operation_leaves_the_others() {
     assert!(p.rx.try_recv().is_err(), "b was not cancelled and has no data");
     let err = p.server.cancel(a).expect_err("a has completed");
     assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_eq!(err.raw_os_error(), None, "told apart from the OS ERROR_NOT_FOUND");
     p.client.write(b"12345678".to_vec()).unwrap();
     let d = recv(&p.rx);
     assert_eq!((d.id, d.result, d.bytes), (b, 0, 8));

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::heal::testing::{self, EntryView, OVERDUE_AFTER};
-use windows_threadpool::{CallbackEnviron, Pool, Wait, WaitableHandle, Work};
+use windows_threadpool::{CallbackEnviron, Event, Pool, Wait, Work};
 
 /// The default pool's registry key.
 const DEFAULT_POOL: usize = 0;
@@ -489,10 +489,10 @@ fn try_cancel_pending_stamps_the_pool_and_submits_a_repair() {
     for k in [key(&p), key(&q), DEFAULT_POOL] {
         testing::fail_healer_start(k);
     }
-    let on_p = Wait::new_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_for(&p)).unwrap();
-    let on_default = Wait::new(WaitableHandle::event(false, false).unwrap(), |_| {}).unwrap();
+    let on_p = Wait::new_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&p)).unwrap();
+    let on_default = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
     let mut group = CleanupGroup::new().unwrap();
-    let member = group.create_wait_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_for(&q)).unwrap();
+    let member = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&q)).unwrap();
     let cases: [(&str, usize, &dyn Fn()); 3] = [
         ("Wait on a private pool", key(&p), &|| on_p.try_cancel_pending()),
         ("Wait on the default pool", DEFAULT_POOL, &|| on_default.try_cancel_pending()),
@@ -528,10 +528,10 @@ fn close_members_cancelling_stamps_each_pool_once() {
     let default_reg = testing::register(None);
     let mut group = CleanupGroup::new().unwrap();
     let (env_b, env_c) = (env_for(&b.pool), env_for(&c.pool));
-    group.create_work_in(|_| {}, &env_b).unwrap();
-    group.create_work_in(|_| {}, &env_b).unwrap();
-    group.create_wait_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_c).unwrap();
-    group.create_work(|_| {}).unwrap();
+    let _ = group.create_work_in(|_| {}, &env_b).unwrap();
+    let _ = group.create_work_in(|_| {}, &env_b).unwrap();
+    let _ = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_c).unwrap();
+    let _ = group.create_work(|_| {}).unwrap();
     for k in [kb, kc, DEFAULT_POOL] {
         assert!(view(k).users > 0);
     }
@@ -627,7 +627,7 @@ fn healer_repairs_a_stamped_pool() {
     own_process();
     let pool = Pool::new().unwrap();
     let k = key(&pool);
-    let wait = Wait::new_in(WaitableHandle::event(false, false).unwrap(), |_| {}, &env_for(&pool)).unwrap();
+    let wait = Wait::new_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&pool)).unwrap();
     wait.try_cancel_pending();
     assert!(testing::healer_running(), "the cancellation did not start the healer");
     wait_for("the healer to repair the pool", || {

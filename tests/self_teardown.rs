@@ -302,7 +302,7 @@ fn periodic_timer_dropped_running_from_a_tick() {
 fn wait_dropped_from_its_activation() {
     let (cap, freed) = Captured::new(1);
     let rearmed = Arc::new(Mutex::new(None));
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let slot: Slot<Wait> = Slot::default();
     let (s, r) = (Arc::clone(&slot), Arc::clone(&rearmed));
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act| {
@@ -410,7 +410,7 @@ fn cleanup_group_dropped_from_a_members_callback() {
             })
             .unwrap();
         member.submit();
-        group
+        let _idle = group
             .create_work(move |_| {
                 let _ = &idle_cap;
             })
@@ -456,7 +456,7 @@ fn periodic_calling(drain: fn(&PeriodicTimer)) {
 fn wait_calling(drain: fn(&Wait)) {
     let own: Own<Wait> = Own::default();
     let o = Arc::clone(&own);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(wait);
     own.get().unwrap().arm(Deadline::NEVER);
@@ -510,7 +510,7 @@ fn periodic_member_calling(drain: fn(&windows_threadpool::cleanup_group::Periodi
 fn wait_member_calling(drain: fn(&windows_threadpool::cleanup_group::WaitMember<'static>)) {
     let own = Arc::new(OnceLock::new());
     let o = Arc::clone(&own);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let member =
         static_group().create_wait(event.try_clone().unwrap().into(), move |_| drain(o.get().unwrap())).unwrap();
     let _ = own.set(member);
@@ -582,10 +582,9 @@ drain_from_own_callback_panics! {
     #[cfg(feature = "self-heal")]
     wait_try_cancel_pending_from_own_callback_panics:
         wait_calling(|w| w.try_cancel_pending()), "Wait::try_cancel_pending", "the object's own";
-    wait_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
-        // SAFETY: the process aborts before the pool could need a repair.
-        wait_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
-        "Wait::try_cancel_pending_no_heal_tracking", "the object's own";
+    wait_try_cancel_pending_without_heal_from_own_callback_panics:
+        wait_calling(|w| w.try_cancel_pending_without_heal()),
+        "Wait::try_cancel_pending_without_heal", "the object's own";
     io_run_down_from_own_callback_panics:
         io_calling(|i| i.run_down()), "Io::run_down", "the object's own";
     io_stop_and_drain_from_own_callback_panics:
@@ -615,18 +614,16 @@ drain_from_own_callback_panics! {
     #[cfg(feature = "self-heal")]
     wait_member_try_cancel_pending_from_own_callback_panics:
         wait_member_calling(|w| w.try_cancel_pending()), "WaitMember::try_cancel_pending", "the object's own";
-    wait_member_try_cancel_pending_no_heal_tracking_from_own_callback_panics:
-        // SAFETY: the process aborts before the pool could need a repair.
-        wait_member_calling(|w| unsafe { w.try_cancel_pending_no_heal_tracking() }),
-        "WaitMember::try_cancel_pending_no_heal_tracking", "the object's own";
+    wait_member_try_cancel_pending_without_heal_from_own_callback_panics:
+        wait_member_calling(|w| w.try_cancel_pending_without_heal()),
+        "WaitMember::try_cancel_pending_without_heal", "the object's own";
     close_members_from_a_members_callback_panics:
         group_releasing_from_a_member(|g| g.close_members()), "CleanupGroup::close_members", "a member's";
     #[cfg(feature = "self-heal")]
     close_members_cancelling_from_a_members_callback_panics:
         group_releasing_from_a_member(|g| g.close_members_cancelling()),
         "CleanupGroup::close_members_cancelling", "a member's";
-    close_members_cancelling_no_heal_tracking_from_a_members_callback_panics:
-        // SAFETY: the process aborts before the pool could need a repair.
-        group_releasing_from_a_member(|g| unsafe { g.close_members_cancelling_no_heal_tracking() }),
-        "CleanupGroup::close_members_cancelling_no_heal_tracking", "a member's";
+    close_members_cancelling_without_heal_from_a_members_callback_panics:
+        group_releasing_from_a_member(|g| g.close_members_cancelling_without_heal()),
+        "CleanupGroup::close_members_cancelling_without_heal", "a member's";
 }

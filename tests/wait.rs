@@ -10,7 +10,7 @@ mod rows;
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::os::windows::io::{AsRawHandle, IntoRawHandle};
+use std::os::windows::io::{AsHandle, AsRawHandle, IntoRawHandle};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{
-    CloseThreadpoolWait, CreateThreadpoolWait, GetExitCodeProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT, SetEvent,
-    SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
+    CloseThreadpoolWait, CreateThreadpoolWait, GetExitCodeProcess, GetExitCodeThread, PTP_CALLBACK_INSTANCE, PTP_WAIT,
+    SetEvent, SetThreadpoolWait, WaitForSingleObject, WaitForThreadpoolWaitCallbacks,
 };
 use windows_sys::core::BOOL;
 use windows_threadpool::Deadline;
@@ -41,6 +41,12 @@ fn is_signalled(h: HANDLE) -> bool {
     // SAFETY: `h` is an open handle; a zero timeout only tests the state
     // (and consumes an auto-reset event's signal, which callers account for).
     unsafe { WaitForSingleObject(h, 0) == WAIT_OBJECT_0 }
+}
+
+/// `event`, signalled.
+fn signalled(event: Event) -> Event {
+    event.set().unwrap();
+    event
 }
 
 /// A wait whose callback sends each activation's result.
@@ -77,7 +83,7 @@ fn probe_fires(event: &Event) {
 
 #[test]
 fn signalled_activation_reports_the_signal_and_the_handle() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
         tx.send((act.result(), act.is_signalled(), act.handle().as_raw_handle() as usize)).unwrap()
@@ -95,7 +101,7 @@ fn signalled_activation_reports_the_signal_and_the_handle() {
 
 #[test]
 fn timeout_activation_reports_timed_out() {
-    let (wait, rx) = reporting_wait(WaitableHandle::event(false, false).unwrap());
+    let (wait, rx) = reporting_wait(Event::auto_reset().unwrap().into());
     wait.arm(Duration::from_millis(20));
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::TimedOut);
     wait.arm(Duration::ZERO);
@@ -108,7 +114,7 @@ fn timeout_activation_reports_timed_out() {
 fn instants_and_system_times_are_timeouts() {
     let (tx, rx) = mpsc::channel();
     let rearmed = AtomicBool::new(false);
-    let wait = Wait::new(WaitableHandle::event(false, false).unwrap(), move |act: &WaitActivation<'_>| {
+    let wait = Wait::new(Event::auto_reset().unwrap().into(), move |act: &WaitActivation<'_>| {
         tx.send(act.result()).unwrap();
         // Only the first activation re-arms, with an instant.
         if !rearmed.swap(true, SeqCst) {
@@ -130,7 +136,7 @@ fn instants_and_system_times_are_timeouts() {
 /// the `Some` outcome is pinned for Windows only, not yet measured there.
 #[test]
 fn disarm_reports_a_cancelled_wait_where_the_system_can() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (wait, count) = counting_wait(&event, None);
     wait.arm(Deadline::NEVER);
     let armed = wait.disarm();
@@ -149,7 +155,7 @@ fn disarm_reports_a_cancelled_wait_where_the_system_can() {
 /// result must agree with what happened to an auto-reset event's signal.
 #[test]
 fn zero_timeout_on_a_signalled_handle() {
-    let event = Event::new(false, true).unwrap();
+    let event = signalled(Event::auto_reset().unwrap());
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
     wait.arm(Duration::ZERO);
     let result = rx.recv_timeout(PATIENCE).unwrap();
@@ -165,7 +171,7 @@ fn zero_timeout_on_a_signalled_handle() {
 /// practice": the wait stays armed and reports the signal, not a timeout.
 #[test]
 fn oversized_timeouts_saturate_to_never() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (wait, rx) = reporting_wait(event.try_clone().unwrap().into());
     for d in [Duration::MAX, Duration::from_secs(u64::MAX)] {
         wait.arm(d);
@@ -190,7 +196,7 @@ fn oversized_timeouts_saturate_to_never() {
 #[test]
 fn rearming_gives_one_callback_per_signal() {
     const N: usize = 50;
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
@@ -211,7 +217,7 @@ fn rearming_gives_one_callback_per_signal() {
 fn rearming_with_a_timeout_gives_timed_out_activations() {
     let (tx, rx) = mpsc::channel();
     let left = AtomicUsize::new(3);
-    let wait = Wait::new(WaitableHandle::event(false, false).unwrap(), move |act: &WaitActivation<'_>| {
+    let wait = Wait::new(Event::auto_reset().unwrap().into(), move |act: &WaitActivation<'_>| {
         tx.send(act.result()).unwrap();
         if left.fetch_sub(1, SeqCst) > 1 {
             act.rearm(Duration::from_millis(1));
@@ -231,7 +237,7 @@ fn rearming_with_a_timeout_gives_timed_out_activations() {
 #[test]
 fn an_activation_consumes_its_arming() {
     const N: usize = 25;
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
     let rearming = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
@@ -258,14 +264,14 @@ fn an_activation_consumes_its_arming() {
 
 #[test]
 fn disarm_stops_later_signals() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let (wait, count) = counting_wait(&event, None);
     wait.arm(Deadline::NEVER);
     wait.disarm();
     // Let the pool's wait machinery catch up with the disarm (on Wine a wait
     // thread still blocked on the old handle set could otherwise take the
     // signal below; see docs/wine.md): a probe on another signalled event.
-    probe_fires(&Event::new(true, true).unwrap());
+    probe_fires(&signalled(Event::manual_reset().unwrap()));
     event.set().unwrap();
     // Armed after `wait`, the probe fires only once the pool has processed
     // the signal for every earlier wait on the handle.
@@ -293,7 +299,7 @@ fn drop_races_a_rearming_callback() {
         started: Counter,
     }
     // Signalled for good: every arming fires at once, so the callback loops.
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let mut all = Vec::new();
     for n in 0..ITERATIONS {
         let it = Arc::new(Iteration::default());
@@ -359,7 +365,7 @@ fn drop_races_a_rearming_callback() {
 #[test]
 fn stop_and_drain_leaves_nothing_to_run() {
     const ITERATIONS: usize = 300;
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let quiet = Arc::new(AtomicBool::new(false));
     let late = Arc::new(AtomicUsize::new(0));
     let (q, l) = (Arc::clone(&quiet), Arc::clone(&late));
@@ -407,7 +413,7 @@ fn drop_leaves_nothing_to_run() {
         after_drop: AtomicUsize,
         dropped: AtomicBool,
     }
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let mut all = Vec::new();
     for _ in 0..ITERATIONS {
         event.reset().unwrap();
@@ -436,7 +442,7 @@ fn drop_leaves_nothing_to_run() {
 
 #[test]
 fn stop_and_drain_refuses_rearms_then_the_wait_can_be_armed_again() {
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let count = Arc::new(Counter::default());
     let refused = Arc::new(AtomicUsize::new(0));
     let (c, r) = (Arc::clone(&count), Arc::clone(&refused));
@@ -508,7 +514,7 @@ fn queued_wait(event: &Event) -> Queued {
 /// and on Wine alike (docs/wine.md).
 #[test]
 fn disarm_keeps_an_already_queued_callback() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let q = queued_wait(&event);
     q.wait.disarm();
     q.gate.open();
@@ -518,7 +524,7 @@ fn disarm_keeps_an_already_queued_callback() {
 
 #[test]
 fn drop_runs_an_already_queued_callback_before_returning() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
     // Opening before the drop only makes the test weaker; the activation is
     // then owed or not, so the report is pinned by
@@ -537,9 +543,16 @@ fn drop_runs_an_already_queued_callback_before_returning() {
 #[test]
 fn drop_with_a_queued_callback_reports_the_owed_drain() {
     support::traced_child("drop_with_a_queued_callback_reports_the_owed_drain", "wait", || {
-        let event = Event::new(true, false).unwrap();
+        let event = Event::manual_reset().unwrap();
         let Queued { wait, count, gate, _blocker, _pool } = queued_wait(&event);
-        let opener = support::open_when(&gate, || support::traced("wait", "suppress-and-disarm"));
+        // This wait's record: the probe in `queued_wait` was dropped already
+        // and wrote one of its own.
+        let raw = wait.as_raw() as u64;
+        let opener = support::open_when(&gate, move || {
+            rows::rows(&windows_threadpool::trace::dump())
+                .iter()
+                .any(|r| r.is("wait", "suppress-and-disarm") && r.slot("wait") == Some(raw))
+        });
         support::teardown_owing("Wait", || drop(wait));
         assert!(opener.join().unwrap(), "the drop never disarmed");
         assert_eq!(count.get(), 1, "drop returned before the queued callback ran");
@@ -604,7 +617,7 @@ unsafe extern "system" fn counting_close<const S: usize>(h: HANDLE) -> BOOL {
 /// A new auto-reset event as a target closed by `counting_close::<S>`, its
 /// record, and a handle of the test's own to signal it with.
 fn custom_target<const S: usize>() -> (WaitableHandle, Arc<CloseRecord>, Event) {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let signal = event.try_clone().unwrap();
     let raw = WaitableHandle::from(event).into_handle().unwrap().into_raw_handle();
     let record = Arc::new(CloseRecord::default());
@@ -743,7 +756,7 @@ fn custom_closer_runs_once_for_idle_armed_and_fired_waits() {
 fn into_handle_gives_back_an_owned_handle_or_the_wrapper() {
     const S: usize = 2;
     // Closed by CloseHandle: the handle comes back, still the same event.
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let signal = event.try_clone().unwrap();
     let target = WaitableHandle::from(event);
     let raw = target.handle().as_raw_handle();
@@ -772,7 +785,7 @@ fn into_handle_gives_back_an_owned_handle_or_the_wrapper() {
 
 #[test]
 fn event_set_reset_and_clone() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let clone = event.try_clone().unwrap();
     assert_ne!(clone.as_handle().as_raw_handle(), event.as_handle().as_raw_handle());
     clone.set().unwrap();
@@ -780,15 +793,51 @@ fn event_set_reset_and_clone() {
     event.reset().unwrap();
     assert!(!is_signalled(clone.as_handle().as_raw_handle()));
 
-    // Initially signalled: an armed wait fires at once.
-    let (wait, rx) = reporting_wait(WaitableHandle::event(true, true).unwrap());
+    // Signalled before it is armed: the wait fires at once.
+    let (wait, rx) = reporting_wait(signalled(Event::manual_reset().unwrap()).into());
     wait.arm(Deadline::NEVER);
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
 }
 
 #[test]
+fn events_start_unsignalled_and_reset_as_their_constructor_says() {
+    let manual = Event::manual_reset().unwrap();
+    let auto = Event::auto_reset().unwrap();
+    let (m, a) = (manual.as_handle().as_raw_handle(), auto.as_handle().as_raw_handle());
+    assert!(!is_signalled(m) && !is_signalled(a), "both start unsignalled");
+    manual.set().unwrap();
+    auto.set().unwrap();
+    // A satisfied wait leaves a manual-reset event signalled and resets an
+    // auto-reset one.
+    assert!(is_signalled(m) && is_signalled(m), "manual reset: stays signalled");
+    assert!(is_signalled(a), "auto reset: the set is seen once");
+    assert!(!is_signalled(a), "auto reset: the wait that saw it reset it");
+}
+
+/// The raw value of whatever `h` lends through `AsHandle`.
+fn lent(h: impl AsHandle) -> usize {
+    h.as_handle().as_raw_handle() as usize
+}
+
+#[test]
+fn a_wait_its_target_and_its_activations_lend_the_waited_on_handle() {
+    let event = Event::auto_reset().unwrap();
+    let clone = event.try_clone().unwrap();
+    let waited_on = lent(&clone);
+    let target = WaitableHandle::from(clone);
+    assert_eq!(lent(&target), waited_on);
+    let (tx, rx) = mpsc::channel();
+    let wait = Wait::new(target, move |act: &WaitActivation<'_>| tx.send(lent(act)).unwrap()).unwrap();
+    assert_eq!(lent(&wait), waited_on);
+    assert_eq!(lent(&*wait), waited_on, "the view lends it too");
+    wait.arm(Deadline::NEVER);
+    event.set().unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), waited_on, "the activation lends it");
+}
+
+#[test]
 fn a_wait_only_event_can_be_waited_on_but_not_signalled() {
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let wait_only = event.wait_only().unwrap();
     let raw = wait_only.as_handle().as_raw_handle();
     // SAFETY: `raw` is an open handle; the call is expected to fail.
@@ -838,6 +887,64 @@ fn child_process_wait_fires_when_the_process_exits() {
     assert_eq!(code, support::CHILD_DONE as u32, "the child ran its scenario to the end");
 }
 
+const EXIT_3_TEST: &str = "a_wait_from_child_leaves_the_child_and_its_exit_status_to_the_caller";
+
+#[test]
+fn a_wait_from_child_leaves_the_child_and_its_exit_status_to_the_caller() {
+    if std::env::var(support::CHILD_VAR).as_deref() == Ok(EXIT_3_TEST) {
+        // The child: live until the parent closes our stdin, then exit 3.
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        std::process::exit(3);
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([EXIT_3_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(support::CHILD_VAR, EXIT_3_TEST)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let target = WaitableHandle::from_child(&child).unwrap();
+    let mut code = 0u32;
+    // SAFETY: an open handle; the call is expected to fail.
+    let ok = unsafe { GetExitCodeProcess(target.handle().as_raw_handle(), &mut code) };
+    assert_eq!(ok, 0, "the wait's handle can query the process: it has more than SYNCHRONIZE");
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(5), "ERROR_ACCESS_DENIED");
+    let (wait, rx) = reporting_wait(target);
+    wait.arm(Deadline::NEVER);
+    // The child cannot exit before its stdin closes.
+    assert!(rx.try_recv().is_err(), "the wait fired while the child was alive");
+    drop(child.stdin.take());
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
+    // Closes the wait's handle; the child's own stays open.
+    drop(wait);
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
+
+#[test]
+fn a_wait_from_thread_leaves_the_thread_and_its_result_to_the_caller() {
+    let (go, wait_go) = mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let _ = wait_go.recv();
+        3
+    });
+    let target = WaitableHandle::from_thread(&thread).unwrap();
+    let mut code = 0u32;
+    // SAFETY: an open handle; the call is expected to fail.
+    let ok = unsafe { GetExitCodeThread(target.handle().as_raw_handle(), &mut code) };
+    assert_eq!(ok, 0, "the wait's handle can query the thread: it has more than SYNCHRONIZE");
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(5), "ERROR_ACCESS_DENIED");
+    let (wait, rx) = reporting_wait(target);
+    wait.arm(Deadline::NEVER);
+    assert!(rx.try_recv().is_err(), "the wait fired while the thread was alive");
+    go.send(()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), WaitResult::Signalled);
+    // Closes the wait's handle; the `JoinHandle`'s stays open.
+    drop(wait);
+    assert_eq!(thread.join().unwrap(), 3);
+}
+
 #[test]
 fn thread_wait_fires_when_the_thread_exits() {
     let (go, wait_go) = mpsc::channel::<()>();
@@ -856,7 +963,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
     let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
     let env = CallbackEnviron::new().with_pool(&pool);
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new_in(
         event.try_clone().unwrap().into(),
@@ -883,7 +990,7 @@ fn wait_on_a_private_pool_outlives_the_pool_handle() {
 fn panicking_wait_callback_aborts_the_process() {
     let out = support::child("panicking_wait_callback_aborts_the_process", &[], || {
         let (tx, rx) = mpsc::channel::<()>();
-        let wait = Wait::new(WaitableHandle::event(false, true).unwrap(), move |_: &WaitActivation<'_>| {
+        let wait = Wait::new(signalled(Event::auto_reset().unwrap()).into(), move |_: &WaitActivation<'_>| {
             let _keep = &tx;
             panic!("boom from a wait callback");
         })
@@ -911,7 +1018,7 @@ unsafe extern "system" fn raw_count(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi:
 #[test]
 fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
     let wine = support::on_wine();
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let h = event.as_handle().as_raw_handle();
     // SAFETY: a counting callback with no context; the wait is closed below
     // after a final drain, and the static outlives everything.
@@ -965,7 +1072,7 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
 #[test]
 fn signalled_state_is_left_alone_by_a_disarmed_wait() {
     // The auto-reset signal set after a disarm is still there for others.
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let (wait, count) = counting_wait(&event, None);
     wait.arm(Deadline::NEVER);
     wait.stop_and_drain();
@@ -981,7 +1088,7 @@ fn signalled_state_is_left_alone_by_a_disarmed_wait() {
 fn wait_records_its_life_in_order() {
     support::traced_child("wait_records_its_life_in_order", "wait,syscall", || {
         let main = rows::thread_id();
-        let event = Event::new(false, false).unwrap();
+        let event = Event::auto_reset().unwrap();
         let count = Arc::new(Counter::default());
         let gate = Arc::new(Gate::default());
         let (c, g) = (Arc::clone(&count), Arc::clone(&gate));
@@ -1098,18 +1205,16 @@ fn wait_records_its_life_in_order() {
 /// cancellation returned (at once: nothing of the wait is running).
 #[test]
 fn try_cancel_pending_discards_a_queued_callback() {
-    let event = Event::new(true, false).unwrap();
+    let event = Event::manual_reset().unwrap();
     let q = queued_wait(&event);
     let returned = Arc::new(AtomicBool::new(false));
     let r = Arc::clone(&returned);
     let opener = support::open_when(&q.gate, move || r.load(SeqCst));
     #[cfg(feature = "self-heal")]
     q.wait.try_cancel_pending();
-    // SAFETY: the private pool dispatches again once its gate opens below.
+    // The private pool dispatches again once its gate opens below.
     #[cfg(not(feature = "self-heal"))]
-    unsafe {
-        q.wait.try_cancel_pending_no_heal_tracking()
-    };
+    q.wait.try_cancel_pending_without_heal();
     returned.store(true, SeqCst);
     assert!(opener.join().unwrap(), "the cancellation waited for a callback it should have discarded");
     q._blocker.wait();
@@ -1144,7 +1249,7 @@ fn assume_waitable_waits_on_and_owns_the_handle() {
 
 #[test]
 fn as_raw_is_the_live_wait_object() {
-    let event = Event::new(true, true).unwrap();
+    let event = signalled(Event::manual_reset().unwrap());
     let (a, count) = counting_wait(&event, None);
     let (b, _) = counting_wait(&event, None);
     assert_ne!(a.as_raw(), 0);

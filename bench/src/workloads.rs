@@ -288,7 +288,7 @@ pub fn create_drop(cfg: &Config, table: &mut Table) {
         // The event is part of both: a wait owns its handle.
         let t = Instant::now();
         for _ in 0..n {
-            let w = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
+            let w = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
             drop(w);
         }
         cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
@@ -327,7 +327,7 @@ fn wait_latency(cfg: &Config, table: &mut Table) {
         std::hint::spin_loop();
     };
 
-    let event = Event::new(false, false).unwrap();
+    let event = Event::auto_reset().unwrap();
     let stamp = Arc::new(AtomicU64::new(0));
     let s = Arc::clone(&stamp);
     let wait = Wait::new(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
@@ -388,7 +388,7 @@ fn group_create_release(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         let mut group = CleanupGroup::new().unwrap();
         for _ in 0..members {
-            group.create_work(|_| {}).unwrap();
+            let _ = group.create_work(|_| {}).unwrap();
         }
         group.close_members();
         drop(group);
@@ -667,7 +667,7 @@ fn timer_create_drop(cfg: &Config, table: &mut Table) {
 /// Workload 9, cancellation of an armed wait with nothing queued (its event is never
 /// signalled): the cost of the call itself. The crate's safe
 /// `try_cancel_pending` also stamps the pool for the self-heal repair; the
-/// unsafe `try_cancel_pending_no_heal_tracking` does not; the raw column is
+/// `try_cancel_pending_without_heal` does not; the raw column is
 /// `WaitForThreadpoolWaitCallbacks(.., TRUE)`.
 fn cancellation(cfg: &Config, table: &mut Table) {
     let n = cfg.n(20_000);
@@ -675,7 +675,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
     let mut no_heal = Vec::new();
     let mut raw = Vec::new();
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
-    let wait = Wait::new(Event::new(false, false).unwrap().into(), |_| {}).unwrap();
+    let wait = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
     wait.arm(Deadline::NEVER);
     // The first safe cancellation starts the healer: keep that out of the trials.
     wait.try_cancel_pending();
@@ -688,9 +688,9 @@ fn cancellation(cfg: &Config, table: &mut Table) {
 
         let t = Instant::now();
         for _ in 0..n {
-            // SAFETY: the pool dispatches again: the self-heal stamps above
-            // (and every cancellation here queued nothing to lose).
-            unsafe { wait.try_cancel_pending_no_heal_tracking() };
+            // The pool dispatches again: the self-heal stamps above (and
+            // every cancellation here queued nothing to lose).
+            wait.try_cancel_pending_without_heal();
         }
         no_heal.push(t.elapsed().as_nanos() as f64 / n as f64);
 
@@ -719,7 +719,7 @@ fn cancellation(cfg: &Config, table: &mut Table) {
         [Some(Cell::trials(heal)), Some(raw.clone()), None, None, None],
     );
     table.add(
-        "9. cancel an armed wait, nothing queued: unsafe try_cancel_pending_no_heal_tracking",
+        "9. cancel an armed wait, nothing queued: try_cancel_pending_without_heal",
         "ns/call",
         [Some(Cell::trials(no_heal)), Some(raw), None, None, None],
     );

@@ -28,6 +28,7 @@ use crate::sys;
 /// module with `FILE_FLAG_OVERLAPPED`, not bound to a completion port, and
 /// without skip-on-success.
 #[derive(Debug)]
+#[must_use = "dropping it closes the handle"]
 pub struct OverlappedHandle(pub(super) OwnedHandle);
 
 impl OverlappedHandle {
@@ -46,6 +47,7 @@ impl OverlappedHandle {
     }
 
     /// Gives up the proof and returns the plain owned handle.
+    #[must_use = "the handle is closed if unused"]
     pub fn into_owned(self) -> OwnedHandle {
         self.0
     }

@@ -20,11 +20,11 @@
 //!     io::open_file(&path, std::fs::OpenOptions::new().read(true))?,
 //!     move |c: &IoCompletion| {
 //!         let buf = c.claim::<Vec<u8>>().expect("a Vec<u8> read").into_payload();
-//!         tx.send((c.error().map(|e| e.kind()), buf[..c.bytes_transferred()].to_vec())).unwrap();
+//!         tx.send(c.result().map(|n| buf[..n].to_vec()).map_err(|e| e.kind())).unwrap();
 //!     },
 //! )?;
 //! file.read_at(7, vec![0u8; 64])?;
-//! assert_eq!(rx.recv().unwrap(), (None, b"pool".to_vec()));
+//! assert_eq!(rx.recv().unwrap(), Ok(b"pool".to_vec()));
 //! drop(file);
 //! std::fs::remove_file(&path)?;
 //! # Ok::<(), std::io::Error>(())

@@ -20,6 +20,7 @@ use super::{handles::*, iocore::*, operation::*};
 ///
 /// See the [module docs](crate::io) for ownership, ids, the start/cancel balance
 /// and teardown.
+#[must_use = "dropping it cancels outstanding I/O, drains and closes the I/O object and its handle"]
 pub struct Io {
     pub(super) core: Owner<IoCore>,
 }
@@ -39,6 +40,14 @@ impl core::fmt::Debug for Io {
             .field("handle", &core.handle)
             .field("outstanding", &self.outstanding())
             .finish()
+    }
+}
+
+/// The bound handle, as [`Io::handle`] lends it (issuing I/O through it is
+/// not supported).
+impl AsHandle for Io {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.handle()
     }
 }
 
@@ -85,8 +94,14 @@ impl Io {
     /// the file completes with (or fails synchronously with) `ERROR_HANDLE_EOF`.
     ///
     /// On a synchronous failure the error and `buffer` come back and the
-    /// callback does not run. A buffer longer than `u32::MAX` bytes is
-    /// refused with [`io::ErrorKind::InvalidInput`].
+    /// callback does not run.
+    ///
+    /// # Errors
+    /// A [`SubmitError`] holding `buffer` and:
+    /// - [`io::ErrorKind::InvalidInput`] with no OS error code for a buffer
+    ///   longer than `u32::MAX` bytes (nothing was issued);
+    /// - otherwise the OS error the operation failed with synchronously (its
+    ///   [`raw_os_error`](io::Error::raw_os_error) is set).
     pub fn read_at<B>(&self, offset: u64, buffer: B) -> Result<OperationId, SubmitError<B>>
     where
         B: AsMut<[u8]> + Send + 'static,
@@ -176,16 +191,24 @@ impl Io {
     /// Requests cancellation of one outstanding operation (`CancelIoEx`);
     /// its completion still arrives, normally with `ERROR_OPERATION_ABORTED`.
     ///
-    /// Fails with [`io::ErrorKind::NotFound`] if no operation of this object
-    /// with this id is outstanding, including a stale id whose address a
-    /// newer operation now uses; with the OS error (`ERROR_NOT_FOUND`) if the
-    /// operation already completed and its completion is on its way.
+    /// # Errors
+    /// - [`io::ErrorKind::NotFound`], with no OS error code, if no operation
+    ///   of this object with this id is outstanding: its completion was
+    ///   delivered, it failed synchronously, the id is stale (a newer
+    ///   operation uses its address) or belongs to another object;
+    /// - the OS error `ERROR_NOT_FOUND` (a [`raw_os_error`](io::Error::raw_os_error)
+    ///   of 1168, which `std` does not classify as `NotFound`) if the
+    ///   operation already completed and its completion is on its way;
+    /// - any other OS error `CancelIoEx` reports.
     pub fn cancel(&self, id: OperationId) -> io::Result<()> {
         self.core.cancel(id)
     }
 
     /// Requests cancellation of every outstanding operation on the handle
     /// (`CancelIoEx` with no `OVERLAPPED`). Nothing outstanding is success.
+    ///
+    /// # Errors
+    /// The OS error `CancelIoEx` reports, other than `ERROR_NOT_FOUND`.
     pub fn cancel_all(&self) -> io::Result<()> {
         self.core.cancel_all()
     }

@@ -75,6 +75,7 @@ pub(super) unsafe fn free_block<P>(h: NonNull<OpHeader>) {
 /// The safe operations make one from the buffer they are given;
 /// [`IoCompletion::claim`] hands it back after the completion, and it can be
 /// submitted again through [`Io::submit`](crate::io::Io::submit) without a new allocation.
+#[must_use = "dropping it frees the payload"]
 pub struct Operation<P: Send + 'static> {
     pub(super) block: NonNull<OpBlock<P>>,
     pub(super) _owns: PhantomData<OpBlock<P>>,
@@ -118,6 +119,7 @@ impl<P: Send + 'static> Operation<P> {
     }
 
     /// Frees the block and returns the payload.
+    #[must_use = "the payload is dropped if unused"]
     pub fn into_payload(self) -> P {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: the block came from `Box::into_raw` in `new`; `this` will not free it again.
@@ -177,6 +179,7 @@ impl OperationId {
 ///
 /// Converts into [`io::Error`], so `?` works in functions returning
 /// `io::Result`.
+#[must_use = "it holds the payload that was not issued"]
 pub struct SubmitError<T> {
     pub(super) error: io::Error,
     pub(super) payload: T,
@@ -189,11 +192,13 @@ impl<T> SubmitError<T> {
     }
 
     /// The payload, given back.
+    #[must_use = "the payload is dropped if unused"]
     pub fn into_payload(self) -> T {
         self.payload
     }
 
     /// The error and the payload.
+    #[must_use = "the payload is dropped if unused"]
     pub fn into_parts(self) -> (io::Error, T) {
         (self.error, self.payload)
     }
@@ -268,13 +273,28 @@ impl IoCompletion {
     /// The status as an error, or `None` for success. End of file is
     /// `ERROR_HANDLE_EOF`, cancellation `ERROR_OPERATION_ABORTED`, a message
     /// longer than the buffer `ERROR_MORE_DATA` (the buffer holds its start).
+    /// Match these on [`raw_os_error`](io::Error::raw_os_error): `std` gives
+    /// `ERROR_OPERATION_ABORTED` the kind `TimedOut`, and the other two no
+    /// stable kind.
     pub fn error(&self) -> Option<io::Error> {
         (self.result != 0).then(|| io::Error::from_raw_os_error(self.result as i32))
+    }
+
+    /// The operation's outcome: the bytes transferred on success, the
+    /// status as an error otherwise (as [`error`](Self::error) gives it).
+    /// After `ERROR_MORE_DATA` the buffer holds the start of the message, and
+    /// [`bytes_transferred`](Self::bytes_transferred) says how much.
+    pub fn result(&self) -> io::Result<usize> {
+        match self.error() {
+            None => Ok(self.bytes),
+            Some(e) => Err(e),
+        }
     }
 
     /// Takes the operation (and its payload) back, if it carries a `P` and
     /// has not been claimed yet. Unclaimed, it is freed when the callback
     /// returns.
+    #[must_use = "a claimed operation is freed, payload and all, if unused"]
     pub fn claim<P: Send + 'static>(&self) -> Option<Operation<P>> {
         if self.type_id != TypeId::of::<P>() {
             return None;

@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use windows_sys::Win32::Foundation::{
     ERROR_BUSY, ERROR_END_OF_MEDIA, ERROR_FILEMARK_DETECTED, ERROR_HANDLE_EOF, ERROR_INVALID_PARAMETER,
-    ERROR_OPERATION_ABORTED, STATUS_ALERTED, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED, STATUS_DEVICE_BUSY,
-    STATUS_END_OF_FILE, STATUS_END_OF_MEDIA, STATUS_FILEMARK_DETECTED, STATUS_INVALID_PARAMETER, STATUS_MORE_ENTRIES,
-    STATUS_NO_MORE_FILES, STATUS_OBJECT_NAME_EXISTS, STATUS_PIPE_BROKEN, STATUS_SUCCESS, STATUS_WAIT_1,
+    ERROR_MORE_DATA, ERROR_OPERATION_ABORTED, STATUS_ALERTED, STATUS_BUFFER_OVERFLOW, STATUS_CANCELLED,
+    STATUS_DEVICE_BUSY, STATUS_END_OF_FILE, STATUS_END_OF_MEDIA, STATUS_FILEMARK_DETECTED, STATUS_INVALID_PARAMETER,
+    STATUS_MORE_ENTRIES, STATUS_NO_MORE_FILES, STATUS_OBJECT_NAME_EXISTS, STATUS_PIPE_BROKEN, STATUS_SUCCESS,
+    STATUS_WAIT_1,
 };
 use windows_sys::Win32::Foundation::{NTSTATUS, RtlNtStatusToDosError, STATUS_PENDING};
 use windows_sys::Win32::System::IO::OVERLAPPED;
@@ -75,6 +76,24 @@ fn completion_is_queued_for_every_status_but_an_error() {
         // SAFETY: a pure conversion.
         assert_eq!(unsafe { RtlNtStatusToDosError(status) }, win32);
     }
+}
+
+#[test]
+fn a_completions_result_is_its_bytes_or_its_error() {
+    let completion = |result: u32, bytes: usize| IoCompletion {
+        instance: crate::instance::CallbackInstance::new(0),
+        block: core::cell::Cell::new(None),
+        type_id: TypeId::of::<()>(),
+        id: OperationId { generation: 1, address: 0, slot: 0 },
+        result,
+        bytes,
+    };
+    assert_eq!(completion(0, 5).result().unwrap(), 5);
+    let eof = completion(ERROR_HANDLE_EOF, 0).result().unwrap_err();
+    assert_eq!(eof.raw_os_error(), Some(ERROR_HANDLE_EOF as i32));
+    let more = completion(ERROR_MORE_DATA, 3);
+    assert_eq!(more.result().unwrap_err().raw_os_error(), Some(ERROR_MORE_DATA as i32));
+    assert_eq!(more.bytes_transferred(), 3);
 }
 
 #[test]

@@ -233,7 +233,6 @@ macro_rules! trace_call {
 /// The recorder: filter, ring, clock, exception observer and the two dump
 /// formats. Only built with the `trace` feature.
 #[cfg(feature = "trace")]
-#[cfg(feature = "trace")]
 pub(crate) mod imp;
 
 // With the feature off, both macros are usable in a `const fn`, which can

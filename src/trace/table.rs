@@ -36,7 +36,7 @@ pub fn events() -> impl Iterator<Item = &'static EventInfo> {
 /// events are recorded under both; `syscall` in a filter stands for both).
 /// Derived from the table at compile time, so a target cannot be recorded
 /// without a filter bit.
-pub const TARGETS: [&str; TARGET_COUNT] = targets();
+pub const TARGETS: &[&str] = &targets();
 
 /// The number of targets: the distinct table targets other than `syscall`,
 /// and the two syscall targets.

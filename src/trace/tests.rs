@@ -192,7 +192,7 @@ fn target_masks() {
     for e in events() {
         assert_ne!(target_mask(e.target), OTHER_BIT, "`{}` has no filter bit", e.target);
     }
-    for t in TARGETS {
+    for &t in TARGETS {
         assert!(t.starts_with("syscall-") || events().any(|e| e.target == t), "`{t}` is in no event of the table");
     }
 }
@@ -292,7 +292,7 @@ mod recorder {
             parse_filter("Work,bogus,io"),
             Filter { mask: target_mask("io"), unknown: vec!["Work".into(), "bogus".into()] }
         );
-        for t in TARGETS {
+        for &t in TARGETS {
             assert_eq!(parse_filter(t).mask, 1 << TARGETS.iter().position(|x| *x == t).unwrap(), "{t}");
         }
     }

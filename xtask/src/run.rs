@@ -348,12 +348,17 @@ pub fn trace_doc(target: Option<&str>) -> Result<()> {
 
 pub fn demo(target: Option<&str>) -> Result<()> {
     let p = setup::setup(target)?;
-    let status = p
-        .cargo(&["run", "--quiet", "-p", LIB, "--example", "tour"])
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| format!("cargo run: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("the tour failed: {status}")) }
+    for example in ["tour", "service"] {
+        let status = p
+            .cargo(&["run", "--quiet", "-p", LIB, "--example", example])
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("cargo run: {e}"))?;
+        if !status.success() {
+            return Err(format!("examples/{example}.rs failed: {status}"));
+        }
+    }
+    Ok(())
 }
 
 /// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`.
