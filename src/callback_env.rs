@@ -217,7 +217,10 @@ impl CallbackEnviron {
     /// `cancel`; each condition below covers the objects created from any of
     /// them as well as from this environment.
     /// `group` must be a live cleanup group for as long as objects are created
-    /// from this environment or such a clone, and whoever releases the
+    /// from this environment or such a clone, and must stay open (no
+    /// `CloseThreadpoolCleanupGroup`) until every object created from any of
+    /// them has been closed (the objects' owners close them on drop); whoever
+    /// releases the
     /// group's members (`CloseThreadpoolCleanupGroupMembers`) must not do so
     /// while an owned object of this crate created from any of them is alive:
     /// the release closes the object under its owner. An object dropped from
@@ -238,7 +241,10 @@ impl CallbackEnviron {
     }
 
     /// The environment as the `Create*` functions take it, valid while
-    /// `self` is.
+    /// `self` is. Objects created through this pointer by other code do not
+    /// keep the pool open: once this environment, its clones and the
+    /// [`Pool`] are dropped, the pool is closed (`CloseThreadpool`) even if
+    /// such objects are alive.
     pub fn as_ptr(&self) -> *const TP_CALLBACK_ENVIRON_V3 {
         &self.inner
     }

@@ -44,7 +44,9 @@ pub(crate) struct Context<H> {
 
 // SAFETY: `Context::new` only accepts `H` and `F` that are `Send + Sync`, and
 // the allocation is only reached through shared references (owner and
-// callbacks) or by the owner's drop.
+// callbacks) or by the owner's drop, which may run on any thread (`F: Send`
+// covers dropping the callback there; the block then joins that thread's
+// cache).
 unsafe impl<H: Send + Sync> Send for Context<H> {}
 // SAFETY: as above.
 unsafe impl<H: Send + Sync> Sync for Context<H> {}
@@ -54,7 +56,8 @@ impl<H: Send + Sync + 'static> Context<H> {
         unsafe fn free<T>(p: NonNull<c_void>) {
             let p = p.cast::<T>();
             // SAFETY: `p` holds a `T` written by `new` and is freed once, here:
-            // the value is dropped, then its block returned.
+            // the value is dropped, then its block returned. (If the value's
+            // drop panics, the block leaks: safe, and rare.)
             unsafe {
                 core::ptr::drop_in_place(p.as_ptr());
                 blocks::release(p.cast(), Layout::new::<T>());
@@ -114,8 +117,10 @@ pub(crate) mod blocks {
         if let Ok(Some(block)) = kept {
             return block;
         }
-        debug_assert!(layout.size() > 0);
-        // SAFETY: `layout` is not zero-sized (a context holds a placement).
+        // `alloc` with a zero-sized layout is undefined; contexts never have
+        // one (a placement comes first), and this keeps the function safe.
+        assert!(layout.size() != 0, "zero-sized context block");
+        // SAFETY: `layout` is not zero-sized (checked above).
         NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout))
     }
 

@@ -46,6 +46,18 @@
 //! let _t = Timer::new(|f| KEPT.with(|k| k.set(Some(f.instance()))));
 //! ```
 //!
+//! The same holds for every token, the work callback's included:
+//!
+//! ```compile_fail,E0521
+//! use std::cell::Cell;
+//! use windows_threadpool::{Work, WorkInvocation};
+//!
+//! thread_local! {
+//!     static KEPT: Cell<Option<&'static WorkInvocation<'static>>> = const { Cell::new(None) };
+//! }
+//! let _w = Work::new(|w| KEPT.with(|k| k.set(Some(w))));
+//! ```
+//!
 //! ```compile_fail,E0277
 //! use windows_threadpool::Timer;
 //!

@@ -22,7 +22,7 @@ use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::ops::Deref;
 
-use crate::obligation::report_drain_owed;
+use crate::obligation::{DrainObligation, report_drain_owed};
 use crate::reentry;
 
 /// A trace record of the teardown sequence, written under the kind's target.
@@ -32,6 +32,8 @@ pub(crate) enum Phase {
     Begin,
     /// `drop-drained`: nothing is queued or running, and nothing can queue.
     Drained,
+    /// `drain-owed`: the teardown found a drain still owed.
+    DrainOwed,
 }
 
 /// The phases of one kind's teardown. Implemented once per kind; only
@@ -44,9 +46,17 @@ pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
     fn context(&self) -> *const c_void;
     /// Writes `phase`'s trace record.
     fn record(&self, phase: Phase);
+    /// The object's drain obligation.
+    fn obligation(&self) -> &DrainObligation;
     /// Whether a drain is still owed (recorded as `drain-owed` if so; the
     /// owner reports it once everything is freed).
-    fn drain_owed(&self) -> bool;
+    fn drain_owed(&self) -> bool {
+        let owed = self.obligation().is_owed();
+        if owed {
+            self.record(Phase::DrainOwed);
+        }
+        owed
+    }
     /// Whether a drain is owed when the object is dropped from its own
     /// callback, which cannot drain it.
     fn drain_owed_in_own_callback(&self) -> bool {
@@ -196,7 +206,10 @@ impl<C: Lifecycle> Drop for Owner<C> {
 ///
 /// # Safety
 /// The implementing type must be `#[repr(transparent)]` with `C` as its one
-/// non-zero-sized field.
+/// non-zero-sized field, and must never be constructed or dropped by value
+/// (only reached by reference from a live core): dropping a core outside
+/// its owner's teardown would free the context while the native object
+/// still exists.
 pub(crate) unsafe trait ViewOf<C> {}
 
 /// `core` seen as its public view.

@@ -81,12 +81,21 @@ pub(crate) type SetTimerExFn = unsafe extern "system" fn(PTP_TIMER, *const FILET
 /// cancelled a pending callback (the last argument is reserved, null).
 pub(crate) type SetWaitExFn = unsafe extern "system" fn(PTP_WAIT, HANDLE, *const FILETIME, *mut c_void) -> BOOL;
 
-/// An export of `module`, one of the system DLLs every Win32 process has
-/// loaded for its whole life (ntdll, kernel32), or `None` where this system
-/// lacks it.
-pub(crate) fn system_export(module: &CStr, name: &CStr) -> Option<unsafe extern "system" fn() -> isize> {
-    // SAFETY: both names are NUL-terminated; the module is never unloaded,
-    // so its handle stays valid for the lookup.
+/// A system DLL every Win32 process has loaded for its whole life.
+#[derive(Clone, Copy)]
+pub(crate) enum SystemDll {
+    Kernel32,
+    Ntdll,
+}
+
+/// An export of `dll`, or `None` where this system lacks it.
+pub(crate) fn system_export(dll: SystemDll, name: &CStr) -> Option<unsafe extern "system" fn() -> isize> {
+    let module = match dll {
+        SystemDll::Kernel32 => c"kernel32.dll",
+        SystemDll::Ntdll => c"ntdll.dll",
+    };
+    // SAFETY: both names are NUL-terminated; the module is loaded for the
+    // process's whole life, so its handle stays valid for the lookup.
     unsafe {
         let handle = GetModuleHandleA(module.as_ptr().cast());
         if handle.is_null() { None } else { GetProcAddress(handle, name.as_ptr().cast()) }
@@ -98,10 +107,11 @@ pub(crate) fn system_export(module: &CStr, name: &CStr) -> Option<unsafe extern 
 pub(crate) fn set_timer_ex() -> Option<SetTimerExFn> {
     static EXPORT: OnceLock<Option<SetTimerExFn>> = OnceLock::new();
     *EXPORT.get_or_init(|| {
-        // SAFETY: the export of this name has the signature documented for
-        // `SetThreadpoolTimerEx`, which `SetTimerExFn` spells out.
-        system_export(c"kernel32.dll", c"SetThreadpoolTimerEx")
-            .map(|f| unsafe { core::mem::transmute::<_, SetTimerExFn>(f) })
+        system_export(SystemDll::Kernel32, c"SetThreadpoolTimerEx").map(|f| {
+            // SAFETY: the export of this name has the signature documented
+            // for `SetThreadpoolTimerEx`, which `SetTimerExFn` spells out.
+            unsafe { core::mem::transmute::<unsafe extern "system" fn() -> isize, SetTimerExFn>(f) }
+        })
     })
 }
 
@@ -109,10 +119,11 @@ pub(crate) fn set_timer_ex() -> Option<SetTimerExFn> {
 pub(crate) fn set_wait_ex() -> Option<SetWaitExFn> {
     static EXPORT: OnceLock<Option<SetWaitExFn>> = OnceLock::new();
     *EXPORT.get_or_init(|| {
-        // SAFETY: the export of this name has the signature documented for
-        // `SetThreadpoolWaitEx`, which `SetWaitExFn` spells out.
-        system_export(c"kernel32.dll", c"SetThreadpoolWaitEx")
-            .map(|f| unsafe { core::mem::transmute::<_, SetWaitExFn>(f) })
+        system_export(SystemDll::Kernel32, c"SetThreadpoolWaitEx").map(|f| {
+            // SAFETY: the export of this name has the signature documented
+            // for `SetThreadpoolWaitEx`, which `SetWaitExFn` spells out.
+            unsafe { core::mem::transmute::<unsafe extern "system" fn() -> isize, SetWaitExFn>(f) }
+        })
     })
 }
 

@@ -384,7 +384,9 @@ impl TimerHeader {
                 self.armed.store(false, Ordering::SeqCst);
                 let cancelled = match sys::set_timer_ex() {
                     Some(set_ex) => Some(trace_call!("SetThreadpoolTimerEx", raw, 0, {
-                        // SAFETY: as below; `set_ex` is `SetThreadpoolTimerEx`.
+                        // SAFETY: `raw` is a live timer; a null due time disarms
+                        // it; `set_ex` is `SetThreadpoolTimerEx` (signature
+                        // checked in `sys`).
                         unsafe { set_ex(raw, core::ptr::null(), 0, 0) != 0 }
                     })),
                     None => {
@@ -548,17 +550,14 @@ impl Lifecycle for TimerCore {
         match phase {
             Phase::Begin => record_kind!(periodic, "drop-begin", self.raw, 0),
             Phase::Drained => record_kind!(periodic, "drop-drained", self.raw, 0),
+            Phase::DrainOwed => record_kind!(periodic, "drain-owed", self.raw, 0),
         }
     }
 
     /// An arming not yet fired or drained (a periodic timer: armed and not
     /// stopped and drained since).
-    fn drain_owed(&self) -> bool {
-        let owed = self.header().obligation.is_owed();
-        if owed {
-            record_kind!(self.header().periodic, "drain-owed", self.raw, 0);
-        }
-        owed
+    fn obligation(&self) -> &DrainObligation {
+        &self.header().obligation
     }
 
     /// A callback cannot drain its own timer, so one that a tick has already

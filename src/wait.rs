@@ -511,7 +511,7 @@ fn duplicate_synchronize(handle: BorrowedHandle<'_>) -> io::Result<OwnedHandle> 
 /// Whether this process runs under Wine (ntdll exports `wine_get_version`).
 fn on_wine() -> bool {
     static WINE: OnceLock<bool> = OnceLock::new();
-    *WINE.get_or_init(|| sys::system_export(c"ntdll.dll", c"wine_get_version").is_some())
+    *WINE.get_or_init(|| sys::system_export(sys::SystemDll::Ntdll, c"wine_get_version").is_some())
 }
 
 /// How an activation came about.
@@ -761,8 +761,9 @@ impl WaitCore {
     fn set_null(&self) -> Option<bool> {
         match sys::set_wait_ex() {
             Some(set_ex) => Some(trace_call!("SetThreadpoolWaitEx", self.raw, 0, {
-                // SAFETY: as below; `set_ex` is `SetThreadpoolWaitEx`, whose
-                // last argument is reserved and must be null.
+                // SAFETY: `self.raw` is a live wait; a null handle disarms it;
+                // `set_ex` is `SetThreadpoolWaitEx` (signature checked in
+                // `sys`), whose reserved last argument must be null.
                 unsafe { set_ex(self.raw, core::ptr::null_mut(), core::ptr::null(), core::ptr::null_mut()) != 0 }
             })),
             None => {
@@ -880,16 +881,13 @@ impl Lifecycle for WaitCore {
         match phase {
             Phase::Begin => trace_record!("wait", "drop-begin", self.raw, 0),
             Phase::Drained => trace_record!("wait", "drop-drained", self.raw, 0),
+            Phase::DrainOwed => trace_record!("wait", "drain-owed", self.raw, 0),
         }
     }
 
     /// An arming not yet dispatched or drained.
-    fn drain_owed(&self) -> bool {
-        let owed = self.header().obligation.is_owed();
-        if owed {
-            trace_record!("wait", "drain-owed", self.raw, 0);
-        }
-        owed
+    fn obligation(&self) -> &DrainObligation {
+        &self.header().obligation
     }
 
     /// The one drain for waits: waits for every queued and running callback,

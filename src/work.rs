@@ -126,16 +126,13 @@ impl Lifecycle for WorkCore {
         match phase {
             Phase::Begin => trace_record!("work", "drop-begin", self.raw, 0),
             Phase::Drained => trace_record!("work", "drop-drained", self.raw, 0),
+            Phase::DrainOwed => trace_record!("work", "drain-owed", self.raw, 0),
         }
     }
 
     /// Submissions not yet dispatched or drained.
-    fn drain_owed(&self) -> bool {
-        let owed = self.ctx.header().obligation.is_owed();
-        if owed {
-            trace_record!("work", "drain-owed", self.raw, 0);
-        }
-        owed
+    fn obligation(&self) -> &DrainObligation {
+        &self.ctx.header().obligation
     }
 
     fn drain(&self, cancel: bool) {

@@ -4,7 +4,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::fs::OpenOptions;
 use std::io;
 use std::os::windows::fs::OpenOptionsExt;
-use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle, RawHandle};
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
 use std::path::Path;
 
 use windows_sys::Win32::Foundation::{
@@ -25,8 +25,13 @@ use windows_sys::core::BOOL;
 use crate::sys;
 
 /// An owned handle known to be fit for [`Io::new`](crate::io::Io::new): opened by this
-/// module with `FILE_FLAG_OVERLAPPED`, not bound to a completion port, and
-/// without skip-on-success.
+/// module with `FILE_FLAG_OVERLAPPED`, not inheritable, not bound to a
+/// completion port, and without skip-on-success.
+///
+/// It lends only its raw value (`AsRawHandle`), not a `BorrowedHandle`: a
+/// duplicate of it would share its file object, and overlapped I/O on such
+/// a duplicate (in a child process, say) completes on the `Io`'s port (see
+/// [`assume_overlapped`](Self::assume_overlapped)).
 #[derive(Debug)]
 #[must_use = "dropping it closes the handle"]
 pub struct OverlappedHandle(pub(super) OwnedHandle);
@@ -37,11 +42,22 @@ impl OverlappedHandle {
     ///
     /// # Safety
     /// `handle` must have been opened for overlapped I/O
-    /// (`FILE_FLAG_OVERLAPPED` or the equivalent), must not already be bound
-    /// to a completion port, and must not have
-    /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set (now or later). Once it is
-    /// bound, no I/O may be issued on it other than through the
-    /// [`Io`](crate::io::Io) (see [`Io::handle`](crate::io::Io::handle)).
+    /// (`FILE_FLAG_OVERLAPPED` or the equivalent) and must not already be
+    /// bound to a completion port. While it is bound (from [`Io::new`] until
+    /// the `Io` is dropped), no overlapped I/O may be issued on its file
+    /// object other than through the [`Io`]: not on this handle, and not on
+    /// any other handle to the same file object (a duplicate made before or
+    /// after, in this process or another). In particular the handle must not
+    /// be inheritable, since `std::process::Command` hands every inheritable
+    /// handle to the child. A completion from another process carries an
+    /// address from that process, which can equal one of the `Io`'s live
+    /// operations (see [Completions that are not
+    /// ours](crate::io#completions-that-are-not-ours)). (It must also not
+    /// have `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set, now or later: that one
+    /// is a liveness condition, an operation then never completes.)
+    ///
+    /// [`Io`]: crate::io::Io
+    /// [`Io::new`]: crate::io::Io::new
     pub unsafe fn assume_overlapped(handle: OwnedHandle) -> Self {
         Self(handle)
     }
@@ -50,12 +66,6 @@ impl OverlappedHandle {
     #[must_use = "the handle is closed if unused"]
     pub fn into_owned(self) -> OwnedHandle {
         self.0
-    }
-}
-
-impl AsHandle for OverlappedHandle {
-    fn as_handle(&self) -> BorrowedHandle<'_> {
-        self.0.as_handle()
     }
 }
 

@@ -349,16 +349,15 @@ impl Lifecycle for IoCore {
                 trace_record!("io", "drop-begin", self.raw, self.header().outstanding.load(Ordering::SeqCst));
             }
             Phase::Drained => trace_record!("io", "drop-drained", self.raw, 0),
+            Phase::DrainOwed => {
+                trace_record!("io", "drain-owed", self.raw, self.header().outstanding.load(Ordering::SeqCst));
+            }
         }
     }
 
     /// Operations whose completions were not yet delivered.
-    fn drain_owed(&self) -> bool {
-        let owed = self.header().obligation.is_owed();
-        if owed {
-            trace_record!("io", "drain-owed", self.raw, self.header().outstanding.load(Ordering::SeqCst));
-        }
-        owed
+    fn obligation(&self) -> &DrainObligation {
+        &self.header().obligation
     }
 
     /// Waits for every outstanding operation and callback (`cancel`:

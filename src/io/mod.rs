@@ -69,8 +69,8 @@
 //!
 //! # Completions that are not ours
 //! A completion port is bound to the file object, not to the handle: any
-//! duplicate of the bound handle (from [`Io::handle`], inherited by
-//! a child process, handed to a library) that issues overlapped I/O sends its
+//! duplicate of the bound handle (made from its raw value, inherited by a
+//! child process, handed to a library) that issues overlapped I/O sends its
 //! completion to this object's port. The callback therefore trusts no
 //! `OVERLAPPED`: it looks the address up among the object's outstanding
 //! operations (an O(1) index by address inside the registry, under the one
@@ -97,9 +97,12 @@
 //! (for instance wrapped in `Stdio` for a spawned process) that issues
 //! overlapped I/O posts packets carrying addresses from the child's address
 //! space, and one that equals a live block's address would be delivered as
-//! that block while the kernel still owns it. Do not let a process that
-//! issues overlapped I/O inherit the bound handle. (Synchronous I/O through
-//! `std`, in this process or a child, posts no packet.)
+//! that block while the kernel still owns it. So safe code cannot reach the
+//! handle: [`OverlappedHandle`] and [`Io`] lend only its raw value (no
+//! `AsHandle`), the handles this module opens are not inheritable, and
+//! [`OverlappedHandle::assume_overlapped`], the way in for other handles, is
+//! `unsafe` with this in its contract. (Synchronous I/O through `std`, in
+//! this process or a child, posts no packet.)
 //!
 //! # Operation ids
 //! A block's address is reused once a completion frees it, so an

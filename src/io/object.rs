@@ -4,7 +4,7 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 use std::io;
-use std::os::windows::io::{AsHandle, BorrowedHandle};
+use std::os::windows::io::{AsRawHandle, BorrowedHandle, RawHandle};
 
 use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::IO::OVERLAPPED;
@@ -43,11 +43,26 @@ impl core::fmt::Debug for Io {
     }
 }
 
-/// The bound handle, as [`Io::handle`] lends it (issuing I/O through it is
-/// not supported).
-impl AsHandle for Io {
-    fn as_handle(&self) -> BorrowedHandle<'_> {
-        self.handle()
+/// The bound handle's value. There is deliberately no `AsHandle`: a
+/// borrowed handle can be duplicated safely, and a duplicate handed to a
+/// child process lets the child's overlapped I/O complete on this object's
+/// port with addresses from another address space, which can match a live
+/// operation's (see [Completions that are not
+/// ours](crate::io#completions-that-are-not-ours)). Borrowing the raw value
+/// (`BorrowedHandle::borrow_raw`) is `unsafe`, and that obligation is the
+/// caller's.
+///
+/// ```compile_fail,E0277
+/// use std::os::windows::io::AsHandle;
+/// fn lend(_: impl AsHandle) {}
+/// let (s, _c) = windows_threadpool::io::pipe_pair()?;
+/// let io = windows_threadpool::Io::new(s, |_| {})?;
+/// lend(&io);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl AsRawHandle for Io {
+    fn as_raw_handle(&self) -> RawHandle {
+        self.core.handle.as_raw_handle()
     }
 }
 
@@ -72,15 +87,6 @@ impl Io {
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
         Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, Some(env))?) })
-    }
-
-    /// The bound handle. I/O issued through it (or a duplicate) other than
-    /// through this object is not supported: the thread pool expects a
-    /// `StartThreadpoolIo` for every operation on the handle. Its completions
-    /// never reach the callback (see [Completions that are not
-    /// ours](crate::io#completions-that-are-not-ours)).
-    pub fn handle(&self) -> BorrowedHandle<'_> {
-        self.core.handle.as_handle()
     }
 
     /// The raw `PTP_IO`, valid while `self` is alive.
