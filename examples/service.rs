@@ -74,6 +74,7 @@ fn main() -> std::io::Result<()> {
     assert_eq!(sum.load(Ordering::Relaxed), (0..8000u64).sum::<u64>());
     let read: usize = (0..16).map(|_| read_rx.recv().unwrap()).sum::<std::io::Result<usize>>()?;
     assert_eq!(read, 64 * 1024);
+    service.file.wait(); // every completion delivered and its callback returned
     assert_eq!(service.file.outstanding(), 0);
     assert_eq!(exit_rx.recv().unwrap(), WaitResult::Signalled);
     service.child_exit.wait(); // its callback has returned

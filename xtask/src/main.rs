@@ -68,7 +68,7 @@ fn main() -> ExitCode {
             let asked = matches!(cmd, "help" | "--help" | "-h");
             let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|coverage> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
-                 \n  test       setup, then fmt, tests, stress at scale 1, clippy and rustdoc in every feature configuration\
+                 \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs and examples/service.rs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\

@@ -301,6 +301,12 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     let scenarios = stress_scenarios(&p, &mut tally, "1");
     let stress_line = format!("stress: {scenarios} scenarios at scale 1 in {:.1}s", t_stress.elapsed().as_secs_f64());
 
+    // The examples assert what they show; running them keeps them true.
+    for example in EXAMPLES {
+        let (ok, _) = run_tee(p.cargo(&["run", "--quiet", "-p", LIB, "--example", example]).stdin(Stdio::null()));
+        tally.check(format!("examples/{example}.rs"), ok);
+    }
+
     let (ok, _) =
         run_tee(&mut p.cargo(&["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
     tally.check("clippy (benchmarks)".into(), ok);
@@ -346,9 +352,12 @@ pub fn trace_doc(target: Option<&str>) -> Result<()> {
     if status.success() { Ok(()) } else { Err(format!("regenerating docs/trace.md failed: {status}")) }
 }
 
+/// The examples `demo` runs, and `test` runs as checks.
+const EXAMPLES: [&str; 2] = ["tour", "service"];
+
 pub fn demo(target: Option<&str>) -> Result<()> {
     let p = setup::setup(target)?;
-    for example in ["tour", "service"] {
+    for example in EXAMPLES {
         let status = p
             .cargo(&["run", "--quiet", "-p", LIB, "--example", example])
             .stdin(Stdio::null())
