@@ -47,7 +47,10 @@
 //! been dropped. Tasks are never members of a cleanup group (the
 //! environment's group, if any, is not passed on), so no group release can
 //! discard one. A task keeps the private pool it runs on open until its
-//! callback has returned. None of the self-heal or drain-obligation
+//! callback has returned; a callback that holds the pool's last reference
+//! hands the close to the default pool (`reentry::hand_off`), as an
+//! object's own-callback teardown does, rather than close the pool from one
+//! of its own callbacks. None of the self-heal or drain-obligation
 //! machinery of the long-lived objects applies: there is no object to drain
 //! or to drop from its own callback, and nothing is ever cancelled.
 //!
@@ -136,6 +139,7 @@ use windows_sys::Win32::System::Threading::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::placement::{self, Placement};
 use crate::pool::PoolRef;
+use crate::reentry;
 
 /// Not started: the pool callback or a waiter may claim it.
 const QUEUED: u32 = 0;
@@ -289,7 +293,14 @@ unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
         unsafe { run::<F, T>(h) };
     }
     // SAFETY: this callback's own reference, given up once.
-    unsafe { release::<F, T>(h) };
+    let task = unsafe { Arc::from_raw(h.cast::<Task<F, T>>().as_ptr()) };
+    if let Some(Task { _pool: Some(pool), .. }) = Arc::into_inner(task)
+        && Arc::strong_count(&pool) == 1
+    {
+        // The last reference to this private pool: close it from the
+        // default pool, not from a callback of the pool being closed.
+        reentry::hand_off(move || drop(pool));
+    }
 }
 
 /// Creates a task for `f` and submits it; returns it with `extra + 1`
