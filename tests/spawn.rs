@@ -414,3 +414,45 @@ fn nested_for_each_inside_a_task_on_a_one_thread_pool() {
     );
     assert_eq!(rx.recv_timeout(PATIENCE).expect("deadlock in nested for_each"), 10 * 4950);
 }
+
+/// A detached task whose callback releases the last reference to its private
+/// pool does not close the pool from that callback: the close is handed to
+/// another thread.
+#[cfg(feature = "trace")]
+#[test]
+fn a_task_holding_the_last_pool_reference_hands_the_close_off() {
+    use windows_sys::Win32::System::Threading::GetCurrentThreadId;
+    let out = support::traced_child("a_task_holding_the_last_pool_reference_hands_the_close_off", "pool", || {
+        let pool = Pool::new().unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let gate = Arc::new(Gate::default());
+        let g = Arc::clone(&gate);
+        let (tx, rx) = mpsc::channel();
+        drop(spawn_in(
+            move || {
+                g.wait();
+                // SAFETY: no preconditions.
+                tx.send(unsafe { GetCurrentThreadId() }).unwrap();
+            },
+            &env,
+        ));
+        drop((env, pool));
+        gate.open();
+        let task_thread = rx.recv_timeout(PATIENCE).unwrap().to_string();
+        let deadline = std::time::Instant::now() + PATIENCE;
+        let closer = loop {
+            let dump = windows_threadpool::trace::dump();
+            let row = dump.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(2..4) == Some(&["pool", "closed"][..])).then(|| f[1].to_string())
+            });
+            if let Some(t) = row {
+                break t;
+            }
+            assert!(std::time::Instant::now() < deadline, "the pool was never closed:\n{dump}");
+            std::thread::yield_now();
+        };
+        assert_ne!(closer, task_thread, "the pool was closed from its own task's callback");
+    });
+    out.assert_completed();
+}
