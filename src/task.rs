@@ -73,11 +73,23 @@
 //! visited.
 //!
 //! # Long-blocking tasks
-//! A task that blocks for long should run on an environment that says so:
+//! A task that is about to block for long calls [`may_run_long`]
+//! (`CallbackMayRunLong` on the instance of the pool callback it runs in),
+//! as an object's callback calls `CallbackInstance::may_run_long`. It
+//! returns `None` where there is no such callback: outside a task, or in a
+//! task a waiter runs on its own thread (which is not the pool's to plan
+//! for). Tasks that all block for long can instead run on an environment
+//! that says so up front,
 //! [`CallbackEnviron::with_runs_long`](crate::CallbackEnviron::with_runs_long)
-//! (`SetThreadpoolCallbackRunsLong`) makes the pool not count on the task's
-//! thread for other callbacks, like `CallbackInstance::may_run_long` does
-//! for an object's callback:
+//! (`SetThreadpoolCallbackRunsLong`):
+//!
+//! ```
+//! let h = windows_threadpool::spawn(|| {
+//!     let _more_threads = windows_threadpool::task::may_run_long();
+//!     std::thread::sleep(std::time::Duration::from_millis(1)); // blocks
+//! });
+//! h.join().unwrap();
+//! ```
 //!
 //! ```
 //! use windows_threadpool::{CallbackEnviron, spawn_in};
@@ -132,8 +144,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use windows_sys::Win32::System::Threading::{
-    INFINITE, PTP_CALLBACK_INSTANCE, TP_CALLBACK_ENVIRON_V3, TrySubmitThreadpoolCallback, WaitOnAddress,
-    WakeByAddressAll,
+    CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TP_CALLBACK_ENVIRON_V3, TlsAlloc, TlsFree,
+    TlsGetValue, TlsSetValue, TrySubmitThreadpoolCallback, WaitOnAddress, WakeByAddressAll,
 };
 
 use crate::callback_env::{CallbackEnviron, env_parts};
@@ -277,9 +289,80 @@ unsafe fn help_or_wait(h: NonNull<Header>) {
     }
 }
 
+/// The TLS index holding, on each thread, the instance of the task callback
+/// running there (null elsewhere); `TLS_OUT_OF_INDEXES` until allocated. A
+/// raw slot, not `thread_local!`, for the reason `crate::reentry` gives.
+static INSTANCE_SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
+
+/// Allocates [`INSTANCE_SLOT`] if needed; every submission calls it first.
+fn ensure_instance_slot() -> io::Result<()> {
+    if INSTANCE_SLOT.load(Ordering::Acquire) != TLS_OUT_OF_INDEXES {
+        return Ok(());
+    }
+    // SAFETY: no preconditions.
+    let slot = unsafe { TlsAlloc() };
+    if slot == TLS_OUT_OF_INDEXES {
+        return Err(io::Error::last_os_error());
+    }
+    if INSTANCE_SLOT.compare_exchange(TLS_OUT_OF_INDEXES, slot, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // SAFETY: allocated above and never published.
+        unsafe { TlsFree(slot) };
+    }
+    Ok(())
+}
+
+/// Marks this thread as running a task callback with `instance` until dropped.
+struct InstanceMark {
+    slot: u32,
+    outer: *mut c_void,
+}
+
+impl InstanceMark {
+    fn enter(instance: PTP_CALLBACK_INSTANCE) -> Self {
+        // Allocated before the submission this callback comes from.
+        let slot = INSTANCE_SLOT.load(Ordering::Relaxed);
+        // SAFETY: `slot` is an allocated index, never freed.
+        let outer = unsafe { TlsGetValue(slot) };
+        // SAFETY: as above. On failure `may_run_long` only answers `None`.
+        // The instance is an opaque handle value, stored as it is.
+        unsafe { TlsSetValue(slot, core::ptr::without_provenance(instance as usize)) };
+        Self { slot, outer }
+    }
+}
+
+impl Drop for InstanceMark {
+    fn drop(&mut self) {
+        // SAFETY: the index `enter` used.
+        unsafe { TlsSetValue(self.slot, self.outer) };
+    }
+}
+
+/// Tells the pool that the task running on this thread may run long
+/// (`CallbackMayRunLong`), so it should not count on this thread for other
+/// callbacks; returns whether another thread is available for them (`false`
+/// when the pool is at its thread maximum with every thread busy).
+///
+/// `None` outside a task's pool callback: on a thread that is not running a
+/// task, or in a task a waiting thread runs itself (see the
+/// [module docs](self#long-blocking-tasks)).
+pub fn may_run_long() -> Option<bool> {
+    let slot = INSTANCE_SLOT.load(Ordering::Acquire);
+    if slot == TLS_OUT_OF_INDEXES {
+        return None;
+    }
+    // SAFETY: `slot` is an allocated index, never freed.
+    let instance = unsafe { TlsGetValue(slot) };
+    if instance.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null value is the instance of the task callback running
+    // on this thread (set by its trampoline, reset before it returns).
+    Some(unsafe { CallbackMayRunLong(instance.addr() as PTP_CALLBACK_INSTANCE) } != 0)
+}
+
 /// The pool callback of every task.
 unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
-    _instance: PTP_CALLBACK_INSTANCE,
+    instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
 ) {
     // SAFETY: `context` is the reference `submit` gave this callback; the
@@ -289,6 +372,7 @@ unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
     if claim(unsafe { h.as_ref() }) {
         // SAFETY: the context starts with its `Placement` (`Header` is first).
         let _placed = unsafe { placement::enter(context) };
+        let _mark = InstanceMark::enter(instance);
         // SAFETY: claimed just now, reference held.
         unsafe { run::<F, T>(h) };
     }
@@ -310,6 +394,7 @@ where
     F: FnOnce() -> T + Send,
     T: Send,
 {
+    ensure_instance_slot()?;
     let (raw_env, pool, placement) = env_parts(env);
     let task = Arc::new(Task::<F, T> {
         header: Header {

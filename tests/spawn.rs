@@ -456,3 +456,24 @@ fn a_task_holding_the_last_pool_reference_hands_the_close_off() {
     });
     out.assert_completed();
 }
+
+/// `may_run_long` reaches the task callback's instance: on a pool of one
+/// thread, that thread is the last (`Some(false)`); on a pool of two, the
+/// pool can take another (`Some(true)`). Outside a task's pool callback,
+/// and in a task its joiner runs, there is no instance (`None`).
+#[test]
+fn may_run_long_asks_the_pool_from_a_task_callback() {
+    use windows_threadpool::task::may_run_long;
+    assert_eq!(may_run_long(), None);
+    for (threads, expect) in [(1, Some(false)), (2, Some(true))] {
+        let pool = Pool::new().unwrap();
+        pool.set_max_threads(threads).unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let (tx, rx) = mpsc::channel();
+        // Not joined: a join could run the task here, outside the pool.
+        drop(spawn_in(move || tx.send(may_run_long()).unwrap(), &env));
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), expect, "on a pool of {threads} thread(s)");
+    }
+    let held = held_pool();
+    assert_eq!(spawn_in(may_run_long, &held.env).join().unwrap(), None);
+}
