@@ -69,8 +69,9 @@
 //! [`for_each`] collects the items, starts one helper task per other
 //! processor, and every participant (the caller included) takes chunks of
 //! indices from one atomic cursor until it is exhausted. Each item is
-//! visited exactly once; a panic in `f` is resumed after every item has been
-//! visited.
+//! moved out exactly once: visited, or, if `f` panicked earlier in the same
+//! chunk, dropped unvisited; the first panic is resumed once every chunk has
+//! been handed out and finished.
 //!
 //! # Long-blocking tasks
 //! A task that is about to block for long calls [`may_run_long`]
@@ -161,6 +162,14 @@ const RUNNING: u32 = 1;
 const RUNNING_WAITED: u32 = 2;
 /// The result is stored.
 const DONE: u32 = 3;
+/// The result was taken, by a join or by the scope's clean-up: whoever
+/// moves `DONE -> TAKEN` owns the result slot.
+const TAKEN: u32 = 4;
+
+/// Moves `DONE -> TAKEN`; true for the one caller that may take the result.
+fn take_claim(h: &Header) -> bool {
+    h.state.compare_exchange(DONE, TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
 
 /// What code that does not know the task's closure type calls.
 struct VTable {
@@ -180,6 +189,9 @@ struct Header {
     state: AtomicU32,
     /// The next task on its scope's list.
     next: AtomicPtr<Header>,
+    /// 1 while its scoped join handle lives (the scope's clean-up drops
+    /// such a task's result last; see `Scope::discard_all`).
+    handle_alive: AtomicU32,
     vtable: &'static VTable,
 }
 
@@ -229,12 +241,19 @@ unsafe fn run<F: FnOnce() -> T + Send, T: Send>(h: NonNull<Header>) {
     }
 }
 
+/// Drops the result if nobody has taken it; returns whether it was a panic.
+///
 /// # Safety
-/// `h` is a live `Task<F, T>`, `DONE`, whose result no other thread touches now.
+/// `h` is a live `Task<F, T>` that has finished (`DONE` or `TAKEN`).
 unsafe fn discard<F: FnOnce() -> T + Send, T: Send>(h: NonNull<Header>) -> bool {
     // SAFETY: guaranteed by the caller.
     let task = unsafe { h.cast::<Task<F, T>>().as_ref() };
-    // SAFETY: as above.
+    if !take_claim(&task.header) {
+        // Joined already (possibly by a handle kept in another result).
+        return false;
+    }
+    // SAFETY: `take_claim` made this thread the slot's only user; the
+    // claimer's write was published by `DONE` (read with Acquire).
     let r = unsafe { (*task.result.get()).take() };
     let panicked = matches!(r, Some(Err(_)));
     // A result or payload that panics on drop would unwind out of the scope
@@ -274,7 +293,7 @@ unsafe fn help_or_wait(h: NonNull<Header>) {
     let state = &header.state;
     loop {
         match state.load(Ordering::Acquire) {
-            DONE => return,
+            DONE | TAKEN => return,
             RUNNING
                 if state.compare_exchange(RUNNING, RUNNING_WAITED, Ordering::Acquire, Ordering::Acquire).is_err() =>
             {
@@ -370,7 +389,8 @@ unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
     let h = unsafe { NonNull::new_unchecked(context.cast::<Header>()) };
     // SAFETY: this callback's reference keeps the task alive.
     if claim(unsafe { h.as_ref() }) {
-        // SAFETY: the context starts with its `Placement` (`Header` is first).
+        // SAFETY: the context is a live `repr(C)` `Task` whose first field,
+        // `Header` (`repr(C)`), starts with its `Placement`.
         let _placed = unsafe { placement::enter(context) };
         let _mark = InstanceMark::enter(instance);
         // SAFETY: claimed just now, reference held.
@@ -378,12 +398,21 @@ unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
     }
     // SAFETY: this callback's own reference, given up once.
     let task = unsafe { Arc::from_raw(h.cast::<Task<F, T>>().as_ptr()) };
-    if let Some(Task { _pool: Some(pool), .. }) = Arc::into_inner(task)
-        && Arc::strong_count(&pool) == 1
-    {
-        // The last reference to this private pool: close it from the
-        // default pool, not from a callback of the pool being closed.
-        reentry::hand_off(move || drop(pool));
+    // The last reference drops a detached task's result (or panic payload),
+    // whose `Drop` may panic: no unwind may leave this callback.
+    let released = catch_unwind(AssertUnwindSafe(move || {
+        if let Some(Task { _pool: Some(pool), .. }) = Arc::into_inner(task)
+            && let Some(last) = Arc::into_inner(pool)
+        {
+            // The last reference to this private pool (decided by one
+            // atomic step, so exactly one holder gets here): close it from
+            // the default pool, not from a callback of the pool being closed.
+            reentry::hand_off(move || drop(last));
+        }
+    }));
+    if released.is_err() {
+        eprintln!("windows-threadpool: a detached task's result panicked on drop; aborting");
+        std::process::abort();
     }
 }
 
@@ -401,6 +430,7 @@ where
             placement,
             state: AtomicU32::new(QUEUED),
             next: AtomicPtr::new(core::ptr::null_mut()),
+            handle_alive: AtomicU32::new(1),
             vtable: &Task::<F, T>::VTABLE,
         },
         result: UnsafeCell::new(None),
@@ -441,17 +471,25 @@ where
     Ok(unsafe { NonNull::new_unchecked(p.cast::<Header>()) })
 }
 
-/// Takes the result of a task that is `DONE`.
+/// Takes the result of a finished task.
+///
+/// # Panics
+/// If the result is gone: a scoped task's result that the scope's clean-up
+/// dropped first, which only a handle kept inside another task's result
+/// and joined from its `Drop` can observe.
 ///
 /// # Safety
-/// `h` is a live `Task<_, T>`, `DONE`, and the caller is the only one that
-/// may take its result.
+/// `h` is a live `Task<_, T>` that has finished (`DONE` or `TAKEN`).
 unsafe fn take<T>(h: NonNull<Header>) -> thread::Result<T> {
     // SAFETY: guaranteed by the caller; `Prefix<T>` is the task's start.
     let prefix = unsafe { h.cast::<Prefix<T>>().as_ref() };
-    // SAFETY: `DONE` was read with Acquire: the claimer's write is visible
-    // and nobody else touches the slot.
-    unsafe { (*prefix.result.get()).take() }.unwrap_or_else(|| unreachable!("task result taken twice"))
+    assert!(
+        take_claim(&prefix.header),
+        "windows-threadpool: this scoped task's result was already dropped by its scope"
+    );
+    // SAFETY: `take_claim` made this thread the slot's only user; the
+    // claimer's write was published by `DONE` (read with Acquire).
+    unsafe { (*prefix.result.get()).take() }.unwrap_or_else(|| unreachable!("a result is stored before DONE"))
 }
 
 /// Runs `f` once on the process default pool and returns a handle to its
@@ -533,7 +571,7 @@ impl<T> JoinHandle<T> {
     /// Whether the task has finished (returned or panicked).
     pub fn is_finished(&self) -> bool {
         // SAFETY: the handle holds a reference.
-        unsafe { self.task.as_ref() }.state.load(Ordering::Acquire) == DONE
+        unsafe { self.task.as_ref() }.state.load(Ordering::Acquire) >= DONE
     }
 }
 
@@ -663,18 +701,36 @@ impl<'scope> Scope<'scope, '_> {
     }
 
     /// Drops the results nobody took and the list's references.
-    fn discard_all(mut done: *mut Header) -> bool {
+    ///
+    /// A handle kept in another task's result may still join its task, from
+    /// that result's `Drop` (here, or on another thread it hands the handle
+    /// to). So results are dropped first where the task's scoped join
+    /// handle is gone, in rounds, which lets such a `Drop` find its task's
+    /// result still there; what remains when a round drops nothing (a
+    /// handle forgotten, or kept in its own task's result) is dropped then.
+    /// Either way `take_claim` decides who owns a result.
+    fn discard_all(mut left: *mut Header) -> bool {
         let mut unjoined_panic = false;
-        while let Some(h) = NonNull::new(done) {
-            // SAFETY: the list's reference; every task is `DONE` and neither
-            // the closure nor a task runs any more, so nothing else touches
-            // the result.
-            unsafe {
-                done = h.as_ref().next.load(Ordering::Relaxed);
-                let vt = h.as_ref().vtable;
-                unjoined_panic |= (vt.discard)(h);
-                (vt.release)(h);
+        let mut force = false;
+        while !left.is_null() {
+            let (mut kept, mut cur, mut dropped_any) = (core::ptr::null_mut::<Header>(), left, false);
+            while let Some(h) = NonNull::new(cur) {
+                // SAFETY: the list's reference; every task has finished.
+                unsafe {
+                    cur = h.as_ref().next.load(Ordering::Relaxed);
+                    let vt = h.as_ref().vtable;
+                    if !force && h.as_ref().handle_alive.load(Ordering::Acquire) != 0 {
+                        h.as_ref().next.store(kept, Ordering::Relaxed);
+                        kept = h.as_ptr();
+                        continue;
+                    }
+                    unjoined_panic |= (vt.discard)(h);
+                    (vt.release)(h);
+                }
+                dropped_any = true;
             }
+            left = kept;
+            force = !dropped_any;
         }
         unjoined_panic
     }
@@ -704,21 +760,21 @@ impl<T> ScopedJoinHandle<'_, T> {
     pub fn join(self) -> thread::Result<T> {
         // SAFETY: the handle holds a reference.
         unsafe { help_or_wait(self.task) };
-        // SAFETY: `DONE` now; the scope takes results only after its
-        // closure and every task has finished, and this handle is used in
-        // one of them.
+        // SAFETY: finished now; the handle holds a reference.
         unsafe { take::<T>(self.task) }
     }
 
     /// Whether the task has finished (returned or panicked).
     pub fn is_finished(&self) -> bool {
         // SAFETY: the handle holds a reference.
-        unsafe { self.task.as_ref() }.state.load(Ordering::Acquire) == DONE
+        unsafe { self.task.as_ref() }.state.load(Ordering::Acquire) >= DONE
     }
 }
 
 impl<T> Drop for ScopedJoinHandle<'_, T> {
     fn drop(&mut self) {
+        // SAFETY: the handle holds a reference.
+        unsafe { self.task.as_ref() }.handle_alive.store(0, Ordering::Release);
         // SAFETY: the handle's own reference, given up once.
         unsafe { (self.task.as_ref().vtable.release)(self.task) };
     }
@@ -779,8 +835,9 @@ where
 /// loop's. Each item is visited exactly once, in no particular order.
 ///
 /// # Panics
-/// If `f` panics: with its first panic, after every other item has been
-/// visited.
+/// If `f` panics: with its first panic, once every chunk has been finished.
+/// The items left in the chunk where `f` panicked are dropped unvisited;
+/// every other item is visited.
 pub fn for_each<I, F>(items: I, f: F)
 where
     I: IntoIterator,

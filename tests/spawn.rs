@@ -477,3 +477,53 @@ fn may_run_long_asks_the_pool_from_a_task_callback() {
     let held = held_pool();
     assert_eq!(spawn_in(may_run_long, &held.env).join().unwrap(), None);
 }
+
+/// A scoped handle kept in another task's result, joined from that result's
+/// `Drop` during the scope's clean-up: the clean-up drops the results whose
+/// handles are gone first, so the join finds its result; and whoever comes
+/// second never touches the slot (`DONE -> TAKEN` decides).
+#[test]
+fn a_handle_kept_in_a_result_joins_from_its_drop() {
+    struct JoinsOnDrop<'s>(Option<ScopedJoinHandle<'s, String>>, Arc<Mutex<Option<String>>>);
+    impl Drop for JoinsOnDrop<'_> {
+        fn drop(&mut self) {
+            if let Some(h) = self.0.take() {
+                *self.1.lock().unwrap() = Some(h.join().unwrap());
+            }
+        }
+    }
+    for _ in 0..50 {
+        let got = Arc::new(Mutex::new(None));
+        scope(|s| {
+            let b = s.spawn(|| "b".to_string());
+            let g = Arc::clone(&got);
+            drop(s.spawn(move || JoinsOnDrop(Some(b), g)));
+        });
+        assert_eq!(got.lock().unwrap().take().as_deref(), Some("b"));
+    }
+}
+
+/// A detached task's result that panics on drop is dropped by the pool
+/// callback: the process aborts with a message, never unwinding into the
+/// pool (which Rust turns into an abort without one).
+#[test]
+fn a_detached_result_panicking_on_drop_aborts_with_a_message() {
+    let out = support::child("a_detached_result_panicking_on_drop_aborts_with_a_message", &[], || {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("bomb");
+            }
+        }
+        let gate = Arc::new(Gate::default());
+        let g = Arc::clone(&gate);
+        drop(spawn(move || {
+            g.wait();
+            Bomb
+        }));
+        gate.open();
+        std::thread::sleep(PATIENCE);
+    });
+    assert!(!out.completed(), "the child should have aborted: {out:#?}");
+    assert!(out.stderr.contains("a detached task's result panicked on drop; aborting"), "{out:#?}");
+}
