@@ -77,7 +77,33 @@ fn main() -> std::io::Result<()> {
     drop(wait); // refuses re-arms and disarms, drains, closes the wait, then the event handle
 
     io_copy()?;
+    tasks();
     Ok(())
+}
+
+/// One-off tasks: a spawned task with a result, a scope borrowing the
+/// stack, and a for_each over a range.
+#[cfg(windows)]
+fn tasks() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let h = windows_threadpool::spawn(|| (1..=10u64).product::<u64>());
+    println!("spawn: 10! = {}", h.join().unwrap());
+
+    let words = ["pool", "scope", "borrow"];
+    let mut lengths = [0usize; 3];
+    windows_threadpool::scope(|s| {
+        for (w, len) in words.iter().zip(lengths.iter_mut()) {
+            s.spawn(move || *len = w.len());
+        }
+    });
+    println!("scope: lengths of {words:?} = {lengths:?}");
+
+    let sum = AtomicUsize::new(0);
+    windows_threadpool::for_each(0..1_000_000usize, |i| {
+        sum.fetch_add(i & 1, Ordering::Relaxed);
+    });
+    println!("for_each: {} odd numbers below 1,000,000", sum.into_inner());
 }
 
 /// Copies a file through the pool: each chunk's read completion issues the

@@ -37,11 +37,14 @@
 //!
 //! Callbacks run on pool threads through `extern "system"` trampolines with no
 //! `catch_unwind`: a callback that panics aborts the process, since an unwind
-//! may not cross the FFI boundary.
+//! may not cross the FFI boundary. One-off tasks ([`task`]: [`spawn`],
+//! [`scope`], [`join`], [`for_each`]) differ: a task runs once and someone
+//! waits for its outcome, so its panic is caught inside the callback and
+//! handed to that waiter.
 //!
 //! Modules: [`callback_env`] (the `TP_CALLBACK_ENVIRON_V3` an object is
 //! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
-//! [`io`], [`cleanup_group`], [`instance`] (what a running callback can ask
+//! [`io`], [`task`] (one-off closures with results), [`cleanup_group`], [`instance`] (what a running callback can ask
 //! of the pool), [`placement`] (running an object's callbacks on chosen
 //! processors), and [`trace`] (an optional in-process record of what the
 //! crate does).
@@ -93,6 +96,8 @@ mod reentry;
 #[cfg(windows)]
 mod sys;
 #[cfg(windows)]
+pub mod task;
+#[cfg(windows)]
 pub mod time;
 #[cfg(windows)]
 pub mod timer;
@@ -113,6 +118,11 @@ pub use io::{Io, IoCompletion};
 pub use placement::ProcessorSet;
 #[cfg(windows)]
 pub use pool::Pool;
+#[cfg(windows)]
+pub use task::{
+    JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, scope, scope_in, spawn, spawn_in,
+    try_spawn, try_spawn_in,
+};
 #[cfg(windows)]
 pub use time::Deadline;
 #[cfg(windows)]

@@ -144,8 +144,8 @@ pub(crate) struct Restore(GROUP_AFFINITY);
 /// asks. The first thing a callback does (through `CallbackScope::enter`).
 ///
 /// # Safety
-/// `context` is a live context created by `ctx::Context` (it starts with a
-/// [`Placement`]).
+/// `context` points to a live `repr(C)` value whose first field is a
+/// [`Placement`] (a `ctx::Context`'s block, or a task's header).
 #[inline]
 pub(crate) unsafe fn enter(context: *mut c_void) -> Restore {
     // SAFETY: guaranteed by the caller: a context starts with its placement.

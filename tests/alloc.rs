@@ -488,6 +488,75 @@ fn io_resubmit_claimed() {
     drop(io);
 }
 
+/// A task is one allocation (its `Arc` block) on the spawning thread,
+/// whether a pool thread runs it or the joining thread does.
+fn spawn_join() {
+    assert_eq!(windows_threadpool::spawn(|| 1).join().unwrap(), 1);
+    let mut sum = 0;
+    let c = count_here(|| {
+        for i in 0..CALLS {
+            sum += windows_threadpool::spawn(move || i).join().unwrap();
+        }
+    });
+    assert_eq!(c.n, CALLS, "spawn + join of {CALLS} tasks allocated {} time(s)", c.n);
+    assert_eq!(sum, (0..CALLS).sum::<usize>());
+}
+
+/// A scope allocates only its tasks' blocks: no list, no per-task bookkeeping.
+fn scope_spawn() {
+    let hits = AtomicUsize::new(0);
+    windows_threadpool::scope(|s| {
+        s.spawn(|| hits.fetch_add(1, SeqCst));
+    });
+    let c = count_here(|| {
+        windows_threadpool::scope(|s| {
+            for _ in 0..64 {
+                s.spawn(|| hits.fetch_add(1, SeqCst));
+            }
+        })
+    });
+    assert_eq!(c.n, 64, "a scope of 64 tasks allocated {} time(s)", c.n);
+    assert_eq!(hits.load(SeqCst), 65);
+}
+
+/// `for_each` allocates the collected items and one block per helper task,
+/// however many items there are: nothing per item or per chunk.
+fn for_each_items() {
+    let sum = AtomicUsize::new(0);
+    let run = |n: usize| {
+        count_here(|| {
+            windows_threadpool::for_each(0..n, |i| {
+                sum.fetch_add(i, SeqCst);
+            })
+        })
+    };
+    run(10);
+    let few = run(1_000);
+    let many = run(100_000);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(few.n, many.n, "for_each allocated {} time(s) for 1,000 items, {} for 100,000", few.n, many.n);
+    assert!(many.n <= cpus, "for_each allocated {} time(s) on {cpus} processors", many.n);
+    assert_eq!(sum.load(SeqCst), 45 + 499_500 + 4_999_950_000);
+}
+
+#[test]
+fn spawn_and_join_allocate_one_block_per_task() {
+    let _s = serial();
+    spawn_join();
+}
+
+#[test]
+fn a_scope_allocates_one_block_per_task() {
+    let _s = serial();
+    scope_spawn();
+}
+
+#[test]
+fn for_each_allocates_nothing_per_item() {
+    let _s = serial();
+    for_each_items();
+}
+
 #[test]
 fn the_counter_counts_only_the_watched_thread() {
     let _s = serial();
@@ -567,6 +636,9 @@ fn nothing_allocates_with_the_trace_armed() {
         io_read_at();
         io_outstanding_pipe_reads();
         io_resubmit_claimed();
+        spawn_join();
+        scope_spawn();
+        for_each_items();
         let dump = windows_threadpool::trace::dump();
         for needle in
             ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered", "io started"]

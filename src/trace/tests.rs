@@ -38,6 +38,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("pool.rs", include_str!("../pool.rs")),
     ("reentry.rs", include_str!("../reentry.rs")),
     ("sys.rs", include_str!("../sys.rs")),
+    ("task.rs", include_str!("../task.rs")),
     ("time.rs", include_str!("../time.rs")),
     ("timer.rs", include_str!("../timer.rs")),
     ("wait.rs", include_str!("../wait.rs")),
