@@ -30,8 +30,13 @@
 //! callback on its only thread spawns and joins, or opens a scope: the
 //! tasks queued behind it are run by the waiter itself. The pool callback of
 //! a task claimed by a waiter finds it claimed and only drops its reference.
-//! A task run by a waiter runs on the waiter's thread, unplaced (see
-//! [`crate::placement`]).
+//! A task run by a waiter runs on the waiter's thread as that thread is:
+//! with its affinity (placed only if the waiter is itself a placed
+//! callback, see [`crate::placement`]), and without the environment's
+//! priority or runs-long setting. A task that joins its own handle (passed
+//! to it through shared state) waits for itself forever, as a thread that
+//! joins itself would; a long chain of tasks each joining the next, all
+//! run by waiters, runs on one stack.
 //!
 //! **Panics are caught inside the task** (`catch_unwind`), stored as the
 //! result and returned by `join`, as `std::thread` does; no unwind reaches
@@ -560,7 +565,7 @@ impl<T> core::fmt::Debug for JoinHandle<T> {
 impl<T> JoinHandle<T> {
     /// Waits for the task and returns its result, or the payload of its
     /// panic. If no pool thread has started the task yet, it runs here, on
-    /// the calling thread.
+    /// the calling thread (see the [module docs](self#design)).
     pub fn join(self) -> thread::Result<T> {
         // SAFETY: the handle holds a reference.
         unsafe { help_or_wait(self.task) };
