@@ -69,14 +69,18 @@
 //! panic; otherwise, if a task panicked and was not joined, `scope` panics,
 //! as `std::thread::scope` does.
 //!
-//! **`for_each` runs chunks off a shared cursor.** Submitting one pool
+//! **`for_each` runs chunks taken from the iterator.** Submitting one pool
 //! callback per item costs microseconds (about 9 µs under Wine), so
-//! [`for_each`] collects the items, starts one helper task per other
-//! processor, and every participant (the caller included) takes chunks of
-//! indices from one atomic cursor until it is exhausted. Each item is
-//! moved out exactly once: visited, or, if `f` panicked earlier in the same
-//! chunk, dropped unvisited; the first panic is resumed once every chunk has
-//! been handed out and finished.
+//! [`for_each`] starts one helper task per other processor, and every
+//! participant (the caller included) takes chunks of up to 1,024 items from
+//! the iterator under one lock, into a buffer of its own, and visits them
+//! without the lock, until the iterator is exhausted. Nothing is collected
+//! up front (collecting 1,000,000 items into a fresh buffer costs more under
+//! Wine than visiting them), and the allocations are one buffer per
+//! participant whatever the number of items. Each item is moved out exactly
+//! once: visited, or, if `f` panicked earlier in the same chunk, dropped
+//! unvisited; the first panic is resumed once the iterator is exhausted and
+//! every chunk finished.
 //!
 //! # Long-blocking tasks
 //! A task that is about to block for long calls [`may_run_long`]
@@ -834,10 +838,12 @@ where
 /// Calls `f` on every item of `items`, in parallel on the default pool and
 /// the calling thread; returns once every item has been visited.
 ///
-/// The items are collected first; then the caller and one task per other
-/// processor take chunks of them off a shared cursor until none is left
-/// (see the [module docs](self)), so the cost per item approaches a plain
-/// loop's. Each item is visited exactly once, in no particular order.
+/// The caller and one task per other processor take chunks of items from
+/// the iterator, under a lock, until it is exhausted, and visit each chunk
+/// without it (see the [module docs](self)), so the cost per item
+/// approaches a plain loop's. The iterator is therefore advanced on several
+/// threads, one at a time (`I::IntoIter: Send`). Each item is visited
+/// exactly once, in no particular order.
 ///
 /// # Panics
 /// If `f` panics: with its first panic, once every chunk has been finished.
@@ -846,6 +852,7 @@ where
 pub fn for_each<I, F>(items: I, f: F)
 where
     I: IntoIterator,
+    I::IntoIter: Send,
     I::Item: Send,
     F: Fn(I::Item) + Sync,
 {
@@ -856,13 +863,14 @@ where
 pub fn for_each_in<I, F>(items: I, f: F, env: &CallbackEnviron)
 where
     I: IntoIterator,
+    I::IntoIter: Send,
     I::Item: Send,
     F: Fn(I::Item) + Sync,
 {
     for_each_with(Some(env), items, f);
 }
 
-/// Items per chunk at most: large enough that the shared cursor costs
+/// Items per chunk at most: large enough that the source's lock costs
 /// nothing per item, small enough to balance ~1 µs items.
 const MAX_CHUNK: usize = 1024;
 /// Chunks per participant at least, for balance when items are few.
@@ -881,62 +889,27 @@ fn parallelism() -> usize {
     }
 }
 
-/// Items shared by `for_each`'s participants, each moved out exactly once.
-struct Items<T> {
-    /// The collected items; its length is 0 so that it never drops them.
-    slots: Vec<T>,
-    len: usize,
-    cursor: AtomicUsize,
-    chunk: usize,
-}
+/// Items per chunk when the iterator does not say how many it holds.
+const UNKNOWN_CHUNK: usize = 64;
 
-// SAFETY: each item is moved out by exactly one participant (the cursor
-// hands out each index once), and items are `Send`.
-unsafe impl<T: Send> Sync for Items<T> {}
-
-impl<T> Items<T> {
-    /// Calls `f` on chunks of items until the cursor is exhausted. If `f`
-    /// panics, the rest of its chunk is dropped and the panic returned.
-    fn drive(&self, f: &(impl Fn(T) + Sync)) -> Option<Box<dyn Any + Send>> {
-        let base = self.slots.as_ptr();
-        let mut first_panic = None;
-        loop {
-            let start = self.cursor.fetch_add(self.chunk, Ordering::Relaxed);
-            if start >= self.len {
-                return first_panic;
-            }
-            let end = self.len.min(start + self.chunk);
-            let mut rest = Rest { base, next: start, end };
-            let r = catch_unwind(AssertUnwindSafe(|| {
-                while rest.next < rest.end {
-                    let i = rest.next;
-                    rest.next += 1;
-                    // SAFETY: `i` is in this participant's chunk, handed out
-                    // once by the cursor, and below `len`: read exactly once.
-                    f(unsafe { base.add(i).read() });
-                }
-            }));
-            if let Err(p) = r {
-                first_panic.get_or_insert(p);
-            }
+/// Takes chunks from `source` into a buffer of this participant's and calls
+/// `f` on each item until the source is exhausted. If `f` panics, the rest of
+/// its chunk is dropped and the first such panic returned.
+fn drive<It: Iterator>(source: &Mutex<It>, chunk: usize, f: &impl Fn(It::Item)) -> Option<Box<dyn Any + Send>> {
+    // Allocated by the first chunk taken: a helper that finds the source
+    // exhausted allocates nothing.
+    let mut buf = Vec::new();
+    let mut first_panic = None;
+    loop {
+        // A panic of the iterator itself poisons the lock; the others go on
+        // with what is left of it, and the panic reaches the caller.
+        buf.extend(source.lock().unwrap_or_else(std::sync::PoisonError::into_inner).by_ref().take(chunk));
+        if buf.is_empty() {
+            return first_panic;
         }
-    }
-}
-
-/// The unvisited rest of a chunk, dropped if `f` panics.
-struct Rest<T> {
-    base: *const T,
-    next: usize,
-    end: usize,
-}
-
-impl<T> Drop for Rest<T> {
-    fn drop(&mut self) {
-        while self.next < self.end {
-            let i = self.next;
-            self.next += 1;
-            // SAFETY: as in `drive`: an index of this chunk not yet read.
-            drop(unsafe { self.base.add(i).read() });
+        // `drain` drops the items left in the chunk if `f` panics.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| buf.drain(..).for_each(f))) {
+            first_panic.get_or_insert(p);
         }
     }
 }
@@ -944,33 +917,33 @@ impl<T> Drop for Rest<T> {
 fn for_each_with<I, F>(env: Option<&CallbackEnviron>, items: I, f: F)
 where
     I: IntoIterator,
+    I::IntoIter: Send,
     I::Item: Send,
     F: Fn(I::Item) + Sync,
 {
-    let mut slots: Vec<I::Item> = items.into_iter().collect();
-    let len = slots.len();
-    if len == 0 {
+    let items = items.into_iter().fuse();
+    let (low, high) = items.size_hint();
+    if high == Some(0) {
         return;
     }
-    // SAFETY: 0 is within capacity; the items are now owned by `Items`
-    // (each moved out once), and the Vec only frees the buffer.
-    unsafe { slots.set_len(0) };
-    let helpers = (parallelism() - 1).min(len - 1);
-    let chunk = (len / ((helpers + 1) * CHUNKS_EACH)).clamp(1, MAX_CHUNK);
-    let shared = Items { slots, len, cursor: AtomicUsize::new(0), chunk };
+    let known = high.unwrap_or(low).max(low);
+    let most = parallelism() - 1;
+    let helpers = if known == 0 { most } else { most.min(known - 1) };
+    let chunk = if known == 0 { UNKNOWN_CHUNK } else { (known / ((helpers + 1) * CHUNKS_EACH)).clamp(1, MAX_CHUNK) };
+    let source = Mutex::new(items);
     let first_panic = Mutex::new(None);
-    let drive = || {
-        if let Some(p) = shared.drive(&f) {
+    let run = || {
+        if let Some(p) = drive(&source, chunk, &f) {
             first_panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(p);
         }
     };
     run_scope(env, |s| {
         for _ in 0..helpers {
             // Helpers the pool has not started by the time the caller is
-            // done are claimed here and find the cursor exhausted.
-            let _ = s.spawn(drive);
+            // done are claimed here and find the source exhausted.
+            let _ = s.spawn(run);
         }
-        drive();
+        run();
     });
     if let Some(p) = first_panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
         resume_unwind(p);

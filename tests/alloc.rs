@@ -533,9 +533,16 @@ fn for_each_items() {
     run(10);
     let few = run(1_000);
     let many = run(100_000);
+    // On this thread: one block per helper task, and this thread's chunk
+    // buffer unless the helpers took every chunk first (a race, so not
+    // pinned); nothing that grows with the items.
     let cpus = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(few.n, many.n, "for_each allocated {} time(s) for 1,000 items, {} for 100,000", few.n, many.n);
-    assert!(many.n <= cpus, "for_each allocated {} time(s) on {cpus} processors", many.n);
+    for (items, n) in [(1_000, few.n), (100_000, many.n)] {
+        assert!(
+            (cpus - 1..=cpus).contains(&n),
+            "for_each allocated {n} time(s) for {items} items on {cpus} processors"
+        );
+    }
     assert_eq!(sum.load(SeqCst), 45 + 499_500 + 4_999_950_000);
 }
 
