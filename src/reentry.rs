@@ -60,7 +60,13 @@ static SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
 /// Allocates the slot if it is not yet allocated. Every object calls this
 /// before it is created, so its trampolines always find the slot.
 pub(crate) fn ensure_slot() -> io::Result<()> {
-    if SLOT.load(Ordering::Acquire) != TLS_OUT_OF_INDEXES {
+    ensure_tls_index(&SLOT)
+}
+
+/// Allocates a TLS index into `index` (which starts as `TLS_OUT_OF_INDEXES`)
+/// unless one is there already; the index is never freed.
+pub(crate) fn ensure_tls_index(index: &AtomicU32) -> io::Result<()> {
+    if index.load(Ordering::Acquire) != TLS_OUT_OF_INDEXES {
         return Ok(());
     }
     // SAFETY: no preconditions.
@@ -68,7 +74,7 @@ pub(crate) fn ensure_slot() -> io::Result<()> {
     if slot == TLS_OUT_OF_INDEXES {
         return Err(io::Error::last_os_error());
     }
-    if SLOT.compare_exchange(TLS_OUT_OF_INDEXES, slot, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if index.compare_exchange(TLS_OUT_OF_INDEXES, slot, Ordering::AcqRel, Ordering::Acquire).is_err() {
         // Another thread allocated first; give this index back.
         // SAFETY: `slot` was allocated above and never published.
         unsafe { TlsFree(slot) };

@@ -154,8 +154,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use windows_sys::Win32::System::Threading::{
-    CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TP_CALLBACK_ENVIRON_V3, TlsAlloc, TlsFree,
-    TlsGetValue, TlsSetValue, TrySubmitThreadpoolCallback, WaitOnAddress, WakeByAddressAll,
+    CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TP_CALLBACK_ENVIRON_V3, TlsGetValue,
+    TlsSetValue, TrySubmitThreadpoolCallback, WaitOnAddress, WakeByAddressAll,
 };
 
 use crate::callback_env::{CallbackEnviron, env_parts};
@@ -324,19 +324,7 @@ static INSTANCE_SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
 
 /// Allocates [`INSTANCE_SLOT`] if needed; every submission calls it first.
 fn ensure_instance_slot() -> io::Result<()> {
-    if INSTANCE_SLOT.load(Ordering::Acquire) != TLS_OUT_OF_INDEXES {
-        return Ok(());
-    }
-    // SAFETY: no preconditions.
-    let slot = unsafe { TlsAlloc() };
-    if slot == TLS_OUT_OF_INDEXES {
-        return Err(io::Error::last_os_error());
-    }
-    if INSTANCE_SLOT.compare_exchange(TLS_OUT_OF_INDEXES, slot, Ordering::AcqRel, Ordering::Acquire).is_err() {
-        // SAFETY: allocated above and never published.
-        unsafe { TlsFree(slot) };
-    }
-    Ok(())
+    reentry::ensure_tls_index(&INSTANCE_SLOT)
 }
 
 /// Marks this thread as running a task callback with `instance` until dropped.
