@@ -33,8 +33,10 @@ fn main() -> std::io::Result<()> {
 
     let checks = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&checks);
+    let (check_tx, check_rx) = mpsc::channel();
     let health = PeriodicTimer::new(Duration::from_millis(50), move |_| {
         c.fetch_add(1, Ordering::Relaxed); // a real check would probe a dependency
+        let _ = check_tx.send(());
     })?;
     health.arm(Duration::ZERO); // first check now, then every period
 
@@ -80,8 +82,8 @@ fn main() -> std::io::Result<()> {
     service.child_exit.wait(); // its callback has returned
     // The wait did not take the child: its exit status is still ours.
     assert_eq!(child.wait()?.code(), Some(3));
-    while checks.load(Ordering::Relaxed) < 3 {
-        std::thread::sleep(Duration::from_millis(10));
+    for _ in 0..3 {
+        check_rx.recv().unwrap(); // three health checks have run
     }
     service.health.stop_and_drain();
     drop(service); // each object drains, closes and frees its callback
