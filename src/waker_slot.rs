@@ -1,0 +1,97 @@
+//! The waker of a future completed by a pool callback.
+//!
+//! Every future in the crate has one event that completes it (a timer's
+//! deadline, a handle's signal, an I/O completion, a task's end) and one
+//! task waiting for it. The future stores the waker of its latest poll here
+//! (replacing it when the executor hands a different one), and the callback
+//! that completes the event takes it out and wakes it once. A mutex, not a
+//! lock-free cell: both sides hold it for a pointer swap, it never blocks for
+//! long, and its correctness is obvious.
+//!
+//! The protocol that gives exactly one wake and no lost wake:
+//! - the completing side publishes the outcome, then calls [`WakerSlot::wake`];
+//! - the polling side calls [`WakerSlot::register`], then checks the outcome.
+//!
+//! Whichever order the two run in, either the poll sees the outcome or the
+//! wake finds the registered waker.
+
+use std::sync::Mutex;
+use std::task::Waker;
+
+/// One registered waker, taken by the single wake that completes the future.
+#[derive(Debug, Default)]
+pub(crate) struct WakerSlot {
+    waker: Mutex<Option<Waker>>,
+}
+
+impl WakerSlot {
+    pub(crate) const fn new() -> Self {
+        Self { waker: Mutex::new(None) }
+    }
+
+    /// Stores `waker` for the next [`wake`](Self::wake), unless the stored
+    /// one already wakes the same task.
+    pub(crate) fn register(&self, waker: &Waker) {
+        let mut slot = self.lock();
+        match &mut *slot {
+            Some(w) if w.will_wake(waker) => {}
+            other => *other = Some(waker.clone()),
+        }
+    }
+
+    /// Wakes and forgets the registered waker, if any.
+    pub(crate) fn wake(&self) {
+        let waker = self.lock().take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Forgets the registered waker without waking it.
+    pub(crate) fn clear(&self) {
+        drop(self.lock().take());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Waker>> {
+        // Nothing panics while the lock is held except a waker's `clone`,
+        // which leaves the slot as it was.
+        self.waker.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn wakes_the_latest_waker_once() {
+        let (a, b) = (Arc::new(Count(AtomicUsize::new(0))), Arc::new(Count(AtomicUsize::new(0))));
+        let slot = WakerSlot::new();
+        slot.register(&Waker::from(a.clone()));
+        slot.register(&Waker::from(b.clone()));
+        slot.wake();
+        slot.wake();
+        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
+    }
+
+    #[test]
+    fn clear_forgets_without_waking() {
+        let a = Arc::new(Count(AtomicUsize::new(0)));
+        let slot = WakerSlot::new();
+        slot.register(&Waker::from(a.clone()));
+        slot.clear();
+        slot.wake();
+        assert_eq!(a.0.load(Ordering::SeqCst), 0);
+        assert_eq!(Arc::strong_count(&a), 1);
+    }
+}
