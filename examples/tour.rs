@@ -87,7 +87,7 @@ fn main() -> std::io::Result<()> {
 fn tasks() {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    let h = windows_threadpool::spawn(|| (1..=10u64).product::<u64>());
+    let h = windows_threadpool::task::spawn_blocking(|| (1..=10u64).product::<u64>());
     println!("spawn: 10! = {}", h.join().unwrap());
 
     let words = ["pool", "scope", "borrow"];

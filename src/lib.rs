@@ -104,7 +104,6 @@ pub mod timer;
 #[cfg(windows)]
 pub mod wait;
 #[cfg(windows)]
-#[allow(dead_code)] // used by the async futures being added
 mod waker_slot;
 #[cfg(windows)]
 pub mod work;
@@ -122,10 +121,7 @@ pub use placement::ProcessorSet;
 #[cfg(windows)]
 pub use pool::Pool;
 #[cfg(windows)]
-pub use task::{
-    JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, scope, scope_in, spawn, spawn_in,
-    try_spawn, try_spawn_in,
-};
+pub use task::{JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, scope, scope_in};
 #[cfg(windows)]
 pub use time::Deadline;
 #[cfg(windows)]

@@ -491,11 +491,11 @@ fn io_resubmit_claimed() {
 /// A task is one allocation (its `Arc` block) on the spawning thread,
 /// whether a pool thread runs it or the joining thread does.
 fn spawn_join() {
-    assert_eq!(windows_threadpool::spawn(|| 1).join().unwrap(), 1);
+    assert_eq!(windows_threadpool::task::spawn_blocking(|| 1).join().unwrap(), 1);
     let mut sum = 0;
     let c = count_here(|| {
         for i in 0..CALLS {
-            sum += windows_threadpool::spawn(move || i).join().unwrap();
+            sum += windows_threadpool::task::spawn_blocking(move || i).join().unwrap();
         }
     });
     assert_eq!(c.n, CALLS, "spawn + join of {CALLS} tasks allocated {} time(s)", c.n);

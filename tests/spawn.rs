@@ -11,9 +11,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
+use windows_threadpool::task::{spawn_blocking, spawn_blocking_in, try_spawn_blocking};
 use windows_threadpool::{
     CallbackEnviron, JoinHandle, Pool, ScopedJoinHandle, Work, for_each, for_each_in, join, join_in, scope, scope_in,
-    spawn, spawn_in, try_spawn,
 };
 
 const _: () = {
@@ -73,26 +73,26 @@ fn one_thread_env() -> (Pool, CallbackEnviron) {
 
 #[test]
 fn join_returns_the_result() {
-    assert_eq!(spawn(|| 6 * 7).join().unwrap(), 42);
-    assert_eq!(try_spawn(|| String::from("x")).unwrap().join().unwrap(), "x");
+    assert_eq!(spawn_blocking(|| 6 * 7).join().unwrap(), 42);
+    assert_eq!(try_spawn_blocking(|| String::from("x")).unwrap().join().unwrap(), "x");
     let (_pool, env) = one_thread_env();
-    assert_eq!(spawn_in(|| 7u8, &env).join().unwrap(), 7);
+    assert_eq!(spawn_blocking_in(|| 7u8, &env).join().unwrap(), 7);
 }
 
 #[test]
 fn a_panic_is_returned_by_join() {
-    let h = spawn(|| -> u32 { panic!("task boom") });
+    let h = spawn_blocking(|| -> u32 { panic!("task boom") });
     let err = h.join().unwrap_err();
     assert_eq!(panic_message(&*err), "task boom");
     // The pool thread survived: the next task runs.
-    assert_eq!(spawn(|| 1).join().unwrap(), 1);
+    assert_eq!(spawn_blocking(|| 1).join().unwrap(), 1);
 }
 
 /// Joining a task no pool thread can start runs it on the joining thread.
 #[test]
 fn join_runs_a_task_no_pool_thread_has_started() {
     let held = held_pool();
-    let h = spawn_in(|| std::thread::current().id(), &held.env);
+    let h = spawn_blocking_in(|| std::thread::current().id(), &held.env);
     assert!(!h.is_finished());
     assert_eq!(h.join().unwrap(), std::thread::current().id());
 }
@@ -109,7 +109,7 @@ fn a_dropped_handle_detaches_and_the_task_still_runs() {
     let (tx, rx) = mpsc::channel();
     let g = Arc::clone(&gate);
     let t2 = tx.clone();
-    let h = spawn(move || {
+    let h = spawn_blocking(move || {
         g.wait();
         t2.send("ran").unwrap();
         Tell(tx)
@@ -124,7 +124,7 @@ fn a_dropped_handle_detaches_and_the_task_still_runs() {
 fn is_finished_turns_true_once_the_task_has_returned() {
     let gate = Arc::new(Gate::default());
     let g = Arc::clone(&gate);
-    let h = spawn(move || {
+    let h = spawn_blocking(move || {
         g.wait();
         5
     });
@@ -140,7 +140,7 @@ fn is_finished_turns_true_once_the_task_has_returned() {
 
 #[test]
 fn many_tasks_each_deliver_their_own_result() {
-    let handles: Vec<_> = (0..10_000u64).map(|i| spawn(move || i * 2)).collect();
+    let handles: Vec<_> = (0..10_000u64).map(|i| spawn_blocking(move || i * 2)).collect();
     let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(sum, 2 * (0..10_000u64).sum::<u64>());
 }
@@ -152,10 +152,10 @@ fn spawn_and_join_from_a_task_on_a_one_thread_pool() {
     let (_pool, env) = one_thread_env();
     let env2 = env.clone();
     let (tx, rx) = mpsc::channel();
-    let _outer = spawn_in(
+    let _outer = spawn_blocking_in(
         move || {
             let me = std::thread::current().id();
-            let inner = spawn_in(|| std::thread::current().id(), &env2).join().unwrap();
+            let inner = spawn_blocking_in(|| std::thread::current().id(), &env2).join().unwrap();
             tx.send((me, inner)).unwrap();
         },
         &env,
@@ -169,7 +169,7 @@ fn spawn_from_a_work_callback() {
     let (tx, rx) = mpsc::channel();
     let tx = Mutex::new(tx);
     let work = Work::new(move |_| {
-        let v = spawn(|| 9).join().unwrap();
+        let v = spawn_blocking(|| 9).join().unwrap();
         tx.lock().unwrap().send(v).unwrap();
     })
     .unwrap();
@@ -284,7 +284,7 @@ fn nested_scopes_inside_a_callback_on_a_one_thread_pool() {
     let (_pool, env) = one_thread_env();
     let env2 = env.clone();
     let (tx, rx) = mpsc::channel();
-    let _outer = spawn_in(
+    let _outer = spawn_blocking_in(
         move || {
             let me = std::thread::current().id();
             let threads: Mutex<Vec<ThreadId>> = Mutex::new(Vec::new());
@@ -404,7 +404,7 @@ fn nested_for_each_inside_a_task_on_a_one_thread_pool() {
     let (_pool, env) = one_thread_env();
     let env2 = env.clone();
     let (tx, rx) = mpsc::channel();
-    let _outer = spawn_in(
+    let _outer = spawn_blocking_in(
         move || {
             let total = AtomicUsize::new(0);
             for_each_in(0..10, |_| for_each_in(0..100, |j| _ = total.fetch_add(j, SeqCst), &env2), &env2);
@@ -428,7 +428,7 @@ fn a_task_holding_the_last_pool_reference_hands_the_close_off() {
         let gate = Arc::new(Gate::default());
         let g = Arc::clone(&gate);
         let (tx, rx) = mpsc::channel();
-        drop(spawn_in(
+        drop(spawn_blocking_in(
             move || {
                 g.wait();
                 // SAFETY: no preconditions.
@@ -471,11 +471,11 @@ fn may_run_long_asks_the_pool_from_a_task_callback() {
         let env = CallbackEnviron::new().with_pool(&pool);
         let (tx, rx) = mpsc::channel();
         // Not joined: a join could run the task here, outside the pool.
-        drop(spawn_in(move || tx.send(may_run_long()).unwrap(), &env));
+        drop(spawn_blocking_in(move || tx.send(may_run_long()).unwrap(), &env));
         assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), expect, "on a pool of {threads} thread(s)");
     }
     let held = held_pool();
-    assert_eq!(spawn_in(may_run_long, &held.env).join().unwrap(), None);
+    assert_eq!(spawn_blocking_in(may_run_long, &held.env).join().unwrap(), None);
 }
 
 /// A scoped handle kept in another task's result, joined from that result's
@@ -517,7 +517,7 @@ fn a_detached_result_panicking_on_drop_aborts_with_a_message() {
         }
         let gate = Arc::new(Gate::default());
         let g = Arc::clone(&gate);
-        drop(spawn(move || {
+        drop(spawn_blocking(move || {
             g.wait();
             Bomb
         }));

@@ -50,7 +50,7 @@ fn spawn_join(cfg: &Config, table: &mut Table) {
     for trial in 0..=cfg.trials {
         // This crate.
         let t = Instant::now();
-        let handles: Vec<_> = (0..n).map(|i| windows_threadpool::spawn(move || i * 2)).collect();
+        let handles: Vec<_> = (0..n).map(|i| windows_threadpool::task::spawn_blocking(move || i * 2)).collect();
         let sum: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
         cols[CRATE].push(per(t));
         assert_eq!(sum, expect);

@@ -38,10 +38,17 @@ const SOURCES: &[(&str, &str)] = &[
     ("pool.rs", include_str!("../pool.rs")),
     ("reentry.rs", include_str!("../reentry.rs")),
     ("sys.rs", include_str!("../sys.rs")),
-    ("task.rs", include_str!("../task.rs")),
+    ("task/mod.rs", include_str!("../task/mod.rs")),
+    ("task/block_on.rs", include_str!("../task/block_on.rs")),
+    ("task/blocking.rs", include_str!("../task/blocking.rs")),
+    ("task/for_each.rs", include_str!("../task/for_each.rs")),
+    ("task/future.rs", include_str!("../task/future.rs")),
+    ("task/header.rs", include_str!("../task/header.rs")),
+    ("task/scope.rs", include_str!("../task/scope.rs")),
     ("time.rs", include_str!("../time.rs")),
     ("timer.rs", include_str!("../timer.rs")),
     ("wait.rs", include_str!("../wait.rs")),
+    ("waker_slot.rs", include_str!("../waker_slot.rs")),
     ("work.rs", include_str!("../work.rs")),
 ];
 

@@ -1,0 +1,328 @@
+//! Async tasks: [`spawn`] polls a future on pool threads.
+//!
+//! A task is one reference-counted block: the shared [`Header`] and result
+//! slot, a scheduling state, the pool work object (`TP_WORK`) that polls it,
+//! and the future, pinned in place. A wake moves the state
+//! `IDLE -> SCHEDULED` and submits the work object (`SubmitThreadpoolWork`):
+//! one submission, nothing allocated. A wake while the task is being polled
+//! only records `NOTIFIED`, and the poll's end submits it again, so a task
+//! is polled on one thread at a time and never misses a wake. The task's
+//! wakers are references to the block (`RawWaker`), as are the submission
+//! and the handle.
+//!
+//! When the future completes (or panics: the panic is caught and becomes the
+//! result), the callback drops the future, closes the work object
+//! (`CloseThreadpoolWork` from its own callback is allowed: nothing else is
+//! queued on it, since only `IDLE -> SCHEDULED` submits) and wakes the joiner.
+//! A task whose future never completes and whose wakers are all gone is
+//! freed with its last reference: the future is dropped and the work object
+//! closed there (no callback can be queued, since each holds a reference).
+
+use core::ffi::c_void;
+use core::future::Future;
+use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
+use core::pin::Pin;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicIsize, AtomicU32, Ordering};
+use core::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::cell::UnsafeCell;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use windows_sys::Win32::System::Threading::{
+    CloseThreadpoolWork, CreateThreadpoolWork, PTP_CALLBACK_INSTANCE, PTP_WORK, SubmitThreadpoolWork,
+};
+
+use super::blocking::without_cleanup_group;
+use super::header::{
+    Header, InstanceMark, JoinHandle, Prefix, RUNNING, VTable, discard, ensure_instance_slot, finish, release_pool,
+};
+use crate::callback_env::{CallbackEnviron, env_parts};
+use crate::placement;
+use crate::pool::PoolRef;
+
+/// Not scheduled and not being polled: a wake submits it.
+const IDLE: u32 = 0;
+/// Submitted; the callback will poll it.
+const SCHEDULED: u32 = 1;
+/// Being polled.
+const POLLING: u32 = 2;
+/// Being polled, and woken since the poll began: polled again after it.
+const NOTIFIED: u32 = 3;
+/// The future has completed; wakes do nothing.
+const COMPLETE: u32 = 4;
+
+#[repr(C)]
+struct AsyncTask<F: Future> {
+    /// First (`repr(C)`): the header and result slot every task starts with.
+    prefix: Prefix<F::Output>,
+    sched: AtomicU32,
+    /// The work object that polls the task; 0 once closed.
+    work: AtomicIsize,
+    /// Keeps a private pool open while the task lives.
+    pool: PoolRef,
+    /// Polled only by the callback that moved `SCHEDULED -> POLLING`;
+    /// never moved (the block is never moved while it lives).
+    future: UnsafeCell<Option<F>>,
+}
+
+impl<F: Future + Send + 'static> AsyncTask<F>
+where
+    F::Output: Send + 'static,
+{
+    const VTABLE: VTable = VTable { run: never_claimed, discard: discard::<F::Output>, release: release::<F> };
+    const WAKER: RawWakerVTable =
+        RawWakerVTable::new(waker_clone::<F>, waker_wake::<F>, waker_wake_by_ref::<F>, waker_drop::<F>);
+
+    /// Submits the task if it is idle, or notes the wake if it is being polled.
+    fn schedule(this: *const Self) {
+        // SAFETY: every caller holds a reference.
+        let task = unsafe { &*this };
+        let mut s = task.sched.load(Ordering::Relaxed);
+        loop {
+            // Every path is a read-modify-write, so the poll that follows
+            // (its own `swap`) sees whatever the waker published before.
+            let next = match s {
+                IDLE => SCHEDULED,
+                POLLING => NOTIFIED,
+                _ => s,
+            };
+            match task.sched.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if s == IDLE {
+            // The submission's reference, given up by the callback.
+            // SAFETY: the caller's reference keeps the count above zero.
+            unsafe { Arc::increment_strong_count(this) };
+            // SAFETY: the work object is open until the task completes
+            // (`COMPLETE` is never left, and `IDLE` never follows it).
+            unsafe { SubmitThreadpoolWork(task.work.load(Ordering::Relaxed)) };
+        }
+    }
+}
+
+impl<F: Future> Drop for AsyncTask<F> {
+    fn drop(&mut self) {
+        let work = *self.work.get_mut();
+        if work != 0 {
+            // SAFETY: open, and no callback is queued or running: each holds
+            // a reference, and this is the last one.
+            unsafe { CloseThreadpoolWork(work) };
+        }
+        release_pool(self.pool.take());
+    }
+}
+
+/// # Safety
+/// Never called: an async task is never `QUEUED`, so never claimed.
+unsafe fn never_claimed(_: NonNull<Header>) {
+    unreachable!("an async task is never claimed by a waiter")
+}
+
+/// # Safety
+/// `h` came from `Arc::<AsyncTask<F>>::into_raw`, and the caller gives up
+/// that reference.
+unsafe fn release<F: Future>(h: NonNull<Header>) {
+    // SAFETY: guaranteed by the caller.
+    drop(unsafe { Arc::from_raw(h.cast::<AsyncTask<F>>().as_ptr()) });
+}
+
+/// # Safety (all four waker functions)
+/// `p` is an `AsyncTask<F>` the waker holds a reference to.
+unsafe fn waker_clone<F: Future + Send + 'static>(p: *const ()) -> RawWaker
+where
+    F::Output: Send + 'static,
+{
+    // SAFETY: the waker's reference keeps the count above zero.
+    unsafe { Arc::increment_strong_count(p.cast::<AsyncTask<F>>()) };
+    RawWaker::new(p, &AsyncTask::<F>::WAKER)
+}
+
+unsafe fn waker_wake<F: Future + Send + 'static>(p: *const ())
+where
+    F::Output: Send + 'static,
+{
+    AsyncTask::<F>::schedule(p.cast());
+    // SAFETY: the waker's own reference, given up by `wake`.
+    unsafe { waker_drop::<F>(p) };
+}
+
+unsafe fn waker_wake_by_ref<F: Future + Send + 'static>(p: *const ())
+where
+    F::Output: Send + 'static,
+{
+    AsyncTask::<F>::schedule(p.cast());
+}
+
+unsafe fn waker_drop<F: Future + Send + 'static>(p: *const ())
+where
+    F::Output: Send + 'static,
+{
+    // The last reference drops an unfinished future, whose `Drop` may panic
+    // on whatever thread drops the waker; that unwinds there, as dropping
+    // the future itself would.
+    // SAFETY: the waker's own reference, given up once.
+    unsafe { Arc::decrement_strong_count(p.cast::<AsyncTask<F>>()) };
+}
+
+/// Aborts the process if `f` panics: no unwind may leave a pool callback.
+fn or_abort(what: &str, f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        eprintln!("windows-threadpool: {what} panicked in a pool callback; aborting");
+        std::process::abort();
+    }
+}
+
+/// The work callback: polls the task once.
+unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
+    instance: PTP_CALLBACK_INSTANCE,
+    context: *mut c_void,
+    _work: PTP_WORK,
+) where
+    F::Output: Send + 'static,
+{
+    let p = context.cast_const().cast::<AsyncTask<F>>();
+    // SAFETY: the submission's reference keeps the task alive until this
+    // callback gives it up.
+    let task = unsafe { &*p };
+    // SAFETY: the context is a live `repr(C)` block whose first field starts
+    // with `Header` (`repr(C)`), which starts with its `Placement`.
+    let _placed = unsafe { placement::enter(context) };
+    let _mark = InstanceMark::enter(instance);
+    task.sched.swap(POLLING, Ordering::AcqRel);
+    // A waker borrowed from the submission's reference: cloning it takes
+    // one of its own.
+    // SAFETY: the vtable's functions are those of `AsyncTask<F>`.
+    let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(p.cast(), &AsyncTask::<F>::WAKER)) });
+    let polled = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: only the callback that moved the task to `POLLING` touches
+        // the future, and the block never moves, so pinning it is sound.
+        let fut = unsafe { (*task.future.get()).as_mut() }.expect("a task is polled only until it completes");
+        // SAFETY: as above.
+        unsafe { Pin::new_unchecked(fut) }.poll(&mut Context::from_waker(&waker))
+    }));
+    let result = match polled {
+        Ok(Poll::Pending) => {
+            if task.sched.compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                or_abort("dropping an unfinished task", || release_ref(p));
+                return;
+            }
+            // Woken during the poll: submit again, handing this callback's
+            // reference to the new submission.
+            task.sched.swap(SCHEDULED, Ordering::AcqRel);
+            // SAFETY: open until the task completes.
+            unsafe { SubmitThreadpoolWork(task.work.load(Ordering::Relaxed)) };
+            return;
+        }
+        Ok(Poll::Ready(v)) => Ok(v),
+        Err(payload) => Err(payload),
+    };
+    // SAFETY: as for the poll; the future is not touched again.
+    or_abort("dropping a completed future", || drop(unsafe { (*task.future.get()).take() }));
+    task.sched.swap(COMPLETE, Ordering::AcqRel);
+    let work = task.work.swap(0, Ordering::Relaxed);
+    // SAFETY: closed once, from its own callback, with nothing else queued:
+    // only `IDLE -> SCHEDULED` submits, and the state is now `COMPLETE`.
+    unsafe { CloseThreadpoolWork(work) };
+    // SAFETY: this callback is the task's only runner, holds a reference,
+    // and the task has not finished before.
+    unsafe { finish(&task.prefix, result) };
+    // The last reference drops a detached task's result.
+    or_abort("dropping a detached task's result", || release_ref(p));
+}
+
+fn release_ref<F: Future>(p: *const AsyncTask<F>) {
+    // SAFETY: called once per reference a callback holds.
+    unsafe { Arc::decrement_strong_count(p) };
+}
+
+fn spawn_with<F>(future: F, env: Option<&CallbackEnviron>) -> io::Result<JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    ensure_instance_slot()?;
+    let (raw_env, pool, placement) = env_parts(env);
+    let task = Arc::new(AsyncTask {
+        prefix: Prefix {
+            header: Header::new(placement, RUNNING, &AsyncTask::<F>::VTABLE),
+            result: UnsafeCell::new(None),
+        },
+        sched: AtomicU32::new(SCHEDULED),
+        work: AtomicIsize::new(0),
+        pool,
+        future: UnsafeCell::new(Some(future)),
+    });
+    let env_copy = without_cleanup_group(raw_env);
+    let env_ptr = env_copy.as_ref().map_or(core::ptr::null(), core::ptr::from_ref);
+    let p = Arc::as_ptr(&task);
+    // SAFETY: the callback is instantiated for the task's type and receives
+    // `p`, which the submission's reference keeps alive for each call;
+    // `env_ptr` is null or a valid environment for the call.
+    let work = unsafe { CreateThreadpoolWork(Some(poll_task::<F>), p.cast_mut().cast(), env_ptr) };
+    if work == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    task.work.store(work, Ordering::Relaxed);
+    // One reference for the handle (`task`'s), one for the first submission.
+    let p = Arc::into_raw(task);
+    // SAFETY: `p` holds a reference.
+    unsafe { Arc::increment_strong_count(p) };
+    // SAFETY: just created, not closed.
+    unsafe { SubmitThreadpoolWork(work) };
+    // SAFETY: from `Arc::into_raw`, never null.
+    Ok(JoinHandle { task: unsafe { NonNull::new_unchecked(p.cast_mut().cast::<Header>()) }, _result: PhantomData })
+}
+
+/// Runs `future` on the process default pool: it is polled on pool threads,
+/// each wake scheduling one poll (one `SubmitThreadpoolWork`). Returns a
+/// handle that resolves (`.await`) or blocks ([`JoinHandle::join`]) to the
+/// future's output, or to the payload of its panic.
+///
+/// Dropping the handle detaches the task; it still runs to completion.
+///
+/// # Panics
+/// If the system refuses to create the task's work object
+/// (`CreateThreadpoolWork`); [`try_spawn`] returns the error instead.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    try_spawn(future).expect("windows-threadpool: CreateThreadpoolWork failed")
+}
+
+/// [`spawn`], returning the OS error if the work object cannot be created.
+pub fn try_spawn<F>(future: F) -> io::Result<JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_with(future, None)
+}
+
+/// [`spawn`] on the pool and with the settings (priority, placement, runs
+/// long, library) of `env`.
+///
+/// # Panics
+/// If the system refuses to create the work object; see [`try_spawn_in`].
+pub fn spawn_in<F>(future: F, env: &CallbackEnviron) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    try_spawn_in(future, env).expect("windows-threadpool: CreateThreadpoolWork failed")
+}
+
+/// [`spawn_in`], returning the OS error if the work object cannot be created.
+pub fn try_spawn_in<F>(future: F, env: &CallbackEnviron) -> io::Result<JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_with(future, Some(env))
+}

@@ -1,0 +1,185 @@
+//! One-off tasks, with results and panics carried back to the caller:
+//! futures ([`spawn`], [`block_on`]) and closures ([`spawn_blocking`],
+//! [`scope`], [`join`], [`for_each`]). The names follow tokio for futures and
+//! rayon/`std::thread` for closures.
+//!
+//! ```
+//! use windows_threadpool::task;
+//!
+//! // A future polled on pool threads; its handle is a future too.
+//! let handle = task::spawn(async { 6 * 7 });
+//! assert_eq!(task::block_on(handle).unwrap(), 42);
+//!
+//! // A closure run on a pool thread; `join` blocks, `.await` does not.
+//! let handle = task::spawn_blocking(|| 6 * 7);
+//! assert_eq!(handle.join().unwrap(), 42);
+//!
+//! let mut words = vec!["a", "b"];
+//! windows_threadpool::scope(|s| {
+//!     s.spawn(|| words.push("c")); // borrows `words` until the scope ends
+//! });
+//! assert_eq!(words, ["a", "b", "c"]);
+//! ```
+//!
+//! # Async tasks
+//! [`spawn`] gives the future a pool work object of its own
+//! (`CreateThreadpoolWork`); each wake submits it once
+//! (`SubmitThreadpoolWork`, nothing allocated), and its callback polls the
+//! future. The futures of this crate ([`crate::time`], [`crate::wait`],
+//! [`crate::io`]) are completed by pool callbacks too, so a service written
+//! with them runs entirely on the pool, with no runtime thread of its own.
+//! They work under any executor as well, and any executor's futures work in
+//! these tasks. A panic in the future is caught and delivered to the
+//! [`JoinHandle`]; a dropped handle detaches the task, which still runs; a
+//! task is never cancelled. See `task/future.rs` for the state machine.
+//!
+//! # Design of closure tasks
+//! **One allocation per task.** A task is one reference-counted block
+//! (`Arc`) holding a header (state, scope link, a vtable), the result slot,
+//! the pool reference and the closure. The pool callback
+//! (`TrySubmitThreadpoolCallback`) owns one reference, the handle another
+//! (and, for scoped tasks, the scope a third); nothing else is allocated.
+//!
+//! **Claimed once, by whoever comes first.** A task's state goes
+//! `QUEUED -> RUNNING -> DONE`; the pool callback and any thread that waits
+//! for the task race to claim it (`QUEUED -> RUNNING`), and the winner runs
+//! the closure. So a thread that waits in [`JoinHandle::join`], at the end of
+//! a [`scope`], in [`join`] or in [`for_each`] first runs the tasks it waits
+//! for that no pool thread has started (help while waiting), and only blocks
+//! (`WaitOnAddress`) on tasks that are already running elsewhere. This is
+//! what keeps a pool with a thread maximum of 1 from deadlocking when a
+//! callback on its only thread spawns and joins, or opens a scope: the
+//! tasks queued behind it are run by the waiter itself. The pool callback of
+//! a task claimed by a waiter finds it claimed and only drops its reference.
+//! A task run by a waiter runs on the waiter's thread as that thread is:
+//! with its affinity (placed only if the waiter is itself a placed
+//! callback, see [`crate::placement`]), and without the environment's
+//! priority or runs-long setting. A task that joins its own handle (passed
+//! to it through shared state) waits for itself forever, as a thread that
+//! joins itself would; a long chain of tasks each joining the next, all
+//! run by waiters, runs on one stack.
+//!
+//! **Panics are caught inside the task** (`catch_unwind`), stored as the
+//! result and returned by `join`, as `std::thread` does; no unwind reaches
+//! the pool. This differs from the long-lived objects ([`Work`](crate::Work),
+//! timers, waits, I/O), whose callbacks abort the process on panic: their
+//! callback runs again and again on shared state with nobody to hand a
+//! panic to, while a task runs once and has a handle (or a scope) waiting
+//! for its outcome.
+//!
+//! **Teardown drains, never cancels.** A task is never cancelled: a dropped
+//! [`JoinHandle`] detaches the task, which still runs; a scope returns only
+//! after every task spawned in it has finished and its unjoined result has
+//! been dropped. Tasks are never members of a cleanup group (the
+//! environment's group, if any, is not passed on), so no group release can
+//! discard one. A task keeps the private pool it runs on open until its
+//! callback has returned; a callback that holds the pool's last reference
+//! hands the close to the default pool (`reentry::hand_off`), as an
+//! object's own-callback teardown does, rather than close the pool from one
+//! of its own callbacks. None of the self-heal or drain-obligation
+//! machinery of the long-lived objects applies: there is no object to drain
+//! or to drop from its own callback, and nothing is ever cancelled.
+//!
+//! **A scope's tasks are finished before it returns.** [`scope`] collects its
+//! tasks on a lock-free list; when its closure has returned (or panicked) it
+//! claims or waits for each, takes the list again until it stays empty
+//! (tasks may spawn more tasks into the scope), and only then drops the
+//! results nobody joined. After that a task's block holds no closure and no
+//! result, so the pool callback that drops the last reference later touches
+//! nothing the scope borrowed. If the closure panicked, `scope` resumes that
+//! panic; otherwise, if a task panicked and was not joined, `scope` panics,
+//! as `std::thread::scope` does.
+//!
+//! **`for_each` runs chunks taken from the iterator.** Submitting one pool
+//! callback per item costs microseconds (about 9 µs under Wine), so
+//! [`for_each`] starts one helper task per other processor, and every
+//! participant (the caller included) takes chunks of up to 1,024 items from
+//! the iterator under one lock, into a buffer of its own, and visits them
+//! without the lock, until the iterator is exhausted. Nothing is collected
+//! up front (collecting 1,000,000 items into a fresh buffer costs more under
+//! Wine than visiting them), and the allocations are one buffer per
+//! participant whatever the number of items. Each item is moved out exactly
+//! once: visited, or, if `f` panicked earlier in the same chunk, dropped
+//! unvisited; the first panic is resumed once the iterator is exhausted and
+//! every chunk finished.
+//!
+//! # Long-blocking tasks
+//! A task that is about to block for long calls [`may_run_long`]
+//! (`CallbackMayRunLong` on the instance of the pool callback it runs in),
+//! as an object's callback calls `CallbackInstance::may_run_long`. It
+//! returns `None` where there is no such callback: outside a task, or in a
+//! task a waiter runs on its own thread (which is not the pool's to plan
+//! for). Tasks that all block for long can instead run on an environment
+//! that says so up front,
+//! [`CallbackEnviron::with_runs_long`](crate::CallbackEnviron::with_runs_long)
+//! (`SetThreadpoolCallbackRunsLong`):
+//!
+//! ```
+//! let h = windows_threadpool::task::spawn_blocking(|| {
+//!     let _more_threads = windows_threadpool::task::may_run_long();
+//!     std::thread::sleep(std::time::Duration::from_millis(1)); // blocks
+//! });
+//! h.join().unwrap();
+//! ```
+//!
+//! ```
+//! use windows_threadpool::{CallbackEnviron, task::spawn_blocking_in};
+//!
+//! let env = CallbackEnviron::new().with_runs_long();
+//! let h = spawn_blocking_in(|| std::thread::sleep(std::time::Duration::from_millis(1)), &env);
+//! h.join().unwrap();
+//! ```
+//!
+//! # Compile-time rules
+//! A spawned closure must be `Send`:
+//!
+//! ```compile_fail,E0277
+//! let rc = std::rc::Rc::new(1);
+//! let _h = windows_threadpool::task::spawn_blocking(move || *rc);
+//! ```
+//!
+//! An unscoped task cannot borrow from the stack:
+//!
+//! ```compile_fail,E0373
+//! let v = vec![1, 2, 3];
+//! let _h = windows_threadpool::task::spawn_blocking(|| v.len());
+//! ```
+//!
+//! A scoped task may borrow only what outlives the scope:
+//!
+//! ```compile_fail,E0373
+//! windows_threadpool::scope(|s| {
+//!     let local = vec![1, 2, 3];
+//!     s.spawn(|| local.len());
+//! });
+//! ```
+//!
+//! A spawned future must be `Send`, as tokio's `spawn` requires:
+//!
+//! ```compile_fail,E0277
+//! let rc = std::rc::Rc::new(1);
+//! let _h = windows_threadpool::task::spawn(async move { *rc });
+//! ```
+//!
+//! A scoped task is `Send` too:
+//!
+//! ```compile_fail,E0277
+//! let rc = std::rc::Rc::new(1);
+//! windows_threadpool::scope(|s| {
+//!     s.spawn(|| *rc);
+//! });
+//! ```
+
+mod block_on;
+mod blocking;
+mod for_each;
+mod future;
+mod header;
+mod scope;
+
+pub use block_on::block_on;
+pub use blocking::{spawn_blocking, spawn_blocking_in, try_spawn_blocking, try_spawn_blocking_in};
+pub use for_each::{for_each, for_each_in};
+pub use future::{spawn, spawn_in, try_spawn, try_spawn_in};
+pub use header::{JoinHandle, may_run_long};
+pub use scope::{Scope, ScopedJoinHandle, join, join_in, scope, scope_in};

@@ -1,0 +1,237 @@
+//! Async tasks on the pool: `task::spawn`, `task::block_on`, and
+//! `JoinHandle` as a future, under the crate's executor and others.
+#![cfg(windows)]
+
+#[path = "support/executors.rs"]
+mod executors;
+mod support;
+
+use executors::on_each_executor;
+use support::{Gate, PATIENCE};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use futures::channel::oneshot;
+use windows_threadpool::task::{self, JoinHandle};
+use windows_threadpool::{CallbackEnviron, Pool, Work};
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<JoinHandle<u32>>();
+};
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+}
+
+/// Pending `n` times, waking itself each time before returning: every poll
+/// after the first comes from a wake that arrived while the task was being
+/// polled.
+struct YieldN(usize);
+
+impl Future for YieldN {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 == 0 {
+            return Poll::Ready(());
+        }
+        self.0 -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+#[test]
+fn block_on_runs_a_spawned_future_to_its_output() {
+    let h = task::spawn(async { 6 * 7 });
+    assert_eq!(task::block_on(h).unwrap(), 42);
+}
+
+#[test]
+fn join_blocks_for_an_async_task() {
+    let (tx, rx) = oneshot::channel::<u32>();
+    let h = task::spawn(async move { rx.await.unwrap() + 1 });
+    assert!(!h.is_finished());
+    tx.send(41).unwrap();
+    assert_eq!(h.join().unwrap(), 42);
+}
+
+#[test]
+fn a_handle_resolves_under_every_executor() {
+    on_each_executor(|| async {
+        let (tx, rx) = oneshot::channel::<u32>();
+        let h = task::spawn(async move { rx.await.unwrap() * 2 });
+        std::thread::spawn(move || tx.send(21).unwrap());
+        assert_eq!(h.await.unwrap(), 42);
+    });
+}
+
+#[test]
+fn a_closure_task_handle_is_a_future_too() {
+    on_each_executor(|| async {
+        let h = task::spawn_blocking(|| 6 * 7);
+        assert_eq!(h.await.unwrap(), 42);
+    });
+}
+
+/// Awaiting a closure task never runs it on the awaiting thread: on a pool
+/// whose only thread is held, the await stays pending until it is released.
+#[test]
+fn awaiting_a_closure_task_does_not_run_it_here() {
+    let pool = Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
+    let gate = Arc::new(Gate::default());
+    let entered = Arc::new(support::Counter::default());
+    let (g, e) = (gate.clone(), entered.clone());
+    let blocker = Work::new_in(
+        move |_| {
+            e.bump();
+            g.wait();
+        },
+        &env,
+    )
+    .unwrap();
+    blocker.submit();
+    entered.wait_for(1);
+    let here = std::thread::current().id();
+    let mut h = task::spawn_blocking_in(move || std::thread::current().id(), &env);
+    let waker = futures::task::noop_waker();
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    gate.open();
+    let ran_on = task::block_on(h).unwrap();
+    assert_ne!(ran_on, here, "the awaited closure ran on the awaiting thread");
+    blocker.wait();
+}
+
+#[test]
+fn a_panic_in_a_task_reaches_its_handle() {
+    let h = task::spawn(async { panic!("boom in a task") });
+    let err = task::block_on(h).unwrap_err();
+    assert_eq!(panic_message(&*err), "boom in a task");
+    let h = task::spawn(async {
+        YieldN(3).await;
+        panic!("boom after yielding")
+    });
+    assert_eq!(panic_message(&*h.join().unwrap_err()), "boom after yielding");
+}
+
+#[test]
+fn wakes_during_a_poll_poll_again() {
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    let h = task::spawn(async move {
+        for _ in 0..1000 {
+            p.fetch_add(1, SeqCst);
+            YieldN(1).await;
+        }
+        7
+    });
+    assert_eq!(h.join().unwrap(), 7);
+    assert_eq!(polls.load(SeqCst), 1000);
+}
+
+/// A detached task (its handle dropped) still runs to completion.
+#[test]
+fn a_dropped_handle_detaches_the_task() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = oneshot::channel::<()>();
+    drop(task::spawn(async move {
+        go_rx.await.unwrap();
+        tx.send(5).unwrap();
+    }));
+    go_tx.send(()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), 5);
+}
+
+/// Records its drop.
+struct DropFlag(Arc<AtomicUsize>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A future that never completes and keeps no waker: once its handle is
+/// dropped nothing refers to the task, which is freed with its future.
+#[test]
+fn a_task_nobody_can_wake_is_freed_with_its_last_reference() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (polled_tx, polled_rx) = std::sync::mpsc::channel();
+    let flag = DropFlag(dropped.clone());
+    let h = task::spawn(async move {
+        let _flag = flag;
+        polled_tx.send(()).unwrap();
+        std::future::pending::<()>().await;
+    });
+    polled_rx.recv_timeout(PATIENCE).unwrap();
+    // The callback gives up its reference after the poll; the handle's is
+    // then the last. Waiting for the poll to end needs a bound, not a sleep
+    // that decides: the drop flag is checked once the handle is gone.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    drop(h);
+    while dropped.load(SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(dropped.load(SeqCst), 1, "the unfinished future was not dropped");
+}
+
+/// A waker kept after its task completed does nothing when woken.
+#[test]
+fn a_waker_outliving_its_task_is_harmless() {
+    let kept: Arc<Mutex<Option<Waker>>> = Arc::default();
+    let k = kept.clone();
+    let h = task::spawn(std::future::poll_fn(move |cx| {
+        *k.lock().unwrap() = Some(cx.waker().clone());
+        Poll::Ready(3)
+    }));
+    assert_eq!(h.join().unwrap(), 3);
+    let w = kept.lock().unwrap().take().unwrap();
+    w.wake_by_ref();
+    w.wake();
+}
+
+#[test]
+fn ten_thousand_tasks_waiting_at_once() {
+    const N: usize = 10_000;
+    let mut senders = Vec::with_capacity(N);
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (tx, rx) = oneshot::channel::<usize>();
+            senders.push(tx);
+            task::spawn(async move { rx.await.unwrap() + i })
+        })
+        .collect();
+    for (i, tx) in senders.into_iter().enumerate() {
+        tx.send(i).unwrap();
+    }
+    let sum: usize = task::block_on(futures::future::join_all(handles)).into_iter().map(|r| r.unwrap()).sum();
+    assert_eq!(sum, 2 * (0..N).sum::<usize>());
+}
+
+/// Tasks on a private pool run on its threads and keep it open: the pool's
+/// handle is dropped while they wait, and they still finish.
+#[test]
+fn tasks_on_a_private_pool_keep_it_open() {
+    let pool = Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
+    let (tx, rx) = oneshot::channel::<u32>();
+    let h = task::spawn_in(async move { rx.await.unwrap() }, &env);
+    drop(env);
+    drop(pool);
+    tx.send(9).unwrap();
+    assert_eq!(h.join().unwrap(), 9);
+}
+
+/// `may_run_long` is answered inside an async task's poll, which runs in a
+/// pool callback.
+#[test]
+fn may_run_long_answers_inside_an_async_task() {
+    let h = task::spawn(async { task::may_run_long() });
+    assert!(h.join().unwrap().is_some());
+}
