@@ -1,28 +1,4 @@
-//! When a timer fires or a wait times out: [`Deadline`].
-//!
-//! Every arming method ([`TimerObject::arm`](crate::timer::TimerObject::arm),
-//! [`PeriodicTimerObject::arm`](crate::timer::PeriodicTimerObject::arm),
-//! [`WaitObject::arm`](crate::wait::WaitObject::arm), and the re-arms of
-//! [`TimerFiring`](crate::TimerFiring) and
-//! [`WaitActivation`](crate::WaitActivation)) takes `impl Into<Deadline>`, so
-//! each accepts the three ways Rust names a point in time:
-//!
-//! | argument | meaning | follows wall-clock changes |
-//! |---|---|---|
-//! | [`Duration`] | that long after the arming call | no |
-//! | [`Instant`] | that point on the monotonic clock, as a delay computed when armed (a past instant: at once) | no |
-//! | [`SystemTime`] | that wall-clock time (a past time: at once) | yes |
-//! | [`Deadline::NEVER`] | never (a wait without timeout) | |
-//!
-//! The pool takes a due time as a signed count of 100 ns units in a
-//! `FILETIME`: negative is relative, positive is absolute (since 1601), zero
-//! is "immediately". A relative delay is rounded *up*, so nothing fires
-//! early. Nothing is rejected: a delay or time too far off to represent
-//! (beyond about 29,227 years) saturates to the farthest one, never in
-//! practice, as `tokio::time` treats it; a wall-clock time at or before 1601
-//! means "at once", like any past time. A relative due time does not count
-//! time the system spends asleep; an absolute one does (documented for
-//! `SetThreadpoolTimer`).
+//! [`Deadline`]: the one conversion of a point in time for arming.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -30,7 +6,7 @@ use crate::sys::{absolute_due, relative_due};
 
 /// When a timer should fire or a wait time out: after a [`Duration`], at an
 /// [`Instant`] or a [`SystemTime`], or [never](Self::NEVER). See the
-/// [module docs](self) for the conversions.
+/// [module docs](super) for the conversions.
 ///
 /// ```
 /// use std::time::{Duration, Instant, SystemTime};

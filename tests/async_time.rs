@@ -1,0 +1,151 @@
+//! `time::sleep`, `sleep_until`, `interval` and `timeout` under every executor.
+#![cfg(windows)]
+
+#[path = "support/executors.rs"]
+mod executors;
+mod support;
+
+use executors::on_each_executor;
+use support::{Counter, PATIENCE};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use windows_threadpool::task;
+use windows_threadpool::time::{self, Elapsed, MissedTickBehavior, Sleep, Timeout};
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Sleep>();
+    send_sync::<time::Interval>();
+    send_sync::<Timeout<Sleep>>();
+};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn a_sleep_completes_at_its_deadline_never_before() {
+    on_each_executor(|| async {
+        for d in [MS, 5 * MS, 20 * MS] {
+            let start = Instant::now();
+            let s = time::sleep(d);
+            let deadline = s.deadline().unwrap();
+            s.await;
+            assert!(Instant::now() >= deadline, "woke {:?} early", deadline - Instant::now());
+            assert!(start.elapsed() >= d);
+        }
+    });
+}
+
+#[test]
+fn a_past_deadline_is_ready_at_once() {
+    on_each_executor(|| async {
+        let mut s = time::sleep_until(Instant::now() - Duration::from_secs(1));
+        assert!(!s.is_elapsed());
+        (&mut s).await;
+        assert!(s.is_elapsed());
+        // Ready again when polled again, as tokio's is.
+        s.await;
+    });
+}
+
+#[test]
+fn timeout_gives_the_output_or_elapsed() {
+    on_each_executor(|| async {
+        assert_eq!(time::timeout(Duration::from_secs(60), async { 5 }).await, Ok(5));
+        let start = Instant::now();
+        let r = time::timeout(5 * MS, time::sleep(Duration::from_secs(60))).await;
+        assert!(start.elapsed() >= 5 * MS);
+        let elapsed: Elapsed = r.unwrap_err();
+        assert_eq!(elapsed.to_string(), "deadline has elapsed");
+        let e: std::io::Error = elapsed.into();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    });
+}
+
+#[test]
+fn interval_ticks_on_its_schedule() {
+    on_each_executor(|| async {
+        let start = Instant::now();
+        let mut i = time::interval_at(start, 3 * MS);
+        assert_eq!(i.missed_tick_behavior(), MissedTickBehavior::Burst);
+        for k in 0..4u32 {
+            let t = i.tick().await;
+            assert_eq!(t, start + k * 3 * MS, "tick {k}");
+            assert!(Instant::now() >= t);
+        }
+    });
+}
+
+struct CountWakes(Counter);
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.bump();
+    }
+}
+
+/// The waker of the latest poll is the one woken, exactly once.
+#[test]
+fn the_latest_waker_is_woken_once() {
+    let (a, b) = (Arc::new(CountWakes(Counter::default())), Arc::new(CountWakes(Counter::default())));
+    let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+    let mut s = time::sleep(5 * MS);
+    assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wa)).is_pending());
+    assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wb)).is_pending());
+    b.0.wait_for(1);
+    assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wb)).is_ready());
+    // Another sleep's firing after this one's cannot wake it again.
+    task::block_on(time::sleep(5 * MS));
+    assert_eq!((a.0.get(), b.0.get()), (0, 1));
+}
+
+/// Sleeps dropped before their deadline never wake anyone, and the ones
+/// left still fire.
+#[test]
+fn dropped_sleeps_do_not_fire() {
+    let a = Arc::new(CountWakes(Counter::default()));
+    let wa = Waker::from(a.clone());
+    for _ in 0..1000 {
+        let mut s = time::sleep(2 * MS);
+        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wa)).is_pending());
+    }
+    task::block_on(time::sleep(20 * MS));
+    assert_eq!(a.0.get(), 0);
+}
+
+#[test]
+fn ten_thousand_concurrent_sleeps() {
+    on_each_executor(|| async {
+        let start = Instant::now();
+        let sleeps = (0..10_000u32).map(|i| async move {
+            let s = time::sleep(Duration::from_micros(u64::from(i % 50) * 1000 + 1000));
+            let deadline = s.deadline().unwrap();
+            s.await;
+            assert!(Instant::now() >= deadline);
+        });
+        futures::future::join_all(sleeps).await;
+        assert!(start.elapsed() >= 50 * MS);
+        assert!(start.elapsed() < PATIENCE);
+    });
+}
+
+/// A sleep inside a task spawned on the pool: nothing but pool callbacks
+/// (the driver's timer, the task's work object) completes it.
+#[test]
+fn sleeps_in_pool_tasks() {
+    let handles: Vec<_> = (0..100u64)
+        .map(|i| {
+            task::spawn(async move {
+                let start = Instant::now();
+                time::sleep(Duration::from_millis(i % 10 + 1)).await;
+                start.elapsed()
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        assert!(h.join().unwrap() >= Duration::from_millis(i as u64 % 10 + 1));
+    }
+}
