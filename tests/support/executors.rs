@@ -1,8 +1,9 @@
 //! Runs one async test body under every executor the futures must work with.
 //!
 //! Each executor gets a fresh future from `make`, so a body is written once
-//! and checked under the crate's own executor (added with it), `futures`'
-//! `block_on` and tokio's current-thread and multi-thread runtimes. A hang
+//! and checked under the crate's own executor (`task::block_on` on the test
+//! thread, and `task::spawn` on the pool), `futures`' `block_on` and tokio's
+//! current-thread and multi-thread runtimes. A hang
 //! is a failure: a watchdog aborts the test process, naming the executor,
 //! once [`PATIENCE`](crate::support::PATIENCE) has passed.
 //!
@@ -14,7 +15,13 @@ use std::future::Future;
 use std::sync::mpsc;
 
 /// The executors, by name, in the order [`on_each_executor`] runs them.
-pub const EXECUTORS: &[&str] = &["futures::executor::block_on", "tokio current-thread", "tokio multi-thread"];
+pub const EXECUTORS: &[&str] = &[
+    "task::block_on",
+    "task::spawn",
+    "futures::executor::block_on",
+    "tokio current-thread",
+    "tokio multi-thread",
+];
 
 /// Runs `make()` to completion under each of [`EXECUTORS`].
 pub fn on_each_executor<F, M>(make: M)
@@ -34,6 +41,12 @@ where
 {
     let _watch = Watchdog::start(name);
     match name {
+        "task::block_on" => windows_threadpool::task::block_on(fut),
+        "task::spawn" => {
+            if let Err(panic) = windows_threadpool::task::spawn(fut).join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
         "futures::executor::block_on" => futures::executor::block_on(fut),
         "tokio current-thread" => {
             tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(fut)
