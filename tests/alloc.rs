@@ -502,6 +502,35 @@ fn spawn_join() {
     assert_eq!(sum, (0..CALLS).sum::<usize>());
 }
 
+/// Waking an async task submits its work object and allocates nothing:
+/// the wakes are counted on this thread, the polls they cause run on pool
+/// threads.
+fn async_task_wake() {
+    let polls = Arc::new(Progress::default());
+    let slot: Arc<Mutex<Option<std::task::Waker>>> = Arc::default();
+    let (p, sl) = (polls.clone(), slot.clone());
+    let h = windows_threadpool::task::spawn(std::future::poll_fn(move |cx| {
+        let n = p.bump();
+        if n > CALLS {
+            return std::task::Poll::Ready(n);
+        }
+        *sl.lock().unwrap() = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    }));
+    for i in 1..=CALLS {
+        polls.wait_for(i);
+        let waker = loop {
+            if let Some(w) = slot.lock().unwrap().take() {
+                break w;
+            }
+            std::thread::yield_now();
+        };
+        let c = count_here(|| waker.wake_by_ref());
+        assert_none(&format!("waking an async task #{i}"), c);
+    }
+    assert_eq!(h.join().unwrap(), CALLS + 1);
+}
+
 /// A scope allocates only its tasks' blocks: no list, no per-task bookkeeping.
 fn scope_spawn() {
     let hits = AtomicUsize::new(0);
@@ -550,6 +579,12 @@ fn for_each_items() {
 fn spawn_and_join_allocate_one_block_per_task() {
     let _s = serial();
     spawn_join();
+}
+
+#[test]
+fn waking_an_async_task_allocates_nothing() {
+    let _s = serial();
+    async_task_wake();
 }
 
 #[test]
@@ -644,6 +679,7 @@ fn nothing_allocates_with_the_trace_armed() {
         io_outstanding_pipe_reads();
         io_resubmit_claimed();
         spawn_join();
+        async_task_wake();
         scope_spawn();
         for_each_items();
         let dump = windows_threadpool::trace::dump();
