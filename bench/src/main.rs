@@ -6,11 +6,16 @@
 //! `wtp-bench [--quick] [--only-trace | --only-io | --only-create | --only-tasks]`:
 //! `--quick` runs fewer trials and samples (a smoke run); `--only-io` runs
 //! just the I/O workload (6); `--only-create` just create + drop (7);
-//! `--only-tasks` just the one-off tasks (10 to 13);
+//! `--only-tasks` just the one-off tasks (10 to 13); `--only-async` just the
+//! async rows (14 on);
 //! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,
 //! disarmed and armed).
 
+#[cfg(windows)]
+mod async_workload;
+#[cfg(windows)]
+mod heap;
 #[cfg(windows)]
 mod io_workload;
 #[cfg(windows)]
@@ -29,6 +34,8 @@ fn main() {
         io_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-tasks") {
         task_workload::run(&cfg, &mut table);
+    } else if std::env::args().any(|a| a == "--only-async") {
+        async_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-create") {
         workloads::create_drop(&cfg, &mut table);
     } else {
@@ -45,13 +52,14 @@ fn main() {
 #[cfg_attr(not(windows), allow(dead_code))]
 mod report {
     /// The columns of every row; `Raw` is the floor ratios are taken against.
-    pub const COLUMNS: [&str; 5] =
-        ["this crate", "raw windows-sys", "windows-threading", "rayon::spawn", "std threads + channel"];
+    pub const COLUMNS: [&str; 6] =
+        ["this crate", "raw windows-sys", "windows-threading", "rayon::spawn", "std threads + channel", "tokio"];
     pub const CRATE: usize = 0;
     pub const RAW: usize = 1;
     pub const WINDOWS_THREADING: usize = 2;
     pub const RAYON: usize = 3;
     pub const STD: usize = 4;
+    pub const TOKIO: usize = 5;
 
     /// One measured cell: the headline value and how it spread.
     #[derive(Clone, Debug)]
@@ -90,7 +98,7 @@ mod report {
     pub struct Row {
         pub workload: String,
         pub unit: &'static str,
-        pub cells: [Option<Cell>; 5],
+        pub cells: Vec<Option<Cell>>,
     }
 
     #[derive(Default)]
@@ -99,7 +107,10 @@ mod report {
     }
 
     impl Table {
-        pub fn add(&mut self, workload: impl Into<String>, unit: &'static str, cells: [Option<Cell>; 5]) {
+        /// Adds a row; cells are given for the first `N` columns, the rest are n/a.
+        pub fn add<const N: usize>(&mut self, workload: impl Into<String>, unit: &'static str, cells: [Option<Cell>; N]) {
+            let mut cells = Vec::from(cells);
+            cells.resize(COLUMNS.len(), None);
             let row = Row { workload: workload.into(), unit, cells };
             eprintln!("bench: {}", render(&row));
             self.rows.push(row);

@@ -471,7 +471,7 @@ fn spin_stamp(stamp: &AtomicU64) -> u64 {
 
 /// A `FILETIME` holding the raw signed 100 ns count the timer API reads
 /// (negative: relative, 0: immediately).
-fn filetime(v: i64) -> FILETIME {
+pub fn filetime(v: i64) -> FILETIME {
     FILETIME { dwLowDateTime: v as u32, dwHighDateTime: (v >> 32) as u32 }
 }
 
