@@ -35,7 +35,9 @@ where
     let _watch = Watchdog::start(name);
     match name {
         "futures::executor::block_on" => futures::executor::block_on(fut),
-        "tokio current-thread" => tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(fut),
+        "tokio current-thread" => {
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(fut)
+        }
         "tokio multi-thread" => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
