@@ -62,10 +62,13 @@ const _: () = {
     send::<WriteFuture<'static, &'static [u8]>>();
 };
 
+/// An operation's outcome: the result and the buffer, type-erased.
+type Outcome = (io::Result<usize>, Box<dyn Any + Send>);
+
 /// What an operation's completion and its future share.
 struct OpShared {
     /// The result and the (type-erased) buffer, published once by the callback.
-    done: Mutex<Option<(io::Result<usize>, Box<dyn Any + Send>)>>,
+    done: Mutex<Option<Outcome>>,
     waker: WakerSlot,
 }
 
@@ -79,7 +82,7 @@ impl OpShared {
         self.waker.wake();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(io::Result<usize>, Box<dyn Any + Send>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Outcome>> {
         self.done.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
