@@ -104,7 +104,6 @@ pub mod timer;
 #[cfg(windows)]
 pub mod wait;
 #[cfg(windows)]
-#[allow(dead_code)] // used by the async futures being added
 mod waker_slot;
 #[cfg(windows)]
 pub mod work;
