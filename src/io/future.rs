@@ -21,6 +21,20 @@ use crate::waker_slot::WakerSlot;
 /// design. The futures borrow the object, so it outlives them; dropping it
 /// cancels and waits for whatever forgotten operations remain, as `Io` does.
 ///
+/// ```
+/// use windows_threadpool::io::{self, AsyncIo};
+///
+/// let (server, client) = io::pipe_pair()?;
+/// let (server, client) = (AsyncIo::new(server)?, AsyncIo::new(client)?);
+/// futures::executor::block_on(async {
+///     let (sent, _) = client.write(b"ping".to_vec()).await;
+///     let (n, buf) = server.read(vec![0u8; 16]).await;
+///     assert_eq!((sent?, &buf[..n?]), (4, &b"ping"[..]));
+///     Ok::<(), std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
 /// A future cannot outlive its object:
 ///
 /// ```compile_fail,E0505

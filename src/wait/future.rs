@@ -180,6 +180,16 @@ impl Drop for Signalled {
 /// [`Child::try_wait`]. Lazy, like [`signalled`]: nothing happens before the
 /// first poll.
 ///
+/// The child stays borrowed until the future is gone:
+///
+/// ```compile_fail,E0499
+/// let mut child = std::process::Command::new("cmd").args(["/c", "exit 0"]).spawn()?;
+/// let exit = windows_threadpool::wait::process_exit(&mut child);
+/// child.kill()?;
+/// drop(exit);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
 /// ```
 /// let mut child = std::process::Command::new("cmd").args(["/c", "exit 3"]).spawn()?;
 /// let status = futures::executor::block_on(windows_threadpool::wait::process_exit(&mut child))?;
