@@ -92,6 +92,27 @@ fn process_exit_of_a_child_already_gone() {
     });
 }
 
+/// The deadline counts from the call, not from the first poll: a future
+/// first polled after its deadline has passed arms an expired timeout. Under
+/// Wine an expired timeout always reports `TimedOut`, even on a signalled
+/// handle (`tests/wait.rs::zero_timeout_on_a_signalled_handle`), which makes
+/// the start visible; were it the first poll, the signal would be reported.
+#[test]
+fn the_deadline_counts_from_the_call() {
+    let event = Event::manual_reset().unwrap();
+    let timeout = Duration::from_millis(20);
+    let created = Instant::now();
+    let fut = wait::signalled(event.try_clone().unwrap().into(), Some(timeout));
+    while created.elapsed() <= timeout {
+        std::thread::yield_now();
+    }
+    event.set().unwrap();
+    let result = futures::executor::block_on(fut).unwrap();
+    if support::on_wine() {
+        assert_eq!(result, WaitResult::TimedOut);
+    }
+}
+
 /// The waker of the latest poll is the one woken, once.
 #[test]
 fn only_the_latest_waker_is_woken_once() {
