@@ -196,6 +196,44 @@ fn a_dropped_read_is_cancelled_and_its_buffer_kept_until_the_completion() {
     assert_eq!(woken.0.get(), 0);
 }
 
+/// Reads dropped right after their first poll, racing their completions:
+/// every operation settles and every block is freed, whichever side wins.
+#[test]
+fn reads_dropped_while_completing_all_settle() {
+    const N: usize = 1_000;
+    let file = TempFile::with_contents("race", &pattern(N * 8));
+    let io = file.open();
+    let (_c, w) = counting_waker();
+    for i in 0..N {
+        let mut read = io.read_at(vec![0u8; 8], (i * 8) as u64);
+        let _ = poll_once(&mut read, &w);
+        if i % 2 == 0 {
+            std::thread::yield_now();
+        }
+        drop(read);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while io.outstanding() != 0 {
+        assert!(Instant::now() < deadline, "{} operations never settled", io.outstanding());
+        std::thread::yield_now();
+    }
+    assert_eq!(io::live_operations(), 0);
+}
+
+/// A forgotten pending future does not keep its object from dropping: the
+/// drop cancels the read and waits for its completion.
+#[test]
+fn dropping_the_object_settles_forgotten_reads() {
+    let (server, _client) = io::pipe_pair().unwrap();
+    let server = AsyncIo::new(server).unwrap();
+    let mut read = server.read(vec![0u8; 16]);
+    let (_c, w) = counting_waker();
+    assert!(poll_once(&mut read, &w).is_pending());
+    std::mem::forget(read);
+    drop(server);
+    assert_eq!(io::live_operations(), 0);
+}
+
 /// A future that is never polled issues nothing.
 #[test]
 fn nothing_is_issued_before_the_first_poll() {

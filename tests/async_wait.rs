@@ -219,6 +219,28 @@ fn dropping_then_setting_the_event() {
     });
 }
 
+/// Futures dropped right after their first poll while another thread sets
+/// their events: whichever side wins, nothing crashes or hangs, and the
+/// events still work afterwards.
+#[test]
+fn futures_dropped_while_their_events_are_set() {
+    const N: usize = 500;
+    let events: Arc<Vec<Event>> = Arc::new((0..N).map(|_| Event::manual_reset().unwrap()).collect());
+    let (_c, w) = counting_waker();
+    let mut futs: Vec<_> = events.iter().map(|e| wait::signalled(e.try_clone().unwrap().into(), None)).collect();
+    for f in &mut futs {
+        assert!(poll_once(f, &w).is_pending());
+    }
+    let setter = {
+        let events = Arc::clone(&events);
+        std::thread::spawn(move || events.iter().for_each(|e| e.set().unwrap()))
+    };
+    drop(futs);
+    setter.join().unwrap();
+    let last = wait::signalled(events[N - 1].try_clone().unwrap().into(), None);
+    assert_eq!(futures::executor::block_on(last).unwrap(), WaitResult::Signalled);
+}
+
 /// 10,000 waits on 10,000 events set from another thread, joined.
 #[test]
 fn ten_thousand_concurrent_waits() {
