@@ -70,9 +70,11 @@
 //!
 //! # Waits as futures
 //! [`signalled`] (and [`signalled_in`]) turn one wait into a future that works
-//! under any executor; [`process_exit`] builds on it. The future creates and
-//! arms its own [`Wait`] at the first poll; the callback publishes the result
-//! and wakes the latest poll's waker, once.
+//! under any executor; [`process_exit`] builds on it. The timeout's deadline
+//! is fixed when the future is made (as `tokio::time::sleep` fixes its own),
+//! so a late first poll does not extend it; the future creates and arms its
+//! own [`Wait`] at the first poll, and the poll returns an error creating it.
+//! The callback publishes the result and wakes the latest poll's waker, once.
 //!
 //! Dropping an unfinished future must neither cancel the wait (a cancelled
 //! wait callback can leave a Windows pool with no worker) nor block the
@@ -81,7 +83,8 @@
 //! another thread (a callback on the process default pool); the future's
 //! part ends at once, and the callback, which owns what it touches, finishes
 //! safely. A completed future drops its wait in place: the callback has
-//! already run, up to its wake.
+//! already run, up to its wake. The handed-off teardown can itself wait:
+//! under Wine its flush needs a free thread in the wait's pool.
 
 use core::ffi::c_void;
 #[cfg(doc)]
