@@ -67,6 +67,24 @@
 //! for that activation (which does not reach the user's callback), disarms
 //! and drains again. The flush needs a free thread in the wait's pool.
 //! `docs/wine.md` records the difference.
+//!
+//! # Waits as futures
+//! [`signalled`] (and [`signalled_in`]) turn one wait into a future that works
+//! under any executor; [`process_exit`] builds on it. The timeout's deadline
+//! is fixed when the future is made (as `tokio::time::sleep` fixes its own),
+//! so a late first poll does not extend it; the future creates and arms its
+//! own [`Wait`] at the first poll, and the poll returns an error creating it.
+//! The callback publishes the result and wakes the latest poll's waker, once.
+//!
+//! Dropping an unfinished future must neither cancel the wait (a cancelled
+//! wait callback can leave a Windows pool with no worker) nor block the
+//! executor's thread, yet the wait's ordinary teardown drains, which waits
+//! for a queued callback to get a pool thread. So that teardown is handed to
+//! another thread (a callback on the process default pool); the future's
+//! part ends at once, and the callback, which owns what it touches, finishes
+//! safely. A completed future drops its wait in place: the callback has
+//! already run, up to its wake. The handed-off teardown can itself wait:
+//! under Wine its flush needs a free thread in the wait's pool.
 
 use core::ffi::c_void;
 #[cfg(doc)]
@@ -95,6 +113,9 @@ use crate::reentry;
 use crate::sys::{self, filetime};
 use crate::time::Deadline;
 use crate::trace::EventInfo;
+
+mod future;
+pub use future::{ProcessExit, Signalled, process_exit, signalled, signalled_in};
 
 pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "wait", event: "created", slots: ["wait", "context"], meaning: "a wait object was created" },

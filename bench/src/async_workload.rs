@@ -9,8 +9,8 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use windows_sys::Win32::System::Threading::{
-    CloseThreadpoolTimer, CreateThreadpoolTimer, PTP_CALLBACK_INSTANCE, PTP_TIMER,
-    SetThreadpoolTimer, TrySubmitThreadpoolCallback, WaitForThreadpoolTimerCallbacks,
+    CloseThreadpoolTimer, CreateThreadpoolTimer, PTP_CALLBACK_INSTANCE, PTP_TIMER, SetThreadpoolTimer,
+    TrySubmitThreadpoolCallback, WaitForThreadpoolTimerCallbacks,
 };
 use windows_threadpool::{task, time};
 
@@ -218,7 +218,8 @@ fn spawn_await(cfg: &Config, table: &mut Table) {
         let t = Instant::now();
         for _ in 0..n {
             // SAFETY: `done` outlives every callback: we spin until all have counted.
-            let ok = unsafe { TrySubmitThreadpoolCallback(Some(raw_count), (&raw const done) as *mut _, core::ptr::null()) };
+            let ok =
+                unsafe { TrySubmitThreadpoolCallback(Some(raw_count), (&raw const done) as *mut _, core::ptr::null()) };
             assert_ne!(ok, 0);
         }
         while done.load(Acquire) < n {

@@ -108,7 +108,12 @@ mod report {
 
     impl Table {
         /// Adds a row; cells are given for the first `N` columns, the rest are n/a.
-        pub fn add<const N: usize>(&mut self, workload: impl Into<String>, unit: &'static str, cells: [Option<Cell>; N]) {
+        pub fn add<const N: usize>(
+            &mut self,
+            workload: impl Into<String>,
+            unit: &'static str,
+            cells: [Option<Cell>; N],
+        ) {
             let mut cells = Vec::from(cells);
             cells.resize(COLUMNS.len(), None);
             let row = Row { workload: workload.into(), unit, cells };

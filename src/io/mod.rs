@@ -148,7 +148,28 @@
 //! [`OverlappedHandle`] that is known to satisfy this; any other handle goes
 //! through the unsafe [`OverlappedHandle::assume_overlapped`].
 //!
-//! # Under Wine
+//! # Async I/O
+//! [`AsyncIo`] wraps an `Io` whose reads and writes are futures, completion
+//! based as in io_uring runtimes: each takes its buffer by value and
+//! resolves to the result and the buffer, so the kernel never writes into
+//! memory the caller still holds. A future issues its operation at its first
+//! poll; the object's one callback claims the payload, publishes the result
+//! and the buffer to the future's shared state, and wakes the latest poll's
+//! waker once. A read's end of file (and a pipe whose writer has gone)
+//! resolves to `Ok(0)`.
+//!
+//! The futures borrow the `AsyncIo`, so it cannot be dropped under them.
+//! Dropping an unfinished future cancels its operation (`CancelIoEx`, which
+//! does not wait) and leaves the buffer with the crate: the cancelled
+//! completion frees it once the kernel is done. Dropping the `AsyncIo` runs
+//! down what is left, as `Io` does.
+//!
+//! The callback is one closure for the whole object, so the payload is one
+//! type per direction: the buffer boxed behind a trait object (downcast
+//! back to its own type by the future) and an `Arc` of the shared state.
+//! That is three allocations per operation (the operation block, the
+//! buffer's box, the `Arc`), counted by `tests/async_io.rs`.
+//!
 //! Wine 8 answers every overlapped file read on a bound handle with
 //! `ERROR_IO_PENDING`, even one past the end of the file, whose completion
 //! then carries `ERROR_HANDLE_EOF`; Windows usually fails such a read
@@ -156,6 +177,7 @@
 
 use crate::trace::EventInfo;
 
+mod future;
 mod handles;
 mod iocore;
 mod object;
@@ -164,6 +186,7 @@ mod registry;
 #[cfg(test)]
 mod tests;
 
+pub use future::{AsyncIo, ReadFuture, WriteFuture};
 pub use handles::{OverlappedHandle, issue_result, issue_status, open_file, open_file_with_flags, pipe_pair};
 pub use object::Io;
 #[cfg(any(test, feature = "test-hooks"))]

@@ -28,6 +28,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("heal/registry.rs", include_str!("../heal/registry.rs")),
     ("instance.rs", include_str!("../instance.rs")),
     ("io/mod.rs", include_str!("../io/mod.rs")),
+    ("io/future.rs", include_str!("../io/future.rs")),
     ("io/handles.rs", include_str!("../io/handles.rs")),
     ("io/iocore.rs", include_str!("../io/iocore.rs")),
     ("io/object.rs", include_str!("../io/object.rs")),
@@ -53,6 +54,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("time/timeout.rs", include_str!("../time/timeout.rs")),
     ("timer.rs", include_str!("../timer.rs")),
     ("wait.rs", include_str!("../wait.rs")),
+    ("wait/future.rs", include_str!("../wait/future.rs")),
     ("waker_slot.rs", include_str!("../waker_slot.rs")),
     ("work.rs", include_str!("../work.rs")),
 ];

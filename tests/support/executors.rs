@@ -15,13 +15,8 @@ use std::future::Future;
 use std::sync::mpsc;
 
 /// The executors, by name, in the order [`on_each_executor`] runs them.
-pub const EXECUTORS: &[&str] = &[
-    "task::block_on",
-    "task::spawn",
-    "futures::executor::block_on",
-    "tokio current-thread",
-    "tokio multi-thread",
-];
+pub const EXECUTORS: &[&str] =
+    &["task::block_on", "task::spawn", "futures::executor::block_on", "tokio current-thread", "tokio multi-thread"];
 
 /// Runs `make()` to completion under each of [`EXECUTORS`].
 pub fn on_each_executor<F, M>(make: M)
