@@ -21,6 +21,8 @@ pub fn run(cfg: &Config, table: &mut Table) {
     sleep_latency(cfg, table);
     many_sleeps(cfg, table);
     spawn_await(cfg, table);
+    child_exit(cfg, table);
+    random_reads(cfg, table);
 }
 
 fn tokio_current() -> tokio::runtime::Runtime {
@@ -250,4 +252,178 @@ fn spawn_await(cfg: &Config, table: &mut Table) {
         "ns/task",
         cols.map(|v| (!v.is_empty()).then(|| Cell::trials(v))),
     );
+}
+
+/// A child that exits at once.
+fn exit_command() -> std::process::Command {
+    let mut c = std::process::Command::new("cmd");
+    c.args(["/c", "exit 0"]);
+    c
+}
+
+/// 17. spawn a child (`cmd /c exit 0`) and await its exit: ms each.
+fn child_exit(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(40).min(40);
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let mut cols: [Option<Cell>; 6] = Default::default();
+    let samples = task::block_on(async {
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            let mut child = exit_command().spawn().unwrap();
+            let status = windows_threadpool::wait::process_exit(&mut child).await.unwrap();
+            assert!(status.success());
+            v.push(ms(t));
+        }
+        v
+    });
+    cols[CRATE] = Some(Cell::latency(samples));
+    let samples = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            assert!(exit_command().spawn().unwrap().wait().unwrap().success());
+            ms(t)
+        })
+        .collect();
+    cols[RAW] = Some(Cell::latency(samples));
+    let samples = tokio_current().block_on(async {
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            let status = tokio::process::Command::new("cmd").args(["/c", "exit 0"]).spawn().unwrap().wait().await;
+            assert!(status.unwrap().success());
+            v.push(ms(t));
+        }
+        v
+    });
+    cols[TOKIO] = Some(Cell::latency(samples));
+    table.add(
+        format!(
+            "17. spawn `cmd /c exit 0` and await its exit, {n} in a row (this crate: wait::process_exit; raw: \
+             std's blocking Child::wait; tokio: tokio::process, current-thread runtime)"
+        ),
+        "ms spawn→exit",
+        cols,
+    );
+}
+
+const FILE_SIZE: u64 = 64 << 20;
+const BLOCK: usize = 4096;
+
+/// A 64 MiB file of non-zero bytes, written once and read back by row 18.
+fn read_file() -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("wtp-bench-reads-{}", std::process::id()));
+    let chunk: Vec<u8> = (0..1 << 20).map(|i| (i % 251 + 1) as u8).collect();
+    let mut f = std::fs::File::create(&path).unwrap();
+    for _ in 0..FILE_SIZE >> 20 {
+        std::io::Write::write_all(&mut f, &chunk).unwrap();
+    }
+    path
+}
+
+/// `n` block-aligned offsets from a fixed xorshift sequence.
+fn offsets(n: usize) -> Vec<u64> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % (FILE_SIZE / BLOCK as u64)) * BLOCK as u64
+        })
+        .collect()
+}
+
+/// 18. 4 KiB random reads of a 64 MiB file at queue depth 1 and 32: µs per read.
+fn random_reads(cfg: &Config, table: &mut Table) {
+    use std::os::windows::fs::FileExt;
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    use windows_threadpool::io::{AsyncIo, open_file};
+
+    let path = read_file();
+    let n = cfg.n(20_000);
+    let offs = offsets(n);
+    let rt = tokio_multi();
+    for depth in [1usize, 32] {
+        let mut cols: [Vec<f64>; 6] = Default::default();
+        let lanes: Vec<Vec<u64>> = (0..depth).map(|l| offs.iter().copied().skip(l).step_by(depth).collect()).collect();
+        let per = |t: Instant| t.elapsed().as_nanos() as f64 / 1000.0 / n as f64;
+        for trial in 0..=cfg.trials {
+            // This crate: one AsyncIo, `depth` reads in flight, each lane
+            // reusing its buffer.
+            let file = AsyncIo::new(open_file(&path, std::fs::OpenOptions::new().read(true)).unwrap()).unwrap();
+            let t = Instant::now();
+            let total = task::block_on(futures::future::join_all(lanes.iter().map(|lane| {
+                let file = &file;
+                async move {
+                    let mut buf = vec![0u8; BLOCK];
+                    let mut total = 0;
+                    for &off in lane {
+                        let (r, b) = file.read_at(buf, off).await;
+                        total += r.unwrap();
+                        buf = b;
+                    }
+                    total
+                }
+            })));
+            cols[CRATE].push(per(t));
+            assert_eq!(total.iter().sum::<usize>(), n * BLOCK);
+            drop(file);
+
+            // Raw: synchronous positioned reads (`ReadFile` with an
+            // offset) on as many threads as the depth: the floor for reads
+            // the cache serves.
+            let f = std::fs::File::open(&path).unwrap();
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for lane in &lanes {
+                    let f = &f;
+                    s.spawn(move || {
+                        let mut buf = vec![0u8; BLOCK];
+                        for &off in lane {
+                            assert_eq!(f.seek_read(&mut buf, off).unwrap(), BLOCK);
+                        }
+                    });
+                }
+            });
+            cols[RAW].push(per(t));
+
+            // tokio::fs: a file per lane, seek + read_exact.
+            let t = Instant::now();
+            rt.block_on(async {
+                let hs: Vec<_> = lanes
+                    .iter()
+                    .cloned()
+                    .map(|lane| {
+                        let path = path.clone();
+                        tokio::spawn(async move {
+                            let mut f = tokio::fs::File::open(&path).await.unwrap();
+                            let mut buf = vec![0u8; BLOCK];
+                            for off in lane {
+                                f.seek(std::io::SeekFrom::Start(off)).await.unwrap();
+                                f.read_exact(&mut buf).await.unwrap();
+                            }
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.await.unwrap();
+                }
+            });
+            cols[TOKIO].push(per(t));
+            if trial == 0 {
+                cols.iter_mut().for_each(Vec::clear);
+            }
+        }
+        table.add(
+            format!(
+                "18. {n} random 4 KiB reads of a 64 MiB file at queue depth {depth} (this crate: AsyncIo::read_at; \
+                 raw: blocking seek_read on {depth} thread(s); tokio: tokio::fs::File seek + read_exact, a task per \
+                 lane, multi-thread runtime)"
+            ),
+            "µs/read",
+            cols.map(|v| (!v.is_empty()).then(|| Cell::trials(v))),
+        );
+    }
+    let _ = std::fs::remove_file(&path);
 }

@@ -353,7 +353,7 @@ pub fn trace_doc(target: Option<&str>) -> Result<()> {
 }
 
 /// The examples `demo` runs, and `test` runs as checks.
-const EXAMPLES: [&str; 2] = ["tour", "service"];
+const EXAMPLES: [&str; 3] = ["tour", "service", "async_service"];
 
 pub fn demo(target: Option<&str>) -> Result<()> {
     let p = setup::setup(target)?;
