@@ -235,3 +235,29 @@ fn may_run_long_answers_inside_an_async_task() {
     let h = task::spawn(async { task::may_run_long() });
     assert!(h.join().unwrap().is_some());
 }
+
+struct CountWakes(support::Counter);
+impl std::task::Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.bump();
+    }
+}
+
+/// A handle polled with one waker and then another wakes only the latest,
+/// once.
+#[test]
+fn a_handle_wakes_its_latest_waker_once() {
+    let (a, b) = (Arc::new(CountWakes(Default::default())), Arc::new(CountWakes(Default::default())));
+    let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+    let (tx, rx) = oneshot::channel::<u32>();
+    let mut h = task::spawn(async move { rx.await.unwrap() });
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&wa)).is_pending());
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&wb)).is_pending());
+    tx.send(4).unwrap();
+    b.0.wait_for(1);
+    match Pin::new(&mut h).poll(&mut Context::from_waker(&wb)) {
+        Poll::Ready(r) => assert_eq!(r.unwrap(), 4),
+        Poll::Pending => panic!("woken but not finished"),
+    }
+    assert_eq!((a.0.get(), b.0.get()), (0, 1));
+}

@@ -28,8 +28,9 @@
 //! future. The futures of this crate ([`crate::time`], [`crate::wait`],
 //! [`crate::io`]) are completed by pool callbacks too, so a service written
 //! with them runs entirely on the pool, with no runtime thread of its own.
-//! They work under any executor as well, and any executor's futures work in
-//! these tasks. A panic in the future is caught and delivered to the
+//! They work under any executor as well; in these tasks, any future that
+//! needs no runtime of its own works (channels, `futures` combinators, this
+//! crate's), while tokio's timers and sockets still need a tokio runtime. A panic in the future is caught and delivered to the
 //! [`JoinHandle`]; a dropped handle detaches the task, which still runs; a
 //! task is never cancelled. See `task/future.rs` for the state machine.
 //!
