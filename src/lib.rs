@@ -37,7 +37,7 @@
 //!
 //! Callbacks run on pool threads through `extern "system"` trampolines with no
 //! `catch_unwind`: a callback that panics aborts the process, since an unwind
-//! may not cross the FFI boundary. One-off tasks ([`task`]: [`spawn`],
+//! may not cross the FFI boundary. One-off tasks ([`task`]: [`task::spawn`], [`task::spawn_blocking`],
 //! [`scope`], [`join`], [`for_each`]) differ: a task runs once and someone
 //! waits for its outcome, so its panic is caught inside the callback and
 //! handed to that waiter.

@@ -144,8 +144,8 @@ fn delays(n: usize) -> Vec<Duration> {
         .collect()
 }
 
-/// 15. 100,000 concurrent sleeps of 1 to 100 ms: wall time, and memory held
-/// while all are pending.
+/// Row 15: 100,000 concurrent sleeps of 1 to 100 ms: wall time, and the memory
+/// held while all are pending.
 fn many_sleeps(cfg: &Config, table: &mut Table) {
     let n = cfg.n(100_000);
     let ds = delays(n);

@@ -66,6 +66,17 @@ pub struct AsyncIo {
     io: Io,
 }
 
+impl Drop for AsyncIo {
+    fn drop(&mut self) {
+        // Only forgotten futures leave operations here (a dropped one has
+        // cancelled its own): cancel them and wait for their completions
+        // explicitly, so the `Io`'s drop owes nothing.
+        if self.io.outstanding() > 0 {
+            self.io.stop_and_drain();
+        }
+    }
+}
+
 const _: () = {
     const fn send<T: Send>() {}
     const fn send_sync<T: Send + Sync>() {}

@@ -251,7 +251,7 @@ impl Drop for InstanceMark {
 ///
 /// `None` outside a task's pool callback: on a thread that is not running a
 /// task, or in a task a waiting thread runs itself (see the
-/// [module docs](self#long-blocking-tasks)).
+/// [module docs](super#long-blocking-tasks)).
 pub fn may_run_long() -> Option<bool> {
     let slot = INSTANCE_SLOT.load(Ordering::Acquire);
     if slot == TLS_OUT_OF_INDEXES {

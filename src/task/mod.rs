@@ -171,16 +171,16 @@
 //! });
 //! ```
 
-mod block_on;
 mod blocking;
-mod for_each;
+mod current_thread;
 mod future;
 mod header;
-mod scope;
+mod parallel;
+mod scoped;
 
-pub use block_on::block_on;
 pub use blocking::{spawn_blocking, spawn_blocking_in, try_spawn_blocking, try_spawn_blocking_in};
-pub use for_each::{for_each, for_each_in};
+pub use current_thread::block_on;
 pub use future::{spawn, spawn_in, try_spawn, try_spawn_in};
 pub use header::{JoinHandle, may_run_long};
-pub use scope::{Scope, ScopedJoinHandle, join, join_in, scope, scope_in};
+pub use parallel::{for_each, for_each_in};
+pub use scoped::{Scope, ScopedJoinHandle, join, join_in, scope, scope_in};

@@ -11,9 +11,9 @@
 //!
 //! | argument | meaning | follows wall-clock changes |
 //! |---|---|---|
-//! | [`Duration`] | that long after the arming call | no |
-//! | [`Instant`] | that point on the monotonic clock, as a delay computed when armed (a past instant: at once) | no |
-//! | [`SystemTime`] | that wall-clock time (a past time: at once) | yes |
+//! | [`Duration`](std::time::Duration) | that long after the arming call | no |
+//! | [`Instant`](std::time::Instant) | that point on the monotonic clock, as a delay computed when armed (a past instant: at once) | no |
+//! | [`SystemTime`](std::time::SystemTime) | that wall-clock time (a past time: at once) | yes |
 //! | [`Deadline::NEVER`] | never (a wait without timeout) | |
 //!
 //! The pool takes a due time as a signed count of 100 ns units in a
@@ -27,7 +27,7 @@
 //! `SetThreadpoolTimer`).
 
 //! # Futures
-//! [`sleep`], [`interval`] and [`timeout`] follow `tokio::time`, but need
+//! [`sleep()`], [`interval()`] and [`timeout()`] follow `tokio::time`, but need
 //! no runtime: they are completed by one pool timer (`TP_TIMER` on the
 //! default pool) that drives a queue of every pending sleep of the process,
 //! ordered by deadline. The timer is armed for the earliest deadline; its
@@ -60,12 +60,12 @@
 //! resolution unless raised; under Wine, about a millisecond).
 
 mod deadline;
+mod delay;
 mod driver;
-mod interval;
-mod sleep;
-mod timeout;
+mod limit;
+mod ticks;
 
 pub use deadline::Deadline;
-pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
-pub use sleep::{Sleep, sleep, sleep_until};
-pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
+pub use delay::{Sleep, sleep, sleep_until};
+pub use limit::{Elapsed, Timeout, timeout, timeout_at};
+pub use ticks::{Interval, MissedTickBehavior, interval, interval_at};

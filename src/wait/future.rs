@@ -171,7 +171,12 @@ impl Drop for Signalled {
             // callback to get a pool thread (and, under Wine, for a flush):
             // never on the executor's thread.
             shared.waker.clear();
-            reentry::hand_off(move || drop(wait));
+            reentry::hand_off(move || {
+                // Disarm and drain (never cancel) explicitly, so the drop
+                // owes nothing (`fail-fast` reports a drop that does).
+                wait.stop_and_drain();
+                drop(wait);
+            });
         }
     }
 }

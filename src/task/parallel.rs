@@ -6,7 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Mutex;
 use std::thread;
 
-use super::scope::run_scope;
+use super::scoped::run_scope;
 use crate::callback_env::CallbackEnviron;
 
 /// Calls `f` on every item of `items`, in parallel on the default pool and
@@ -14,7 +14,7 @@ use crate::callback_env::CallbackEnviron;
 ///
 /// The caller and one task per other processor take chunks of items from
 /// the iterator, under a lock, until it is exhausted, and visit each chunk
-/// without it (see the [module docs](self)), so the cost per item
+/// without it (see the [module docs](super)), so the cost per item
 /// approaches a plain loop's. The iterator is therefore advanced on several
 /// threads, one at a time (`I::IntoIter: Send`). Each item is visited
 /// exactly once, in no particular order.

@@ -6,7 +6,7 @@ use core::task::{Context, Poll};
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::sleep::{Sleep, sleep, sleep_until};
+use super::delay::{Sleep, sleep, sleep_until};
 
 /// The error of a [`Timeout`] whose deadline came first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

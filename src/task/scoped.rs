@@ -31,7 +31,7 @@ impl core::fmt::Debug for Scope<'_, '_> {
 /// the call; returns once every task spawned in it has finished.
 ///
 /// While waiting, the calling thread runs the scope's tasks no pool thread
-/// has started (see the [module docs](self)).
+/// has started (see the [module docs](super)).
 ///
 /// # Panics
 /// If `f` panics, after every task has finished, with `f`'s panic.
@@ -165,7 +165,7 @@ impl<'scope> Scope<'scope, '_> {
     }
 }
 
-/// A permission to join a scoped task; see [`JoinHandle`].
+/// A permission to join a scoped task; see [`JoinHandle`](super::JoinHandle).
 pub struct ScopedJoinHandle<'scope, T> {
     task: NonNull<Header>,
     _scope: PhantomData<&'scope T>,

@@ -5,7 +5,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::sleep::{Sleep, sleep_until};
+use super::delay::{Sleep, sleep_until};
 
 /// What an [`Interval`] does when a tick is late by a period or more (the
 /// consumer was busy, or the system suspended).
@@ -65,7 +65,7 @@ impl Interval {
         let next = self.next_after(scheduled, now);
         match next {
             Some(next) => self.sleep.reset(next),
-            None => self.sleep = super::sleep::sleep(Duration::MAX),
+            None => self.sleep = super::delay::sleep(Duration::MAX),
         }
         Poll::Ready(scheduled)
     }
@@ -93,7 +93,7 @@ impl Interval {
     pub fn reset(&mut self) {
         match Instant::now().checked_add(self.period) {
             Some(next) => self.sleep.reset(next),
-            None => self.sleep = super::sleep::sleep(Duration::MAX),
+            None => self.sleep = super::delay::sleep(Duration::MAX),
         }
     }
 
