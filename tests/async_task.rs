@@ -235,3 +235,40 @@ fn may_run_long_answers_inside_an_async_task() {
     let h = task::spawn(async { task::may_run_long() });
     assert!(h.join().unwrap().is_some());
 }
+
+/// A `!Unpin` future that records where it was polled and where it is
+/// dropped: the pin guarantee says they are the same place.
+struct WherePolledWhereDropped {
+    polled_at: Arc<AtomicUsize>,
+    dropped_at: Arc<AtomicUsize>,
+    _pin: std::marker::PhantomPinned,
+}
+
+impl Future for WherePolledWhereDropped {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        self.polled_at.store(std::ptr::from_ref(&*self).addr(), SeqCst);
+        Poll::Ready(())
+    }
+}
+
+impl Drop for WherePolledWhereDropped {
+    fn drop(&mut self) {
+        self.dropped_at.store(std::ptr::from_ref(&*self).addr(), SeqCst);
+    }
+}
+
+/// A completed future is dropped where it was pinned, not moved out first:
+/// a future that registered its address (an intrusive waiter list) must
+/// find it there in its `Drop`.
+#[test]
+fn a_completed_future_is_dropped_in_place() {
+    let (polled_at, dropped_at) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(1)));
+    let fut = WherePolledWhereDropped {
+        polled_at: polled_at.clone(),
+        dropped_at: dropped_at.clone(),
+        _pin: std::marker::PhantomPinned,
+    };
+    task::spawn(fut).join().unwrap();
+    assert_eq!(dropped_at.load(SeqCst), polled_at.load(SeqCst), "the pinned future was moved before its drop");
+}

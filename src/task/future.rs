@@ -221,8 +221,11 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
         Ok(Poll::Ready(v)) => Ok(v),
         Err(payload) => Err(payload),
     };
+    // Dropped in place (assigning drops the old value where it is), never
+    // moved out first: the pin guarantee holds until the drop, and a future
+    // that registered its own address (an intrusive waiter) finds it there.
     // SAFETY: as for the poll; the future is not touched again.
-    or_abort("dropping a completed future", || drop(unsafe { (*task.future.get()).take() }));
+    or_abort("dropping a completed future", || unsafe { *task.future.get() = None });
     task.sched.swap(COMPLETE, Ordering::AcqRel);
     let work = task.work.swap(0, Ordering::Relaxed);
     // SAFETY: closed once, from its own callback, with nothing else queued:
