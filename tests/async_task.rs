@@ -272,3 +272,26 @@ fn a_completed_future_is_dropped_in_place() {
     task::spawn(fut).join().unwrap();
     assert_eq!(dropped_at.load(SeqCst), polled_at.load(SeqCst), "the pinned future was moved before its drop");
 }
+
+/// Counts its wakers' references, to see who still holds one.
+struct CountingWaker;
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A handle polled once and then dropped (say, by a timeout) gives up the
+/// waker it registered: the awaiting task is not kept alive, nor woken, by
+/// the task it no longer awaits.
+#[test]
+fn a_dropped_handle_forgets_its_waker() {
+    let (tx, rx) = oneshot::channel::<()>();
+    let mut h = task::spawn(async move { rx.await.ok() });
+    let count = Arc::new(CountingWaker);
+    let waker = Waker::from(count.clone());
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    drop(waker);
+    assert_eq!(Arc::strong_count(&count), 2, "the handle registered a clone");
+    drop(h);
+    assert_eq!(Arc::strong_count(&count), 1, "the dropped handle still holds the awaiting task's waker");
+    drop(tx);
+}
