@@ -295,3 +295,40 @@ fn a_dropped_handle_forgets_its_waker() {
     assert_eq!(Arc::strong_count(&count), 1, "the dropped handle still holds the awaiting task's waker");
     drop(tx);
 }
+
+/// Wakes from another thread, each racing the end of the poll that
+/// registered the waker (landing before it, during it as `NOTIFIED`, or
+/// after it as a new submission): none is lost, or the task would hang.
+#[test]
+fn wakes_from_another_thread_racing_the_poll_are_never_lost() {
+    const N: usize = 10_000;
+    let shared = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0), futures::task::AtomicWaker::new()));
+    let s = shared.clone();
+    let h = task::spawn(async move {
+        let (released, reached, waker) = &*s;
+        for i in 1..=N {
+            reached.store(i - 1, SeqCst);
+            std::future::poll_fn(|cx| {
+                waker.register(cx.waker());
+                if released.load(SeqCst) >= i { Poll::Ready(()) } else { Poll::Pending }
+            })
+            .await;
+        }
+        N
+    });
+    let s = shared.clone();
+    let producer = std::thread::spawn(move || {
+        let (released, reached, waker) = &*s;
+        for i in 1..=N {
+            while reached.load(SeqCst) < i - 1 {
+                std::thread::yield_now();
+            }
+            released.store(i, SeqCst);
+            waker.wake();
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(h.join().unwrap()).unwrap());
+    assert_eq!(rx.recv_timeout(PATIENCE * 2).expect("a wake was lost: the task hangs"), N);
+    producer.join().unwrap();
+}
