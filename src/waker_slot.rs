@@ -49,7 +49,13 @@ impl WakerSlot {
 
     /// Forgets the registered waker without waking it.
     pub(crate) fn clear(&self) {
-        drop(self.lock().take());
+        drop(self.take());
+    }
+
+    /// Takes the registered waker out without waking it, for the caller to
+    /// drop when it chooses.
+    pub(crate) fn take(&self) -> Option<Waker> {
+        self.lock().take()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Waker>> {

@@ -261,3 +261,100 @@ fn a_handle_wakes_its_latest_waker_once() {
     }
     assert_eq!((a.0.get(), b.0.get()), (0, 1));
 }
+
+/// A `!Unpin` future that records where it was polled and where it is
+/// dropped: the pin guarantee says they are the same place.
+struct WherePolledWhereDropped {
+    polled_at: Arc<AtomicUsize>,
+    dropped_at: Arc<AtomicUsize>,
+    _pin: std::marker::PhantomPinned,
+}
+
+impl Future for WherePolledWhereDropped {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        self.polled_at.store(std::ptr::from_ref(&*self).addr(), SeqCst);
+        Poll::Ready(())
+    }
+}
+
+impl Drop for WherePolledWhereDropped {
+    fn drop(&mut self) {
+        self.dropped_at.store(std::ptr::from_ref(&*self).addr(), SeqCst);
+    }
+}
+
+/// A completed future is dropped where it was pinned, not moved out first:
+/// a future that registered its address (an intrusive waiter list) must
+/// find it there in its `Drop`.
+#[test]
+fn a_completed_future_is_dropped_in_place() {
+    let (polled_at, dropped_at) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(1)));
+    let fut = WherePolledWhereDropped {
+        polled_at: polled_at.clone(),
+        dropped_at: dropped_at.clone(),
+        _pin: std::marker::PhantomPinned,
+    };
+    task::spawn(fut).join().unwrap();
+    assert_eq!(dropped_at.load(SeqCst), polled_at.load(SeqCst), "the pinned future was moved before its drop");
+}
+
+/// Counts its wakers' references, to see who still holds one.
+struct CountingWaker;
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A handle polled once and then dropped (say, by a timeout) gives up the
+/// waker it registered: the awaiting task is not kept alive, nor woken, by
+/// the task it no longer awaits.
+#[test]
+fn a_dropped_handle_forgets_its_waker() {
+    let (tx, rx) = oneshot::channel::<()>();
+    let mut h = task::spawn(async move { rx.await.ok() });
+    let count = Arc::new(CountingWaker);
+    let waker = Waker::from(count.clone());
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    drop(waker);
+    assert_eq!(Arc::strong_count(&count), 2, "the handle registered a clone");
+    drop(h);
+    assert_eq!(Arc::strong_count(&count), 1, "the dropped handle still holds the awaiting task's waker");
+    drop(tx);
+}
+
+/// Wakes from another thread, each racing the end of the poll that
+/// registered the waker (landing before it, during it as `NOTIFIED`, or
+/// after it as a new submission): none is lost, or the task would hang.
+#[test]
+fn wakes_from_another_thread_racing_the_poll_are_never_lost() {
+    const N: usize = 10_000;
+    let shared = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0), futures::task::AtomicWaker::new()));
+    let s = shared.clone();
+    let h = task::spawn(async move {
+        let (released, reached, waker) = &*s;
+        for i in 1..=N {
+            reached.store(i - 1, SeqCst);
+            std::future::poll_fn(|cx| {
+                waker.register(cx.waker());
+                if released.load(SeqCst) >= i { Poll::Ready(()) } else { Poll::Pending }
+            })
+            .await;
+        }
+        N
+    });
+    let s = shared.clone();
+    let producer = std::thread::spawn(move || {
+        let (released, reached, waker) = &*s;
+        for i in 1..=N {
+            while reached.load(SeqCst) < i - 1 {
+                std::thread::yield_now();
+            }
+            released.store(i, SeqCst);
+            waker.wake();
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(h.join().unwrap()).unwrap());
+    assert_eq!(rx.recv_timeout(PATIENCE * 2).expect("a wake was lost: the task hangs"), N);
+    producer.join().unwrap();
+}

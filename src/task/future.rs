@@ -77,8 +77,12 @@ where
         RawWakerVTable::new(waker_clone::<F>, waker_wake::<F>, waker_wake_by_ref::<F>, waker_drop::<F>);
 
     /// Submits the task if it is idle, or notes the wake if it is being polled.
-    fn schedule(this: *const Self) {
-        // SAFETY: every caller holds a reference.
+    ///
+    /// # Safety
+    /// `this` is a live `AsyncTask<F>` the caller holds a reference to for
+    /// the call.
+    unsafe fn schedule(this: *const Self) {
+        // SAFETY: guaranteed by the caller.
         let task = unsafe { &*this };
         let mut s = task.sched.load(Ordering::Relaxed);
         loop {
@@ -109,8 +113,12 @@ impl<F: Future> Drop for AsyncTask<F> {
     fn drop(&mut self) {
         let work = *self.work.get_mut();
         if work != 0 {
-            // SAFETY: open, and no callback is queued or running: each holds
-            // a reference, and this is the last one.
+            // SAFETY: open (only the completing callback closes it, and sets
+            // 0), and closed once: this is the last reference. No callback is
+            // queued, since each submission holds a reference; the callback
+            // that gave up its reference after a `Pending` poll may still be
+            // returning (this may even run inside it), which is allowed: the
+            // object is then freed once that callback returns.
             unsafe { CloseThreadpoolWork(work) };
         }
         release_pool(self.pool.take());
@@ -146,7 +154,8 @@ unsafe fn waker_wake<F: Future + Send + 'static>(p: *const ())
 where
     F::Output: Send + 'static,
 {
-    AsyncTask::<F>::schedule(p.cast());
+    // SAFETY: the waker holds a reference until the drop below.
+    unsafe { AsyncTask::<F>::schedule(p.cast()) };
     // SAFETY: the waker's own reference, given up by `wake`.
     unsafe { waker_drop::<F>(p) };
 }
@@ -155,7 +164,8 @@ unsafe fn waker_wake_by_ref<F: Future + Send + 'static>(p: *const ())
 where
     F::Output: Send + 'static,
 {
-    AsyncTask::<F>::schedule(p.cast());
+    // SAFETY: the waker holds a reference.
+    unsafe { AsyncTask::<F>::schedule(p.cast()) };
 }
 
 unsafe fn waker_drop<F: Future + Send + 'static>(p: *const ())
@@ -208,7 +218,9 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     let result = match polled {
         Ok(Poll::Pending) => {
             if task.sched.compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                or_abort("dropping an unfinished task", || release_ref(p));
+                // SAFETY: this callback's reference, given up once; the task
+                // is not touched after it.
+                or_abort("dropping an unfinished task", || unsafe { release_ref(p) });
                 return;
             }
             // Woken during the poll: submit again, handing this callback's
@@ -221,8 +233,11 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
         Ok(Poll::Ready(v)) => Ok(v),
         Err(payload) => Err(payload),
     };
+    // Dropped in place (assigning drops the old value where it is), never
+    // moved out first: the pin guarantee holds until the drop, and a future
+    // that registered its own address (an intrusive waiter) finds it there.
     // SAFETY: as for the poll; the future is not touched again.
-    or_abort("dropping a completed future", || drop(unsafe { (*task.future.get()).take() }));
+    or_abort("dropping a completed future", || unsafe { *task.future.get() = None });
     task.sched.swap(COMPLETE, Ordering::AcqRel);
     let work = task.work.swap(0, Ordering::Relaxed);
     // SAFETY: closed once, from its own callback, with nothing else queued:
@@ -232,11 +247,17 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     // and the task has not finished before.
     unsafe { finish(&task.prefix, result) };
     // The last reference drops a detached task's result.
-    or_abort("dropping a detached task's result", || release_ref(p));
+    // SAFETY: this callback's reference, given up once, last.
+    or_abort("dropping a detached task's result", || unsafe { release_ref(p) });
 }
 
-fn release_ref<F: Future>(p: *const AsyncTask<F>) {
-    // SAFETY: called once per reference a callback holds.
+/// Gives up one reference to the task.
+///
+/// # Safety
+/// `p` came from `Arc::<AsyncTask<F>>::into_raw` (or is a copy of such a
+/// pointer) and the caller owns one reference, which it gives up.
+unsafe fn release_ref<F: Future>(p: *const AsyncTask<F>) {
+    // SAFETY: guaranteed by the caller.
     unsafe { Arc::decrement_strong_count(p) };
 }
 

@@ -341,7 +341,15 @@ impl<T> Future for JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
+        // The waker a poll registered belongs to whoever awaited the handle;
+        // with the handle gone nobody awaits, so it must not stay in the
+        // task (keeping the awaiting task alive, and waking it, until this
+        // task ends, which may be never). Dropped after the release: a
+        // waker's drop may run arbitrary code, even panic.
+        // SAFETY: the handle holds a reference.
+        let waker = unsafe { self.task.as_ref() }.joiner.take();
         // SAFETY: the handle's own reference, given up once.
         unsafe { (self.task.as_ref().vtable.release)(self.task) };
+        drop(waker);
     }
 }
