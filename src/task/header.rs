@@ -299,7 +299,10 @@ impl<T> JoinHandle<T> {
     /// Blocks until the task has finished and returns its result, or the
     /// payload of its panic. A closure task no pool thread has started yet
     /// runs here, on the calling thread (see the [module docs](super#design));
-    /// an async task is only waited for.
+    /// an async task is only waited for. So joining an async task blocks the
+    /// thread: from inside a task on a pool limited to one thread (or from
+    /// the task's own poll) it waits forever, as a thread joining itself
+    /// would. In async code, `.await` the handle instead.
     pub fn join(self) -> thread::Result<T> {
         // SAFETY: the handle holds a reference.
         unsafe { help_or_wait(self.task) };
