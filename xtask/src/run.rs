@@ -371,16 +371,8 @@ pub fn timeline_check(target: Option<&str>) -> Result<()> {
 /// here, not by the generator), then takes a screenshot. Returns a summary.
 fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String> {
     use crate::trace_view::{self, Kind};
-    let (ok, _) = run_tee(&mut p.cargo(&[
-        "build",
-        "--quiet",
-        "-p",
-        LIB,
-        "--example",
-        "trace_timeline",
-        "--features",
-        "trace",
-    ]));
+    let (ok, _) =
+        run_tee(&mut p.cargo(&["build", "--quiet", "-p", LIB, "--example", "trace_timeline", "--features", "trace"]));
     if !ok {
         return Err("building examples/trace_timeline.rs failed".into());
     }
@@ -401,9 +393,7 @@ fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String
         return Err("examples/trace_timeline.rs failed".into());
     }
     let text = std::fs::read_to_string(dir.join("trace.txt")).map_err(|e| format!("trace.txt: {e}"))?;
-    let entered = |target: &str| {
-        text.lines().filter(|l| l.contains(&format!(" {target} trampoline-entered "))).count()
-    };
+    let entered = |target: &str| text.lines().filter(|l| l.contains(&format!(" {target} trampoline-entered "))).count();
     let expected = text.lines().filter(|l| l.contains(" trampoline-entered ")).count();
     // The example's shape: four work callbacks, at least one tick, one wait activation.
     if entered("work") != 4 || entered("timer-periodic") == 0 || entered("wait") != 1 {

@@ -803,7 +803,10 @@ mod tests {
         assert_eq!(tl.notes, ["overflow: 3 records dropped"]);
         assert_eq!(tl.items.len(), 3);
         let cb = &tl.items[2];
-        assert_eq!((cb.kind, cb.tid, cb.start_ns, cb.dur_ns, cb.flag), (Kind::Callback, 436, 71_200, 800, Some("unfinished")));
+        assert_eq!(
+            (cb.kind, cb.tid, cb.start_ns, cb.dur_ns, cb.flag),
+            (Kind::Callback, 436, 71_200, 800, Some("unfinished"))
+        );
         assert_eq!(cb.slots, [("wait".into(), "0x2a1d10".into()), ("timed_out".into(), "0".into())]);
         assert_eq!((tl.items[0].kind, tl.items[0].dur_ns), (Kind::Call, 21_300));
         assert_eq!(tl.items[1].slots[1], ("n".into(), "5".into()));
