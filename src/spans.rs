@@ -184,8 +184,9 @@ impl Parent {
 /// closes) when dropped. Zero-sized without the feature.
 #[must_use = "the span is exited when this is dropped"]
 pub(crate) struct Entered {
+    /// `None` when no subscriber was interested: nothing to exit.
     #[cfg(feature = "tracing")]
-    _span: tracing::span::EnteredSpan,
+    _span: Option<tracing::span::EnteredSpan>,
 }
 
 /// Enters the `threadpool.callback` span for one callback of `kind` on
@@ -201,7 +202,7 @@ where
     #[cfg(feature = "tracing")]
     {
         if !interested() {
-            return Entered { _span: tracing::Span::none().entered() };
+            return Entered { _span: None };
         }
         let parent = parent();
         let parent_id = parent.span.as_ref().and_then(tracing::Span::id);
@@ -230,7 +231,7 @@ where
         }
         // The new span holds its own reference to the parent.
         drop(parent);
-        Entered { _span: span.entered() }
+        Entered { _span: Some(span.entered()) }
     }
     #[cfg(not(feature = "tracing"))]
     {

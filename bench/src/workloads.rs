@@ -43,6 +43,7 @@ pub fn run_all(cfg: &Config, table: &mut Table) {
     // self-heal healer (a 250 ms timer), which then runs for the process's life.
     cancellation(cfg, table);
     trace_cost(cfg, table);
+    crate::tracing_workload::run(cfg, table);
 }
 
 /// Nanoseconds on the performance counter.
