@@ -37,11 +37,13 @@ const SOURCES: &[(&str, &str)] = &[
     ("placement.rs", include_str!("../placement.rs")),
     ("pool.rs", include_str!("../pool.rs")),
     ("reentry.rs", include_str!("../reentry.rs")),
+    ("spans.rs", include_str!("../spans.rs")),
     ("sys.rs", include_str!("../sys.rs")),
     ("task.rs", include_str!("../task.rs")),
     ("time.rs", include_str!("../time.rs")),
     ("timer.rs", include_str!("../timer.rs")),
     ("wait.rs", include_str!("../wait.rs")),
+    ("waker_slot.rs", include_str!("../waker_slot.rs")),
     ("work.rs", include_str!("../work.rs")),
 ];
 
