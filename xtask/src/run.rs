@@ -421,6 +421,14 @@ fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String
         }
         summary.push_str(&format!("{dump}: {drawn} bars; "));
     }
+    // The page's own handlers, driven by synthetic events in the real browser.
+    let url = format!("{}#selftest", trace_view::file_url(&dir.join("trace.html")));
+    let dom = browser_output(browser, &dir, &["--dump-dom", &url])?;
+    let selftest = trace_view::root_data(&dom, "selftest");
+    if selftest.as_deref() != Some("zoom ok, pan ok, hover ok") {
+        return Err(format!("zoom, pan and hover self-test: {selftest:?}"));
+    }
+    summary.push_str("zoom, pan, hover ok; ");
     let shot = dir.join("timeline.png");
     browser_output(
         browser,
@@ -444,7 +452,10 @@ fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String
 /// fails then, it never passes on time).
 fn browser_output(browser: &std::path::Path, dir: &std::path::Path, args: &[&str]) -> Result<String> {
     let mut cmd = Command::new(browser);
-    cmd.args(["--headless", "--disable-gpu", "--no-first-run", "--no-sandbox"])
+    // No sandbox: CI runs this as root in a container, where Chromium's
+    // sandbox cannot start (and the page is our own file); a container's
+    // small /dev/shm is why shared memory is not used.
+    cmd.args(["--headless", "--disable-gpu", "--no-first-run", "--no-sandbox", "--disable-dev-shm-usage"])
         .arg(format!("--user-data-dir={}", dir.join("browser-profile").display()))
         .args(args)
         .stdin(Stdio::null())

@@ -623,7 +623,8 @@ function draw(){
 function zoom(f,at){const w=W();const c=view[0]+(Math.max(at-LABEL,0)/(w-LABEL))*(view[1]-view[0]);
  let a=c-(c-view[0])*f,b=c+(view[1]-c)*f;if(b-a<50){return;}if(b-a>full[1]-full[0]){a=full[0];b=full[1];}
  view=[a,b];draw();}
-svg.addEventListener("wheel",ev=>{ev.preventDefault();zoom(ev.deltaY>0?1.25:0.8,ev.offsetX);},{passive:false});
+svg.addEventListener("wheel",ev=>{ev.preventDefault();
+ zoom(ev.deltaY>0?1.25:0.8,ev.clientX-svg.getBoundingClientRect().left);},{passive:false});
 let drag=null;
 svg.addEventListener("mousedown",ev=>{drag=[ev.clientX,view.slice()];svg.classList.add("dragging");});
 window.addEventListener("mouseup",()=>{drag=null;svg.classList.remove("dragging");});
@@ -648,6 +649,24 @@ for(const c of cats){const s=document.createElement("span");const i=document.cre
 draw();window.addEventListener("resize",draw);
 const root=document.documentElement;
 root.dataset.bars=bars;root.dataset.calls=calls;root.dataset.marks=marks;root.dataset.status="drawn";
+// `#selftest`: drive the page's own handlers with synthetic events and say
+// what they did (the browser check reads it back; a person never sees it).
+if(location.hash==="#selftest"){
+ const out=[];const r=svg.getBoundingClientRect();const y=r.top+TOP+LANE/2;
+ const w0=view[1]-view[0];
+ svg.dispatchEvent(new WheelEvent("wheel",{deltaY:-100,clientX:r.left+W()/2,clientY:y,bubbles:true,cancelable:true}));
+ out.push(view[1]-view[0]<w0*0.9?"zoom ok":"zoom FAILED");
+ const v0=view[0];
+ svg.dispatchEvent(new MouseEvent("mousedown",{clientX:r.left+600,clientY:y,bubbles:true}));
+ window.dispatchEvent(new MouseEvent("mousemove",{clientX:r.left+500,clientY:y}));
+ window.dispatchEvent(new MouseEvent("mouseup",{}));
+ out.push(view[0]>v0?"pan ok":"pan FAILED");
+ view=full.slice();draw();
+ const bar=gItems.querySelector(".bar");
+ if(bar){bar.dispatchEvent(new MouseEvent("mousemove",{clientX:r.left+10,clientY:y,bubbles:true}));}
+ out.push(tip.style.display==="block"&&/callback/.test(tip.textContent)&&/ = /.test(tip.textContent)?"hover ok":"hover FAILED");
+ root.dataset.selftest=out.join(", ");
+}
 document.getElementById("status").textContent=bars+" callbacks, "+calls+" calls, "+marks+" marks on "+D.threads.length+" threads";
 })();
 "##;
