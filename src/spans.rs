@@ -22,9 +22,11 @@
 //!   work submitted concurrently from several spans cannot be told apart by
 //!   the pool (`TP_WORK` has no per-submission context), and each callback
 //!   gets the parent of the latest submit. A re-arm from inside a callback
-//!   (a timer's `rearm`, a wait's `WaitActivation::rearm`) captures nothing:
-//!   the next firing keeps the parent of the arming it continues rather than
-//!   nesting under the previous firing.
+//!   (a timer's `rearm`, a wait's `WaitActivation::rearm`) keeps the parent:
+//!   the next firing stays under the arming it continues rather than nesting
+//!   under the previous firing, and `follows_from` that firing's span (where
+//!   a parent does not fit). The slot keeps that span alive until the next
+//!   re-arm, arm or the object's end.
 //! - per operation, in a [`Captured`] kept in storage that belongs to one
 //!   callback: an I/O operation's block (captured when it is issued), a
 //!   spawned task (captured by `spawn`).
@@ -104,11 +106,14 @@ fn interested() -> bool {
     tracing::span_enabled!(target: TARGET, tracing::Level::DEBUG)
 }
 
-/// A span captured for one callback to come: its parent.
+/// A span captured for one callback to come: its parent, and the span of the
+/// callback that re-armed it, which it follows from.
 #[derive(Clone, Default)]
 pub(crate) struct Captured {
     #[cfg(feature = "tracing")]
     span: Option<tracing::Span>,
+    #[cfg(feature = "tracing")]
+    follows: Option<tracing::Span>,
 }
 
 impl Captured {
@@ -116,6 +121,8 @@ impl Captured {
     pub(crate) const NONE: Self = Self {
         #[cfg(feature = "tracing")]
         span: None,
+        #[cfg(feature = "tracing")]
+        follows: None,
     };
 
     /// The current span, if a subscriber is interested in callback spans and
@@ -126,7 +133,7 @@ impl Captured {
         if interested() {
             let span = tracing::Span::current();
             if span.id().is_some() {
-                return Self { span: Some(span) };
+                return Self { span: Some(span), follows: None };
             }
         }
         Self::NONE
@@ -142,39 +149,67 @@ impl core::fmt::Debug for Captured {
     }
 }
 
-/// An object's parent slot: the span current at its latest submit or arm.
+/// An object's parent slot: the span current at its latest submit or arm,
+/// and after a re-arm from a callback, that callback's span.
 #[derive(Default)]
 pub(crate) struct Parent {
     #[cfg(feature = "tracing")]
-    slot: Mutex<Option<tracing::Span>>,
+    slot: Mutex<Captured>,
 }
 
 impl Parent {
     pub(crate) const fn new() -> Self {
         Self {
             #[cfg(feature = "tracing")]
-            slot: Mutex::new(None),
+            slot: Mutex::new(Captured::NONE),
         }
     }
 
-    /// Records the current span as the parent of the callbacks to come.
-    /// Does nothing unless a subscriber is interested.
+    /// Records the current span as the parent of the callbacks to come (and
+    /// forgets any re-arming callback's). Does nothing unless a subscriber
+    /// is interested.
     #[inline]
     pub(crate) fn capture(&self) {
         #[cfg(feature = "tracing")]
         if interested() {
-            let Captured { span } = Captured::current();
-            let old = core::mem::replace(&mut *self.slot.lock().unwrap_or_else(PoisonError::into_inner), span);
-            // Closing the old span runs subscriber code: not under the lock.
+            let new = Captured::current();
+            let old = core::mem::replace(&mut *self.slot.lock().unwrap_or_else(PoisonError::into_inner), new);
+            // Closing the old spans runs subscriber code: not under the lock.
             drop(old);
         }
     }
 
-    /// A clone of the captured span, for a callback about to run.
+    /// A re-arm from inside a callback: the next callback keeps its parent
+    /// and follows from the span current now (the re-arming callback's).
+    #[inline]
+    pub(crate) fn follow_current(&self) {
+        #[cfg(feature = "tracing")]
+        if interested() {
+            let Captured { span: current, .. } = Captured::current();
+            let old = core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, current);
+            drop(old);
+        }
+    }
+
+    /// [`follow_current`](Self::follow_current) with the span `entered`,
+    /// for a re-arm applied after the callback that asked for it returned.
+    #[inline]
+    pub(crate) fn follow(&self, entered: &Entered) {
+        #[cfg(feature = "tracing")]
+        if let Some(span) = &entered._span {
+            let span: tracing::Span = (**span).clone();
+            let old = core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, Some(span));
+            drop(old);
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = entered;
+    }
+
+    /// A clone of what was captured, for a callback about to run.
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn get(&self) -> Captured {
         #[cfg(feature = "tracing")]
-        return Captured { span: self.slot.lock().unwrap_or_else(PoisonError::into_inner).clone() };
+        return self.slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
         #[cfg(not(feature = "tracing"))]
         Captured::NONE
     }
@@ -228,6 +263,9 @@ where
             span.record("result", r);
         } else if let Some(r) = io_result {
             span.record("result", r);
+        }
+        if let Some(previous) = parent.follows.as_ref().and_then(tracing::Span::id) {
+            span.follows_from(previous);
         }
         // The new span holds its own reference to the parent.
         drop(parent);

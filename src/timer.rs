@@ -641,6 +641,9 @@ unsafe extern "system" fn one_shot_trampoline<F>(
     let span = spans::enter(spans::Kind::Timer, timer as usize, || header.parent.get(), None);
     let firing = TimerFiring { request: Cell::new(None), instance: CallbackInstance::new(instance) };
     (shared.callback)(&firing);
+    if firing.request.get().is_some() {
+        header.parent.follow(&span);
+    }
     drop(span);
     if let Some(deadline) = firing.request.get() {
         header.apply_rearm(timer, began_at, deadline.timer_due());

@@ -632,6 +632,7 @@ impl<'a> WaitActivation<'a> {
     pub fn rearm(&self, timeout: impl Into<Deadline>) -> bool {
         let ft = timeout.into().due().map(filetime);
         let h = self.header;
+        h.parent.follow_current();
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "rearm-entered", self.wait, h.target.0);
             h.publish(state, self.wait, ft.as_ref());

@@ -41,6 +41,8 @@ struct Recorder {
     pool_spans: AtomicBool,
     /// `clone_span` calls, to see whether the crate captured a span.
     clones: AtomicUsize,
+    /// `(span, the span it follows from)`.
+    follows: Mutex<Vec<(u64, u64)>>,
 }
 
 thread_local! {
@@ -95,7 +97,9 @@ impl Subscriber for &'static Recorder {
         }
     }
 
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn record_follows_from(&self, span: &Id, follows: &Id) {
+        self.follows.lock().unwrap().push((span.into_u64(), follows.into_u64()));
+    }
 
     fn event(&self, _: &Event<'_>) {}
 
@@ -135,6 +139,7 @@ fn recorder() -> &'static Recorder {
             spans: Mutex::new(HashMap::new()),
             pool_spans: AtomicBool::new(true),
             clones: AtomicUsize::new(0),
+            follows: Mutex::new(Vec::new()),
         }));
         tracing::subscriber::set_global_default(r).expect("no other global subscriber in this test binary");
         r
@@ -176,6 +181,11 @@ fn callback_spans(kind: &str, object: usize) -> Vec<(u64, SpanRec)> {
 /// The span current inside a callback, by id.
 fn current_id() -> Option<u64> {
     tracing::Span::current().id().map(|i| i.into_u64())
+}
+
+/// The spans `span` follows from.
+fn follows(span: u64) -> Vec<u64> {
+    recorder().follows.lock().unwrap().iter().filter(|(s, _)| *s == span).map(|(_, f)| *f).collect()
 }
 
 /// Checks every span: named, on a pool thread (not this one), parented to
@@ -259,8 +269,21 @@ fn timer_firings_and_their_rearms_are_parented_to_the_arming_span() {
     let spans = callback_spans("timer", timer.as_raw() as usize);
     assert_eq!(spans.len(), 2, "the firing and its re-arm");
     // The re-armed firing keeps the arming's parent rather than nesting
-    // under the firing that re-armed it.
+    // under the firing that re-armed it, and follows from that firing.
     check(&spans, request, &seen);
+    assert_eq!(follows(spans[0].0), Vec::<u64>::new());
+    assert_eq!(follows(spans[1].0), [spans[0].0]);
+
+    // Armed again from outside: a new parent, and nothing to follow.
+    let (again, seen) = in_request("timer-again", || {
+        timer.arm(Duration::ZERO);
+        vec![rx.recv_timeout(PATIENCE).expect("a third firing")]
+    });
+    timer.stop_and_drain();
+    let spans = callback_spans("timer", timer.as_raw() as usize);
+    assert_eq!(spans.len(), 3);
+    check(&spans[2..], again, &seen);
+    assert_eq!(follows(spans[2].0), Vec::<u64>::new());
 }
 
 #[test]
@@ -311,6 +334,35 @@ fn wait_activations_carry_their_result_and_the_arming_span() {
     check(&spans[1..], timed_out_in, &[id2]);
     assert_eq!(spans[0].1.fields.get("result").map(String::as_str), Some("signalled"));
     assert_eq!(spans[1].1.fields.get("result").map(String::as_str), Some("timed-out"));
+}
+
+#[test]
+fn a_rearmed_wait_follows_from_the_activation_that_rearmed_it() {
+    let _l = serial();
+    recorder();
+    let event = WinEvent::auto_reset().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let activations = AtomicUsize::new(0);
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |a| {
+        tx.send(current_id()).unwrap();
+        if activations.fetch_add(1, SeqCst) == 0 {
+            // Nothing sets the event again: the timeout ends this arming.
+            assert!(a.rearm(Duration::from_millis(1)));
+        }
+    })
+    .unwrap();
+    let (request, seen) = in_request("wait-rearm", || {
+        wait.arm(Deadline::NEVER);
+        event.set().unwrap();
+        (0..2).map(|_| rx.recv_timeout(PATIENCE).expect("two activations")).collect::<Vec<_>>()
+    });
+    wait.stop_and_drain();
+    let spans = callback_spans("wait", wait.as_raw() as usize);
+    assert_eq!(spans.len(), 2);
+    check(&spans, request, &seen);
+    assert_eq!(spans[1].1.fields.get("result").map(String::as_str), Some("timed-out"));
+    assert_eq!(follows(spans[0].0), Vec::<u64>::new());
+    assert_eq!(follows(spans[1].0), [spans[0].0]);
 }
 
 #[test]
