@@ -186,7 +186,8 @@ impl Parent {
         #[cfg(feature = "tracing")]
         if interested() {
             let Captured { span: current, .. } = Captured::current();
-            let old = core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, current);
+            let old =
+                core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, current);
             drop(old);
         }
     }
@@ -198,7 +199,8 @@ impl Parent {
         #[cfg(feature = "tracing")]
         if let Some(span) = &entered._span {
             let span: tracing::Span = (**span).clone();
-            let old = core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, Some(span));
+            let old =
+                core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, Some(span));
             drop(old);
         }
         #[cfg(not(feature = "tracing"))]
