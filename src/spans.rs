@@ -199,8 +199,7 @@ impl Parent {
         #[cfg(feature = "tracing")]
         if let Some(span) = &entered._span {
             let span: tracing::Span = (**span).clone();
-            let old =
-                core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, Some(span));
+            let old = self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows.replace(span);
             drop(old);
         }
         #[cfg(not(feature = "tracing"))]
