@@ -44,7 +44,9 @@
 //! subscriber is interested does a capture clone the current span (a
 //! reference count) into the slot, under the slot's own lock, which no other
 //! lock is ever held with. The old value is dropped after the lock is
-//! released, so a subscriber's `try_close` never runs under it.
+//! released, so a subscriber's `try_close` never runs under it; only its
+//! `clone_span` does (a callback about to run clones the slot's spans under
+//! the lock, so a concurrent capture cannot close them first).
 
 #[cfg(feature = "tracing")]
 use std::sync::{Mutex, PoisonError};
