@@ -18,7 +18,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
 use windows_threadpool::io::{self, Io, IoCompletion};
-use windows_threadpool::{Deadline, Event as WinEvent, PeriodicTimer, Timer, Wait, Work};
+use windows_threadpool::{CleanupGroup, Deadline, Event as WinEvent, PeriodicTimer, Timer, Wait, Work};
 
 /// Bounds every wait for a callback: a lost one fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -225,6 +225,25 @@ fn work_callbacks_run_in_a_span_parented_to_the_submitter() {
     let spans = callback_spans("work", raw);
     assert_eq!(spans.len(), 2);
     assert_eq!(spans[1].1.parent, None, "no span current at submit: a root span");
+}
+
+#[test]
+fn a_cleanup_group_member_runs_in_a_span_too() {
+    let _l = serial();
+    recorder();
+    let mut group = CleanupGroup::new().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let member = group.create_work(move |_| tx.send(current_id()).unwrap()).unwrap();
+    let raw = member.as_raw() as usize;
+    let (request, ()) = in_request("group", || {
+        member.submit();
+        member.wait();
+    });
+    group.close_members();
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans = callback_spans("work", raw);
+    assert_eq!(spans.len(), 1);
+    check(&spans, request, &seen);
 }
 
 #[test]
