@@ -8,6 +8,10 @@
 //! (On Linux add `--target x86_64-pc-windows-gnu` after `cargo xtask setup`.)
 //! Open `trace.json` at ui.perfetto.dev ("Open trace file").
 
+/// Bounds each wait for a callback: a lost one fails instead of hanging.
+#[cfg(windows)]
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
     use std::time::Duration;
@@ -26,16 +30,28 @@ fn main() -> std::io::Result<()> {
     }
     work.wait();
 
-    let timer = PeriodicTimer::new_in(Duration::from_millis(3), |_| {}, &env)?;
+    // Six ticks, counted on a channel rather than guessed from a sleep, so a
+    // loaded machine still records them all.
+    let (tx, ticks) = std::sync::mpsc::sync_channel(16);
+    let timer = PeriodicTimer::new_in(
+        Duration::from_millis(3),
+        move |_| {
+            let _ = tx.try_send(());
+        },
+        &env,
+    )?;
     timer.arm(timer.period());
-    std::thread::sleep(Duration::from_millis(20));
+    for _ in 0..6 {
+        ticks.recv_timeout(PATIENCE).expect("the periodic timer ticks");
+    }
     timer.stop_and_drain();
 
     let event = Event::auto_reset()?;
-    let wait = Wait::new_in(event.try_clone()?.into(), |_| {}, &env)?;
+    let (tx, activated) = std::sync::mpsc::channel();
+    let wait = Wait::new_in(event.try_clone()?.into(), move |_| tx.send(()).unwrap(), &env)?;
     wait.arm(Deadline::NEVER);
     event.set()?;
-    std::thread::sleep(Duration::from_millis(5));
+    activated.recv_timeout(PATIENCE).expect("the wait is activated");
     wait.stop_and_drain();
     drop((work, timer, wait, pool));
 

@@ -94,6 +94,8 @@ pub mod pool;
 #[cfg(windows)]
 mod reentry;
 #[cfg(windows)]
+mod spans;
+#[cfg(windows)]
 mod sys;
 #[cfg(windows)]
 pub mod task;

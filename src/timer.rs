@@ -117,6 +117,7 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::spans;
 use crate::sys::{self, filetime};
 use crate::time::Deadline;
 use crate::trace::EventInfo;
@@ -339,6 +340,9 @@ pub(crate) struct TimerHeader {
     /// Armed by the owner or a re-arm, and not disarmed since (written under
     /// `lock`). For a one-shot this stays true after it fires.
     armed: AtomicBool,
+    /// The span current at the latest arming from outside a callback: the
+    /// firings' parent.
+    parent: spans::Parent,
 }
 
 /// A timer's arming state is the lock alone: a `&Held` is reachable only
@@ -355,6 +359,7 @@ impl TimerHeader {
             gate: ArmGate::new(Held(())),
             generation: AtomicU64::new(0),
             armed: AtomicBool::new(false),
+            parent: spans::Parent::new(),
         }
     }
 
@@ -406,6 +411,7 @@ impl TimerHeader {
     /// Arms from outside a callback: supersedes any re-arm request of a
     /// firing in progress. Absorbed while a stop is in progress.
     fn arm_external(&self, raw: PTP_TIMER, due: i64, period: u32, window: u32) {
+        self.parent.capture();
         let armed = self.gate.arm(|held| {
             self.generation.fetch_add(1, Ordering::SeqCst);
             record_kind!(self.periodic, "armed", due, period);
@@ -632,8 +638,13 @@ unsafe extern "system" fn one_shot_trampoline<F>(
     let header = &shared.header;
     let began_at = header.generation.load(Ordering::SeqCst);
     header.obligation.dispatched();
+    let span = spans::enter(spans::Kind::Timer, timer as usize, || header.parent.get(), None);
     let firing = TimerFiring { request: Cell::new(None), instance: CallbackInstance::new(instance) };
     (shared.callback)(&firing);
+    if firing.request.get().is_some() {
+        header.parent.follow(&span);
+    }
+    drop(span);
     if let Some(deadline) = firing.request.get() {
         header.apply_rearm(timer, began_at, deadline.timer_due());
     }
@@ -659,7 +670,9 @@ unsafe extern "system" fn periodic_trampoline<F>(
         began_at: shared.header.generation.load(Ordering::SeqCst),
         instance: CallbackInstance::new(instance),
     };
+    let span = spans::enter(spans::Kind::Periodic, timer as usize, || shared.header.parent.get(), None);
     (shared.callback)(&tick);
+    drop(span);
     trace_record!("timer-periodic", "trampoline-left", timer, 0);
 }
 

@@ -110,6 +110,7 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::spans;
 use crate::sys::{self, filetime};
 use crate::time::Deadline;
 use crate::trace::EventInfo;
@@ -578,6 +579,9 @@ pub(crate) struct WaitHeader {
     /// Activations of user armings since the wait was last at rest.
     activations: AtomicU64,
     flush: Flush,
+    /// The span current at the latest `arm` from outside a callback: the
+    /// activations' parent.
+    parent: spans::Parent,
 }
 
 impl WaitHeader {
@@ -649,6 +653,7 @@ impl<'a> WaitActivation<'a> {
     pub fn rearm(&self, timeout: impl Into<Deadline>) -> bool {
         let ft = timeout.into().due().map(filetime);
         let h = self.header;
+        h.parent.follow_current();
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "rearm-entered", self.wait, h.target.0);
             h.publish(state, self.wait, ft.as_ref());
@@ -694,7 +699,10 @@ unsafe extern "system" fn trampoline<F>(
     trace_record!("wait", "trampoline-entered", wait, timed_out);
     header.activations.fetch_add(1, Ordering::SeqCst);
     header.obligation.dispatched();
+    let outcome = if timed_out { spans::Outcome::TimedOut } else { spans::Outcome::Signalled };
+    let span = spans::enter(spans::Kind::Wait, wait as usize, || header.parent.get(), Some(outcome));
     (shared.callback)(&WaitActivation { header, wait, result, instance: CallbackInstance::new(instance) });
+    drop(span);
     trace_record!("wait", "trampoline-left", wait, 0);
 }
 
@@ -733,6 +741,7 @@ impl WaitCore {
             arming: ArmGate::new(ArmState::default()),
             activations: AtomicU64::new(0),
             flush: Flush::default(),
+            parent: spans::Parent::new(),
         };
         let ctx = Context::new(placement, header, callback);
         let pv = ctx.as_ptr();
@@ -754,6 +763,7 @@ impl WaitCore {
     fn arm(&self, timeout: Deadline) {
         let ft = timeout.due().map(filetime);
         let h = self.header();
+        h.parent.capture();
         let armed = h.arming.arm(|state| {
             trace_record!("wait", "armed", self.raw, h.target.0);
             h.publish(state, self.raw, ft.as_ref());

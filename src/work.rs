@@ -33,6 +33,7 @@ use crate::obligation::DrainObligation;
 use crate::owner::{self, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::spans;
 use crate::sys;
 use crate::trace::EventInfo;
 
@@ -91,6 +92,8 @@ pub(crate) struct WorkCore {
 #[derive(Default)]
 pub(crate) struct WorkHeader {
     obligation: DrainObligation,
+    /// The span current at the latest submit: its callbacks' parent.
+    parent: spans::Parent,
 }
 
 impl WorkCore {
@@ -179,7 +182,9 @@ unsafe extern "system" fn trampoline<F: Fn(&WorkInvocation<'_>) + Send + Sync + 
     // owner frees it only after draining every callback.
     let shared = unsafe { ctx::get::<WorkHeader, F>(context) };
     shared.header.obligation.dispatched();
+    let span = spans::enter(spans::Kind::Work, work as usize, || shared.header.parent.get(), None);
     (shared.callback)(&WorkInvocation { instance: CallbackInstance::new(instance) });
+    drop(span);
     trace_record!("work", "trampoline-left", work, 0);
 }
 
@@ -269,6 +274,7 @@ impl WorkObject {
     pub fn submit(&self) {
         let core = &self.0;
         trace_record!("work", "submitted", core.raw, 0);
+        core.ctx.header().parent.capture();
         core.ctx.header().obligation.publish_submission(|| {
             // SAFETY: `core.raw` is a live work object.
             trace_call!("SubmitThreadpoolWork", core.raw, 0, { unsafe { SubmitThreadpoolWork(core.raw) } });

@@ -3,14 +3,15 @@
 //! alternatives a Rust user would otherwise pick. Prints one Markdown table;
 //! `cargo xtask bench` writes it into `docs/benchmarks.md`.
 //!
-//! `wtp-bench [--quick] [--only-trace | --only-io | --only-create | --only-tasks]`:
+//! `wtp-bench [--quick] [--only-trace | --only-tracing | --only-io | --only-create | --only-tasks | --only-async]`:
 //! `--quick` runs fewer trials and samples (a smoke run); `--only-io` runs
 //! just the I/O workload (6); `--only-create` just create + drop (7);
 //! `--only-tasks` just the one-off tasks (10 to 13); `--only-async` just the
-//! async rows (14 on);
+//! async rows (14 to 18);
 //! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,
-//! disarmed and armed).
+//! disarmed and armed); `--only-tracing` just the `tracing` cost (19; run
+//! again in a build with the `tracing` feature, without and with a subscriber).
 
 #[cfg(windows)]
 mod async_workload;
@@ -21,6 +22,8 @@ mod io_workload;
 #[cfg(windows)]
 mod task_workload;
 #[cfg(windows)]
+mod tracing_workload;
+#[cfg(windows)]
 mod workloads;
 
 #[cfg(windows)]
@@ -30,6 +33,8 @@ fn main() {
     let mut table = report::Table::default();
     if std::env::args().any(|a| a == "--only-trace") {
         workloads::trace_cost(&cfg, &mut table);
+    } else if std::env::args().any(|a| a == "--only-tracing") {
+        tracing_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-io") {
         io_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-tasks") {

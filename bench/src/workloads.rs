@@ -39,10 +39,12 @@ pub fn run_all(cfg: &Config, table: &mut Table) {
     timer_create_drop(cfg, table);
     group_create_release(cfg, table);
     crate::task_workload::run(cfg, table);
+    crate::async_workload::run(cfg, table);
     // Last before the trace rows: the first safe cancellation starts the
     // self-heal healer (a 250 ms timer), which then runs for the process's life.
     cancellation(cfg, table);
     trace_cost(cfg, table);
+    crate::tracing_workload::run(cfg, table);
 }
 
 /// Nanoseconds on the performance counter.

@@ -24,6 +24,7 @@ use crate::obligation::DrainObligation;
 use crate::owner::{Lifecycle, Phase};
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::spans;
 use crate::sys;
 
 use super::{handles::*, operation::*, registry::*};
@@ -149,6 +150,9 @@ impl IoCore {
     {
         // SAFETY: the block is owned by `op`; the OVERLAPPED is plain data.
         unsafe { (*op.block.as_ptr()).header.overlapped = OVERLAPPED::default() };
+        // Before the issue: from then on the completion may own the block.
+        // SAFETY: as above; the old value is dropped here, on the issuer.
+        unsafe { (*op.block.as_ptr()).header.parent = spans::Captured::current() };
         // SAFETY: as above; the reference is derived from the block's raw
         // pointer, so pointers `prepare` derives from it stay valid after.
         let x = match prepare(unsafe { &mut (*op.block.as_ptr()).payload }) {
@@ -466,6 +470,9 @@ pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
     // this object whose completion is being delivered (the caller's
     // guarantee); removing it made the block ours alone.
     let type_id = unsafe { (*block).type_id };
+    // SAFETY: as above; taken so the span is released with the callback, not
+    // kept alive by a claimed block.
+    let parent = unsafe { core::mem::take(&mut (*block).parent) };
     header.obligation.dispatched();
     let completion = IoCompletion {
         instance: CallbackInstance::new(instance),
@@ -475,7 +482,9 @@ pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
         result: io_result,
         bytes,
     };
+    let span = spans::enter(spans::Kind::Io, io as usize, move || parent, Some(spans::Outcome::Io(io_result)));
     callback(&completion);
+    drop(span);
     if let Some(block) = completion.block.take() {
         // SAFETY: unclaimed, so still ours; `free` matches its payload type.
         unsafe { ((*block.as_ptr()).free)(block) };

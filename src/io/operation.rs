@@ -51,6 +51,9 @@ pub(super) struct OpHeader {
     pub(super) type_id: TypeId,
     /// Frees the whole block, payload included.
     pub(super) free: unsafe fn(NonNull<OpHeader>),
+    /// The span current when the operation was issued: its completion's
+    /// parent. Taken by the completion; zero-sized without `tracing`.
+    pub(super) parent: crate::spans::Captured,
 }
 
 #[repr(C)]
@@ -91,7 +94,12 @@ impl<P: Send + 'static> Operation<P> {
     /// Allocates the block for `payload`.
     pub fn new(payload: P) -> Self {
         let block = Box::new(OpBlock {
-            header: OpHeader { overlapped: OVERLAPPED::default(), type_id: TypeId::of::<P>(), free: free_block::<P> },
+            header: OpHeader {
+                overlapped: OVERLAPPED::default(),
+                type_id: TypeId::of::<P>(),
+                free: free_block::<P>,
+                parent: crate::spans::Captured::NONE,
+            },
             payload,
         });
         count_block(true);

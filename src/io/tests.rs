@@ -184,8 +184,12 @@ fn foreign_and_stale_completions_are_ignored() {
 
     // A foreign OVERLAPPED on the stack, inside something laid out like
     // an operation block of the same payload type.
-    let mut forged =
-        OpHeader { overlapped: OVERLAPPED::default(), type_id: TypeId::of::<Vec<u8>>(), free: forged_free };
+    let mut forged = OpHeader {
+        overlapped: OVERLAPPED::default(),
+        type_id: TypeId::of::<Vec<u8>>(),
+        free: forged_free,
+        parent: crate::spans::Captured::NONE,
+    };
     let p = (&raw mut forged).cast::<c_void>();
     // SAFETY: `p` is not in the registry.
     unsafe { deliver(&header, &callback, p, 0, 4, io) };

@@ -20,6 +20,7 @@ use super::header::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::placement;
 use crate::pool::PoolRef;
+use crate::spans::{self, Kind};
 
 #[repr(C)]
 struct Task<F, T> {
@@ -49,6 +50,9 @@ impl<F, T> Drop for Task<F, T> {
 unsafe fn run<F: FnOnce() -> T + Send, T: Send>(h: NonNull<Header>) {
     // SAFETY: guaranteed by the caller.
     let task = unsafe { h.cast::<Task<F, T>>().as_ref() };
+    // On a pool thread or a waiter's: either way the task's own span.
+    let header = &task.prefix.header;
+    let _span = spans::enter(Kind::Spawn, h.as_ptr().addr(), || header.parent.clone(), None);
     // SAFETY: the claim makes this thread the only one touching `f`.
     let f = unsafe { (*task.f.get()).take() };
     let r = catch_unwind(AssertUnwindSafe(move || f.map(|f| f())));

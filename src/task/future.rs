@@ -42,6 +42,7 @@ use super::header::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::placement;
 use crate::pool::PoolRef;
+use crate::spans::{self, Kind};
 
 /// Not scheduled and not being polled: a wake submits it.
 const IDLE: u32 = 0;
@@ -208,6 +209,8 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     // one of its own.
     // SAFETY: the vtable's functions are those of `AsyncTask<F>`.
     let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(p.cast(), &AsyncTask::<F>::WAKER)) });
+    let header = &task.prefix.header;
+    let span = spans::enter(Kind::Task, p.addr(), || header.parent.clone(), None);
     let polled = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: only the callback that moved the task to `POLLING` touches
         // the future, and the block never moves, so pinning it is sound.
@@ -215,6 +218,8 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
         // SAFETY: as above.
         unsafe { Pin::new_unchecked(fut) }.poll(&mut Context::from_waker(&waker))
     }));
+    // The span covers the poll, not what follows it on this thread.
+    drop(span);
     let result = match polled {
         Ok(Poll::Pending) => {
             if task.sched.compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {

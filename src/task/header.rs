@@ -28,6 +28,7 @@ use windows_sys::Win32::System::Threading::{
 use crate::placement::Placement;
 use crate::pool::PoolRef;
 use crate::reentry;
+use crate::spans::Captured;
 use crate::waker_slot::WakerSlot;
 
 /// Not started: the pool callback or a waiter may claim it.
@@ -73,9 +74,13 @@ pub(super) struct Header {
     /// The task awaiting this one through its `JoinHandle`.
     pub(super) joiner: WakerSlot,
     pub(super) vtable: &'static VTable,
+    /// The span current at the spawn: the parent of the task's callback
+    /// spans (feature `tracing`; zero-sized without it).
+    pub(super) parent: Captured,
 }
 
 impl Header {
+    /// A header made on the spawning thread, which captures the current span.
     pub(super) fn new(placement: Placement, state: u32, vtable: &'static VTable) -> Self {
         Self {
             placement,
@@ -84,6 +89,7 @@ impl Header {
             handle_alive: AtomicU32::new(1),
             joiner: WakerSlot::new(),
             vtable,
+            parent: Captured::current(),
         }
     }
 }

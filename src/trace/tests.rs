@@ -38,6 +38,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("placement.rs", include_str!("../placement.rs")),
     ("pool.rs", include_str!("../pool.rs")),
     ("reentry.rs", include_str!("../reentry.rs")),
+    ("spans.rs", include_str!("../spans.rs")),
     ("sys.rs", include_str!("../sys.rs")),
     ("task/mod.rs", include_str!("../task/mod.rs")),
     ("task/current_thread.rs", include_str!("../task/current_thread.rs")),

@@ -86,6 +86,29 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
             table.push('\n');
         }
     }
+    // The tracing workload again, in a build with the spans: no subscriber, then a minimal one.
+    let mut build = p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "tracing"]);
+    if !build.status().map_err(|e| e.to_string())?.success() {
+        return Err("building the benchmark program with the tracing feature failed".into());
+    }
+    for subscriber in [false, true] {
+        let mut run = runner();
+        run.arg("--only-tracing");
+        if subscriber {
+            run.env("WTP_BENCH_SUBSCRIBER", "1");
+        }
+        if quick {
+            run.arg("--quick");
+        }
+        let out = run.stdin(Stdio::null()).stderr(Stdio::inherit()).output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("the tracing benchmark failed: {}", out.status));
+        }
+        for row in String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("| 19.")) {
+            table.push_str(row);
+            table.push('\n');
+        }
+    }
     println!("{table}");
     let date = utc_minute(std::time::SystemTime::now());
     let template = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap_or_default();

@@ -9,6 +9,8 @@
 //! - `demo`: run `examples/tour.rs`, `examples/service.rs` and `examples/async_service.rs`.
 //! - `bench`: run the benchmarks and write `docs/benchmarks.md`.
 //! - `trace-doc`: regenerate the event table in `docs/trace.md`.
+//! - `trace-view`: turn a trace dump into one self-contained HTML timeline
+//!   (`--check`: the headless-browser check of it alone).
 //! - `stress`: setup, then the opt-in stress scenarios (`tests/*_stress.rs`),
 //!   one at a time, with their reports.
 //! - `coverage`: line coverage of the library's tests, where it can be measured.
@@ -22,6 +24,7 @@ mod bench;
 mod coverage;
 mod run;
 mod setup;
+mod trace_view;
 
 use std::process::ExitCode;
 
@@ -63,16 +66,22 @@ fn main() -> ExitCode {
         "bench" => bench::bench(target, &rest),
         "stress" => run::stress(target, &rest),
         "trace-doc" => run::trace_doc(target),
+        // `--check`: set up, then only the browser check `test` runs.
+        "trace-view" if rest.iter().any(|a| a == "--check") => run::timeline_check(target),
+        // A file conversion: needs no set-up.
+        "trace-view" => trace_view::trace_view(&rest),
         "coverage" => coverage::coverage(target, &rest),
         _ => {
             let asked = matches!(cmd, "help" | "--help" | "-h");
-            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|coverage> [--target TRIPLE]\n\
+            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs, service.rs and async_service.rs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\
+                 \n  trace-view DUMP [-o OUT.html]: one self-contained HTML timeline from a trace dump (text or Chrome JSON);\
+                 \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\
                  \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
                  \n\n--target: on Windows, test that target natively instead of the host's";
             if asked {

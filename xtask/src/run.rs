@@ -306,6 +306,21 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         let (ok, _) = run_tee(p.cargo(&["run", "--quiet", "-p", LIB, "--example", example]).stdin(Stdio::null()));
         tally.check(format!("examples/{example}.rs"), ok);
     }
+    let browser_skipped = match setup::browser() {
+        Ok(browser) => {
+            let result = timeline_in_browser(&p, &browser);
+            match &result {
+                Ok(line) => println!("xtask test: {line}"),
+                Err(e) => println!("xtask test: the HTML timeline in {}: {e}", browser.display()),
+            }
+            tally.check("the HTML timeline in a headless browser".into(), result.is_ok());
+            None
+        }
+        Err(why) => {
+            println!("xtask test: SKIPPED the browser check of the HTML timeline: {why}");
+            Some(why)
+        }
+    };
 
     let (ok, _) =
         run_tee(&mut p.cargo(&["clippy", "--quiet", "-p", "wtp-bench", "--all-targets", "--", "-D", "warnings"]));
@@ -335,7 +350,149 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         println!("xtask test: {line}");
     }
     report_runner_retries("test");
+    if let Some(why) = browser_skipped {
+        println!("xtask test: !!! SKIPPED: the browser check of the HTML timeline did not run: {why}");
+    }
     tally.finish("test")
+}
+
+/// `cargo xtask trace-view --check`: setup, then the browser check alone.
+pub fn timeline_check(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
+    let browser = setup::browser().map_err(|why| format!("SKIPPED: no browser to check the timeline in: {why}"))?;
+    let line = timeline_in_browser(&p, &browser)?;
+    println!("xtask trace-view: {line}");
+    Ok(())
+}
+
+/// Runs `examples/trace_timeline.rs` with the trace armed, turns both of its
+/// dumps into pages, loads each in the headless `browser`, and checks the
+/// page drew one bar per `trampoline-entered` row of the text dump (counted
+/// here, not by the generator), then takes a screenshot. Returns a summary.
+fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String> {
+    use crate::trace_view::{self, Kind};
+    let (ok, _) =
+        run_tee(&mut p.cargo(&["build", "--quiet", "-p", LIB, "--example", "trace_timeline", "--features", "trace"]));
+    if !ok {
+        return Err("building examples/trace_timeline.rs failed".into());
+    }
+    let dir = trace_view::scratch_dir()?;
+    for f in ["trace.txt", "trace.json", "trace.html", "trace-json.html", "timeline.png"] {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    let exe = p.bin_dir("debug")?.join("examples").join("trace_timeline.exe");
+    let mut run = if p.target.is_some() && !cfg!(windows) {
+        let mut c = setup::wine_run();
+        c.arg(&exe);
+        c
+    } else {
+        Command::new(&exe)
+    };
+    let (ok, _) = run_tee(run.current_dir(&dir).env("WINDOWS_THREADPOOL_TRACE", "*"));
+    if !ok {
+        return Err("examples/trace_timeline.rs failed".into());
+    }
+    let text = std::fs::read_to_string(dir.join("trace.txt")).map_err(|e| format!("trace.txt: {e}"))?;
+    let entered = |target: &str| text.lines().filter(|l| l.contains(&format!(" {target} trampoline-entered "))).count();
+    let expected = text.lines().filter(|l| l.contains(" trampoline-entered ")).count();
+    // The example's shape: four work callbacks, at least one tick, one wait activation.
+    if entered("work") != 4 || entered("timer-periodic") == 0 || entered("wait") != 1 {
+        return Err(format!(
+            "trace.txt does not hold the example's callbacks (work {}, ticks {}, wait {})",
+            entered("work"),
+            entered("timer-periodic"),
+            entered("wait")
+        ));
+    }
+    let mut summary = String::new();
+    for (dump, page) in [("trace.txt", "trace.html"), ("trace.json", "trace-json.html")] {
+        let page = dir.join(page);
+        let tl = trace_view::write_page(&dir.join(dump), &page)?;
+        let url = trace_view::file_url(&page);
+        let dom = browser_output(browser, &dir, &["--dump-dom", &url])?;
+        let status = trace_view::root_data(&dom, "status");
+        let drawn = trace_view::count_class(&dom, "rect", "bar");
+        if status.as_deref() != Some("drawn") || drawn != expected || tl.count(Kind::Callback) != expected {
+            return Err(format!(
+                "{dump}: expected {expected} bars (trampoline-entered rows); the page's status is {status:?}, \
+                 it drew {drawn}, the generator found {}",
+                tl.count(Kind::Callback)
+            ));
+        }
+        summary.push_str(&format!("{dump}: {drawn} bars; "));
+    }
+    // The page's own handlers, driven by synthetic events in the real browser.
+    let url = format!("{}#selftest", trace_view::file_url(&dir.join("trace.html")));
+    let dom = browser_output(browser, &dir, &["--dump-dom", &url])?;
+    let selftest = trace_view::root_data(&dom, "selftest");
+    if selftest.as_deref() != Some("zoom ok, pan ok, hover ok") {
+        return Err(format!("zoom, pan and hover self-test: {selftest:?}"));
+    }
+    summary.push_str("zoom, pan, hover ok; ");
+    let shot = dir.join("timeline.png");
+    browser_output(
+        browser,
+        &dir,
+        &[
+            "--hide-scrollbars",
+            "--window-size=1400,300",
+            &format!("--screenshot={}", shot.display()),
+            &trace_view::file_url(&dir.join("trace.html")),
+        ],
+    )?;
+    let png = std::fs::read(&shot).map_err(|e| format!("no screenshot {}: {e}", shot.display()))?;
+    if !png.starts_with(b"\x89PNG") || png.len() < 1000 {
+        return Err(format!("{} is not a screenshot", shot.display()));
+    }
+    Ok(format!("HTML timeline in {}: {summary}screenshot {}", browser.display(), shot.display()))
+}
+
+/// Runs headless `browser` with `args` and returns its standard output;
+/// kills it after two minutes (a watchdog for a hung browser; the check
+/// fails then, it never passes on time).
+fn browser_output(browser: &std::path::Path, dir: &std::path::Path, args: &[&str]) -> Result<String> {
+    let mut cmd = Command::new(browser);
+    // No sandbox: CI runs this as root in a container, where Chromium's
+    // sandbox cannot start (and the page is our own file); a container's
+    // small /dev/shm is why shared memory is not used.
+    cmd.args(["--headless", "--disable-gpu", "--no-first-run", "--no-sandbox", "--disable-dev-shm-usage"])
+        .arg(format!("--user-data-dir={}", dir.join("browser-profile").display()))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", browser.display()))?;
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{} {args:?} did not finish in 120 s", browser.display()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    if !status.success() {
+        return Err(format!("{} {args:?} failed ({status}):\n{stderr}", browser.display()));
+    }
+    Ok(stdout)
 }
 
 /// Regenerates the event table in `docs/trace.md` from the crate's event

@@ -276,6 +276,7 @@ pub fn setup(target: Option<&str>) -> Result<Platform> {
     }
     let t0 = std::time::Instant::now();
     install_packages()?;
+    install_browser();
     add_rust_target(WIN_TARGET)?;
     // Only checked, never linked: `cargo xtask test` checks the library for MSVC's cfg.
     add_rust_target(MSVC_TARGET)?;
@@ -400,6 +401,68 @@ fn install_packages() -> Result<()> {
     println!("setup: installing {pkgs}");
     run_quiet(&mut update, "apt-get update")?;
     run_quiet(&mut install, "apt-get install")
+}
+
+/// Why the browser check cannot run, when setup tried to install Chromium and could not.
+static BROWSER_MISSING: OnceLock<String> = OnceLock::new();
+
+/// Programs that are a Chromium, by the names distributions give it.
+const CHROMIUM_NAMES: [&str; 2] = ["chromium", "chromium-browser"];
+
+/// Installs Debian's `chromium` for the HTML timeline's browser check when
+/// no Chromium is on `PATH`. Not fatal: without it that one check is
+/// skipped, loudly, and the reason kept for [`browser`] to report.
+fn install_browser() {
+    if CHROMIUM_NAMES.iter().any(|b| have(b)) {
+        return;
+    }
+    let lock = ["-o", "DPkg::Lock::Timeout=120"];
+    let install = [&["install", "-y", "-q"][..], &lock, &["chromium"]].concat();
+    let why = match (
+        as_root("apt-get", &[&["update", "-q"][..], &lock].concat(), &[]),
+        as_root("apt-get", &install, &[("DEBIAN_FRONTEND", "noninteractive")]),
+    ) {
+        (Some(mut update), Some(mut install)) => {
+            println!("setup: installing chromium (for the HTML timeline's browser check)");
+            match run_quiet(&mut update, "apt-get update").and_then(|()| run_quiet(&mut install, "apt-get install")) {
+                Ok(()) if CHROMIUM_NAMES.iter().any(|b| have(b)) => return,
+                Ok(()) => "apt-get installed chromium but no chromium is on PATH".to_string(),
+                Err(e) => format!("installing chromium failed: {e}"),
+            }
+        }
+        _ => "chromium is not installed and setup is neither root nor allowed passwordless sudo \
+              (apt-get install chromium)"
+            .to_string(),
+    };
+    println!("setup: WARNING: {why}; the browser check of the HTML timeline will be SKIPPED");
+    let _ = BROWSER_MISSING.set(why);
+}
+
+/// The headless browser the timeline check drives: a Chromium on `PATH`
+/// (Linux; setup installs Debian's), or on Windows Chrome or Edge (both
+/// Chromium, where Windows installs them). `Err` says why there is none.
+pub fn browser() -> std::result::Result<PathBuf, String> {
+    if cfg!(windows) {
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        for var in ["ProgramFiles", "ProgramFiles(x86)", "LOCALAPPDATA"] {
+            if let Some(dir) = std::env::var_os(var).map(PathBuf::from) {
+                candidates.push(dir.join(r"Google\Chrome\Application\chrome.exe"));
+                candidates.push(dir.join(r"Chromium\Application\chrome.exe"));
+                candidates.push(dir.join(r"Microsoft\Edge\Application\msedge.exe"));
+            }
+        }
+        return candidates
+            .into_iter()
+            .find(|c| c.is_file())
+            .ok_or_else(|| "no Chrome, Chromium or Edge found under Program Files".to_string());
+    }
+    if let Some(name) = CHROMIUM_NAMES.iter().find(|b| have(b)) {
+        return Ok(PathBuf::from(name));
+    }
+    Err(BROWSER_MISSING
+        .get()
+        .cloned()
+        .unwrap_or_else(|| "no chromium on PATH (cargo xtask setup installs it on Debian)".to_string()))
 }
 
 /// The host toolchain's components `cargo xtask test` uses that `installed`

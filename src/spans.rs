@@ -1,0 +1,288 @@
+//! `tracing` spans around callbacks (feature `tracing`).
+//!
+//! Every trampoline runs the user's callback inside one span, named
+//! `threadpool.callback`, target `windows_threadpool`, level `DEBUG`, with
+//! the fields `kind` (`work`, `timer`, `periodic`, `wait`, `io`, `spawn`,
+//! `task`), `object` (the pool object's address, hex, as the trace ring
+//! prints it) and, for waits and I/O, `result` (`signalled` / `timed-out`,
+//! or the completion's Win32 status). [`enter`] is the one function that
+//! makes it; a trampoline holds what it returns for the callback's duration.
+//!
+//! # Parentage
+//!
+//! The span current when the callback was *caused* is the new span's
+//! parent, so a request's span tree crosses the pool the way it crosses
+//! `tokio::spawn` with `Instrument`. It is captured on the caller's thread:
+//!
+//! - per object, in a [`Parent`] kept in the context header, by the calls
+//!   that cause callbacks: `Work::submit`, a timer's or a wait's `arm`.
+//!   Each capture replaces the last one, so a callback's parent is the span
+//!   of the latest submit or arm before it ran. That is exact for timers and
+//!   waits (one arming, its firings), and for work submitted from one span;
+//!   work submitted concurrently from several spans cannot be told apart by
+//!   the pool (`TP_WORK` has no per-submission context), and each callback
+//!   gets the parent of the latest submit. A re-arm from inside a callback
+//!   (a timer's `rearm`, a wait's `WaitActivation::rearm`) keeps the parent:
+//!   the next firing stays under the arming it continues rather than nesting
+//!   under the previous firing, and `follows_from` that firing's span (where
+//!   a parent does not fit). The slot keeps that span alive until the next
+//!   re-arm, arm or the object's end.
+//! - per operation, in a [`Captured`] kept in storage that belongs to one
+//!   callback: an I/O operation's block (captured when it is issued), a
+//!   spawned task (captured by `spawn`).
+//!
+//! A span with no span current at the cause is a root: a pool thread's own
+//! current span (normally none) is never used.
+//!
+//! # Cost
+//!
+//! Without the feature every type here is zero-sized and every function
+//! empty and inlined: the call sites need no `cfg` and compile to nothing.
+//! With it, a capture and an entry each first ask [`interested`] (tracing's
+//! `span_enabled!` for this callsite's target and level: with no
+//! subscriber, one relaxed load of the global max level); only when a
+//! subscriber is interested does a capture clone the current span (a
+//! reference count) into the slot, under the slot's own lock, which no other
+//! lock is ever held with. The old value is dropped after the lock is
+//! released, so a subscriber's `try_close` never runs under it; only its
+//! `clone_span` does (a callback about to run clones the slot's spans under
+//! the lock, so a concurrent capture cannot close them first).
+
+#[cfg(feature = "tracing")]
+use std::sync::{Mutex, PoisonError};
+
+/// What a callback span is for: its `kind` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) enum Kind {
+    Work,
+    Timer,
+    Periodic,
+    Wait,
+    Io,
+    /// A closure task: `spawn_blocking` (and its forms), or a task of a
+    /// `scope`, `join` or `for_each`.
+    Spawn,
+    /// One poll of an async task (`task::spawn`).
+    Task,
+}
+
+impl Kind {
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Work => "work",
+            Kind::Timer => "timer",
+            Kind::Periodic => "periodic",
+            Kind::Wait => "wait",
+            Kind::Io => "io",
+            Kind::Spawn => "spawn",
+            Kind::Task => "task",
+        }
+    }
+}
+
+/// A callback's outcome, for the span's `result` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) enum Outcome {
+    /// A wait's handle was signalled: `result = "signalled"`.
+    Signalled,
+    /// A wait's timeout passed: `result = "timed-out"`.
+    TimedOut,
+    /// An I/O completion's Win32 status: `result = <status>` (0: success).
+    Io(u32),
+}
+
+/// The target and level of the callback span (and of the interest check).
+#[cfg(feature = "tracing")]
+const TARGET: &str = "windows_threadpool";
+
+/// Whether a subscriber would record a callback span now. Cheap when the
+/// answer is no (see the module docs).
+#[cfg(feature = "tracing")]
+#[inline]
+fn interested() -> bool {
+    tracing::span_enabled!(target: TARGET, tracing::Level::DEBUG)
+}
+
+/// A span captured for one callback to come: its parent, and the span of the
+/// callback that re-armed it, which it follows from.
+#[derive(Clone, Default)]
+pub(crate) struct Captured {
+    #[cfg(feature = "tracing")]
+    span: Option<tracing::Span>,
+    #[cfg(feature = "tracing")]
+    follows: Option<tracing::Span>,
+}
+
+impl Captured {
+    /// Nothing captured: the callback's span will be a root.
+    pub(crate) const NONE: Self = Self {
+        #[cfg(feature = "tracing")]
+        span: None,
+        #[cfg(feature = "tracing")]
+        follows: None,
+    };
+
+    /// The current span, if a subscriber is interested in callback spans and
+    /// a span is current; otherwise nothing (and nearly no cost).
+    #[inline]
+    pub(crate) fn current() -> Self {
+        #[cfg(feature = "tracing")]
+        if interested() {
+            let span = tracing::Span::current();
+            if span.id().is_some() {
+                return Self { span: Some(span), follows: None };
+            }
+        }
+        Self::NONE
+    }
+}
+
+impl core::fmt::Debug for Captured {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        #[cfg(feature = "tracing")]
+        return f.debug_tuple("Captured").field(&self.span.as_ref().and_then(tracing::Span::id)).finish();
+        #[cfg(not(feature = "tracing"))]
+        f.write_str("Captured")
+    }
+}
+
+/// An object's parent slot: the span current at its latest submit or arm,
+/// and after a re-arm from a callback, that callback's span.
+#[derive(Default)]
+pub(crate) struct Parent {
+    #[cfg(feature = "tracing")]
+    slot: Mutex<Captured>,
+}
+
+impl Parent {
+    pub(crate) const fn new() -> Self {
+        Self {
+            #[cfg(feature = "tracing")]
+            slot: Mutex::new(Captured::NONE),
+        }
+    }
+
+    /// Records the current span as the parent of the callbacks to come (and
+    /// forgets any re-arming callback's). Does nothing unless a subscriber
+    /// is interested.
+    #[inline]
+    pub(crate) fn capture(&self) {
+        #[cfg(feature = "tracing")]
+        if interested() {
+            let new = Captured::current();
+            let old = core::mem::replace(&mut *self.slot.lock().unwrap_or_else(PoisonError::into_inner), new);
+            // Closing the old spans runs subscriber code: not under the lock.
+            drop(old);
+        }
+    }
+
+    /// A re-arm from inside a callback: the next callback keeps its parent
+    /// and follows from the span current now (the re-arming callback's).
+    #[inline]
+    pub(crate) fn follow_current(&self) {
+        #[cfg(feature = "tracing")]
+        if interested() {
+            let Captured { span: current, .. } = Captured::current();
+            let old =
+                core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, current);
+            drop(old);
+        }
+    }
+
+    /// [`follow_current`](Self::follow_current) with the span `entered`,
+    /// for a re-arm applied after the callback that asked for it returned.
+    #[inline]
+    pub(crate) fn follow(&self, entered: &Entered) {
+        #[cfg(feature = "tracing")]
+        if let Some(span) = &entered._span {
+            let span: tracing::Span = (**span).clone();
+            let old = self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows.replace(span);
+            drop(old);
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = entered;
+    }
+
+    /// A clone of what was captured, for a callback about to run.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn get(&self) -> Captured {
+        #[cfg(feature = "tracing")]
+        return self.slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        #[cfg(not(feature = "tracing"))]
+        Captured::NONE
+    }
+}
+
+/// The entered callback span; exits (and, if nothing else holds it,
+/// closes) when dropped. Zero-sized without the feature.
+#[must_use = "the span is exited when this is dropped"]
+pub(crate) struct Entered {
+    /// `None` when no subscriber was interested: nothing to exit.
+    #[cfg(feature = "tracing")]
+    _span: Option<tracing::span::EnteredSpan>,
+}
+
+/// Enters the `threadpool.callback` span for one callback of `kind` on
+/// `object`; hold the result while the callback runs. `parent` is asked for
+/// the captured parent only when a subscriber is interested: pass
+/// `|| header.parent.get()` for a [`Parent`], or move a [`Captured`] in
+/// (`move || captured`).
+#[inline]
+pub(crate) fn enter<P>(kind: Kind, object: usize, parent: P, outcome: Option<Outcome>) -> Entered
+where
+    P: FnOnce() -> Captured,
+{
+    #[cfg(feature = "tracing")]
+    {
+        if !interested() {
+            return Entered { _span: None };
+        }
+        let parent = parent();
+        let parent_id = parent.span.as_ref().and_then(tracing::Span::id);
+        let wait_result = match outcome {
+            Some(Outcome::Signalled) => Some("signalled"),
+            Some(Outcome::TimedOut) => Some("timed-out"),
+            _ => None,
+        };
+        let io_result = match outcome {
+            Some(Outcome::Io(status)) => Some(status),
+            _ => None,
+        };
+        let span = tracing::span!(
+            target: TARGET,
+            parent: parent_id,
+            tracing::Level::DEBUG,
+            "threadpool.callback",
+            kind = kind.as_str(),
+            object = format_args!("{object:#x}"),
+            result = tracing::field::Empty,
+        );
+        if let Some(r) = wait_result {
+            span.record("result", r);
+        } else if let Some(r) = io_result {
+            span.record("result", r);
+        }
+        if let Some(previous) = parent.follows.as_ref().and_then(tracing::Span::id) {
+            span.follows_from(previous);
+        }
+        // The new span holds its own reference to the parent.
+        drop(parent);
+        Entered { _span: Some(span.entered()) }
+    }
+    #[cfg(not(feature = "tracing"))]
+    {
+        let _ = (kind, object, parent, outcome);
+        Entered {}
+    }
+}
+
+// Without the feature everything here is zero-sized.
+#[cfg(not(feature = "tracing"))]
+const _: () = {
+    assert!(size_of::<Captured>() == 0);
+    assert!(size_of::<Parent>() == 0);
+    assert!(size_of::<Entered>() == 0);
+};

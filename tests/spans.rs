@@ -1,0 +1,520 @@
+//! The `tracing` feature: every callback kind runs inside a
+//! `threadpool.callback` span on a pool thread, with its fields, parented to
+//! the span current where it was caused (submit, arm, issue). Checked with a
+//! small recording `Subscriber` installed as the global default (callbacks
+//! run on pool threads, which a thread-local default would not reach).
+#![cfg(all(windows, feature = "tracing"))]
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Metadata, Subscriber};
+use windows_threadpool::io::{self, Io, IoCompletion};
+use windows_threadpool::{CleanupGroup, Deadline, Event as WinEvent, PeriodicTimer, Timer, Wait, Work};
+
+/// Bounds every wait for a callback: a lost one fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug)]
+struct SpanRec {
+    name: &'static str,
+    parent: Option<u64>,
+    fields: BTreeMap<String, String>,
+    /// The thread that created it.
+    thread: ThreadId,
+    meta: &'static Metadata<'static>,
+}
+
+/// Records every span; `pool_spans` off makes it uninterested in the
+/// crate's spans (as a filter on the target would).
+struct Recorder {
+    next: AtomicU64,
+    spans: Mutex<HashMap<u64, SpanRec>>,
+    pool_spans: AtomicBool,
+    /// `clone_span` calls, to see whether the crate captured a span.
+    clones: AtomicUsize,
+    /// `(span, the span it follows from)`.
+    follows: Mutex<Vec<(u64, u64)>>,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().into(), format!("{value:?}"));
+    }
+}
+
+impl Subscriber for &'static Recorder {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        !meta.target().starts_with("windows_threadpool") || self.pool_spans.load(SeqCst)
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let id = self.next.fetch_add(1, SeqCst);
+        let parent = if attrs.is_root() {
+            None
+        } else if let Some(p) = attrs.parent() {
+            Some(p.into_u64())
+        } else {
+            STACK.with(|s| s.borrow().last().copied())
+        };
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let rec = SpanRec {
+            name: attrs.metadata().name(),
+            parent,
+            fields,
+            thread: std::thread::current().id(),
+            meta: attrs.metadata(),
+        };
+        self.spans.lock().unwrap().insert(id, rec);
+        Id::from_u64(id)
+    }
+
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        if let Some(s) = self.spans.lock().unwrap().get_mut(&span.into_u64()) {
+            values.record(&mut Fields(&mut s.fields));
+        }
+    }
+
+    fn record_follows_from(&self, span: &Id, follows: &Id) {
+        self.follows.lock().unwrap().push((span.into_u64(), follows.into_u64()));
+    }
+
+    fn event(&self, _: &Event<'_>) {}
+
+    fn enter(&self, span: &Id) {
+        STACK.with(|s| s.borrow_mut().push(span.into_u64()));
+    }
+
+    fn exit(&self, span: &Id) {
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            assert_eq!(s.pop(), Some(span.into_u64()), "spans exit in the order they entered");
+        });
+    }
+
+    fn clone_span(&self, id: &Id) -> Id {
+        self.clones.fetch_add(1, SeqCst);
+        id.clone()
+    }
+
+    fn current_span(&self) -> tracing_core::span::Current {
+        match STACK.with(|s| s.borrow().last().copied()) {
+            Some(id) => {
+                let meta = self.spans.lock().unwrap()[&id].meta;
+                tracing_core::span::Current::new(Id::from_u64(id), meta)
+            }
+            None => tracing_core::span::Current::none(),
+        }
+    }
+}
+
+/// The process's recorder, installed once as the global default.
+fn recorder() -> &'static Recorder {
+    static R: OnceLock<&'static Recorder> = OnceLock::new();
+    R.get_or_init(|| {
+        let r: &'static Recorder = Box::leak(Box::new(Recorder {
+            next: AtomicU64::new(1),
+            spans: Mutex::new(HashMap::new()),
+            pool_spans: AtomicBool::new(true),
+            clones: AtomicUsize::new(0),
+            follows: Mutex::new(Vec::new()),
+        }));
+        tracing::subscriber::set_global_default(r).expect("no other global subscriber in this test binary");
+        r
+    })
+}
+
+/// Serialises the tests of this binary when they share a process (`cargo
+/// test`); under nextest each has its own.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static L: Mutex<()> = Mutex::new(());
+    L.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A span of the test's own, entered on this thread while `f` runs.
+fn in_request<R>(name: &'static str, f: impl FnOnce() -> R) -> (u64, R) {
+    let span = tracing::info_span!("request", test = name);
+    let id = span.id().expect("the recorder is interested in the test's spans").into_u64();
+    let r = span.in_scope(f);
+    (id, r)
+}
+
+/// The callback spans of `kind` on `object`, in creation order.
+fn callback_spans(kind: &str, object: usize) -> Vec<(u64, SpanRec)> {
+    let object = format!("{object:#x}");
+    let spans = recorder().spans.lock().unwrap();
+    let mut v: Vec<(u64, SpanRec)> = spans
+        .iter()
+        .filter(|(_, s)| {
+            s.name == "threadpool.callback"
+                && s.fields.get("kind").map(String::as_str) == Some(kind)
+                && s.fields.get("object") == Some(&object)
+        })
+        .map(|(id, s)| (*id, s.clone()))
+        .collect();
+    v.sort_by_key(|(id, _)| *id);
+    v
+}
+
+/// The span current inside a callback, by id.
+fn current_id() -> Option<u64> {
+    tracing::Span::current().id().map(|i| i.into_u64())
+}
+
+/// The spans `span` follows from.
+fn follows(span: u64) -> Vec<u64> {
+    recorder().follows.lock().unwrap().iter().filter(|(s, _)| *s == span).map(|(_, f)| *f).collect()
+}
+
+/// Checks every span: named, on a pool thread (not this one), parented to
+/// `parent`, and current while its callback ran (`seen` holds what the
+/// callbacks saw as current, in order).
+fn check(spans: &[(u64, SpanRec)], parent: u64, seen: &[Option<u64>]) {
+    let me = std::thread::current().id();
+    assert!(!spans.is_empty(), "no callback span was recorded");
+    for (id, s) in spans {
+        assert_eq!(s.name, "threadpool.callback");
+        assert_eq!(s.parent, Some(parent), "span {id} {s:?}: parent is the span current at the cause");
+        assert_ne!(s.thread, me, "span {id} was created on the test thread, not a pool thread");
+        assert!(seen.contains(&Some(*id)), "span {id} was not current while its callback ran: {seen:?}");
+    }
+}
+
+#[test]
+fn work_callbacks_run_in_a_span_parented_to_the_submitter() {
+    let _l = serial();
+    recorder();
+    let (tx, rx) = mpsc::channel();
+    let work = Work::new(move |_| tx.send(current_id()).unwrap()).unwrap();
+    let raw = work.as_raw() as usize;
+    let (request, ()) = in_request("work", || {
+        work.submit();
+        work.wait();
+    });
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans = callback_spans("work", raw);
+    assert_eq!(spans.len(), 1);
+    check(&spans, request, &seen);
+    assert!(!spans[0].1.fields.contains_key("result"), "work has no result");
+
+    // Submitted with no span current: a root, whatever the pool thread has.
+    work.submit();
+    work.wait();
+    let spans = callback_spans("work", raw);
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[1].1.parent, None, "no span current at submit: a root span");
+}
+
+#[test]
+fn a_cleanup_group_member_runs_in_a_span_too() {
+    let _l = serial();
+    recorder();
+    let mut group = CleanupGroup::new().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let member = group.create_work(move |_| tx.send(current_id()).unwrap()).unwrap();
+    let raw = member.as_raw() as usize;
+    let (request, ()) = in_request("group", || {
+        member.submit();
+        member.wait();
+    });
+    group.close_members();
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans = callback_spans("work", raw);
+    assert_eq!(spans.len(), 1);
+    check(&spans, request, &seen);
+}
+
+#[test]
+fn work_submitted_from_a_callback_nests_under_that_callback() {
+    let _l = serial();
+    recorder();
+    let (tx, rx) = mpsc::channel();
+    let inner = Arc::new(Work::new(move |_| tx.send(current_id()).unwrap()).unwrap());
+    let i2 = Arc::clone(&inner);
+    let outer = Work::new(move |_| i2.submit()).unwrap();
+    let (request, ()) = in_request("nested", || {
+        outer.submit();
+        outer.wait();
+    });
+    inner.wait();
+    let outer_spans = callback_spans("work", outer.as_raw() as usize);
+    let inner_spans = callback_spans("work", inner.as_raw() as usize);
+    assert_eq!((outer_spans.len(), inner_spans.len()), (1, 1));
+    assert_eq!(outer_spans[0].1.parent, Some(request));
+    let seen: Vec<_> = rx.try_iter().collect();
+    check(&inner_spans, outer_spans[0].0, &seen);
+}
+
+#[test]
+fn timer_firings_and_their_rearms_are_parented_to_the_arming_span() {
+    let _l = serial();
+    recorder();
+    let (tx, rx) = mpsc::channel();
+    let firings = AtomicUsize::new(0);
+    let timer = Timer::new(move |f| {
+        tx.send(current_id()).unwrap();
+        if firings.fetch_add(1, SeqCst) == 0 {
+            f.rearm(Duration::ZERO);
+        }
+    })
+    .unwrap();
+    let (request, seen) = in_request("timer", || {
+        timer.arm(Duration::ZERO);
+        (0..2).map(|_| rx.recv_timeout(PATIENCE).expect("two firings")).collect::<Vec<_>>()
+    });
+    timer.stop_and_drain();
+    let spans = callback_spans("timer", timer.as_raw() as usize);
+    assert_eq!(spans.len(), 2, "the firing and its re-arm");
+    // The re-armed firing keeps the arming's parent rather than nesting
+    // under the firing that re-armed it, and follows from that firing.
+    check(&spans, request, &seen);
+    assert_eq!(follows(spans[0].0), Vec::<u64>::new());
+    assert_eq!(follows(spans[1].0), [spans[0].0]);
+
+    // Armed again from outside: a new parent, and nothing to follow.
+    let (again, seen) = in_request("timer-again", || {
+        timer.arm(Duration::ZERO);
+        vec![rx.recv_timeout(PATIENCE).expect("a third firing")]
+    });
+    timer.stop_and_drain();
+    let spans = callback_spans("timer", timer.as_raw() as usize);
+    assert_eq!(spans.len(), 3);
+    check(&spans[2..], again, &seen);
+    assert_eq!(follows(spans[2].0), Vec::<u64>::new());
+}
+
+#[test]
+fn periodic_ticks_are_parented_to_the_arming_span() {
+    let _l = serial();
+    recorder();
+    let (tx, rx) = mpsc::channel();
+    let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+        let _ = tx.send(current_id());
+    })
+    .unwrap();
+    let (request, seen) = in_request("periodic", || {
+        timer.arm(Duration::ZERO);
+        (0..3).map(|_| rx.recv_timeout(PATIENCE).expect("three ticks")).collect::<Vec<_>>()
+    });
+    timer.stop_and_drain();
+    let spans = callback_spans("periodic", timer.as_raw() as usize);
+    assert!(spans.len() >= 3, "{} tick spans", spans.len());
+    check(&spans[..3], request, &seen);
+}
+
+#[test]
+fn wait_activations_carry_their_result_and_the_arming_span() {
+    let _l = serial();
+    recorder();
+    let event = WinEvent::auto_reset().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |a| {
+        tx.send((current_id(), a.is_signalled())).unwrap();
+    })
+    .unwrap();
+    let (signalled_in, (id1, signalled)) = in_request("wait-signalled", || {
+        wait.arm(Deadline::NEVER);
+        event.set().unwrap();
+        rx.recv_timeout(PATIENCE).expect("an activation")
+    });
+    assert!(signalled);
+    // The timeout is what makes this activation: nothing sets the event.
+    let (timed_out_in, (id2, signalled)) = in_request("wait-timeout", || {
+        wait.arm(Duration::from_millis(1));
+        rx.recv_timeout(PATIENCE).expect("a timeout")
+    });
+    assert!(!signalled);
+    wait.stop_and_drain();
+    let spans = callback_spans("wait", wait.as_raw() as usize);
+    assert_eq!(spans.len(), 2);
+    check(&spans[..1], signalled_in, &[id1]);
+    check(&spans[1..], timed_out_in, &[id2]);
+    assert_eq!(spans[0].1.fields.get("result").map(String::as_str), Some("signalled"));
+    assert_eq!(spans[1].1.fields.get("result").map(String::as_str), Some("timed-out"));
+}
+
+#[test]
+fn a_rearmed_wait_follows_from_the_activation_that_rearmed_it() {
+    let _l = serial();
+    recorder();
+    let event = WinEvent::auto_reset().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let activations = AtomicUsize::new(0);
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |a| {
+        tx.send(current_id()).unwrap();
+        if activations.fetch_add(1, SeqCst) == 0 {
+            // Nothing sets the event again: the timeout ends this arming.
+            assert!(a.rearm(Duration::from_millis(1)));
+        }
+    })
+    .unwrap();
+    let (request, seen) = in_request("wait-rearm", || {
+        wait.arm(Deadline::NEVER);
+        event.set().unwrap();
+        (0..2).map(|_| rx.recv_timeout(PATIENCE).expect("two activations")).collect::<Vec<_>>()
+    });
+    wait.stop_and_drain();
+    let spans = callback_spans("wait", wait.as_raw() as usize);
+    assert_eq!(spans.len(), 2);
+    check(&spans, request, &seen);
+    assert_eq!(spans[1].1.fields.get("result").map(String::as_str), Some("timed-out"));
+    assert_eq!(follows(spans[0].0), Vec::<u64>::new());
+    assert_eq!(follows(spans[1].0), [spans[0].0]);
+}
+
+#[test]
+fn io_completions_carry_their_status_and_the_issuing_span() {
+    let _l = serial();
+    recorder();
+    let path = std::env::temp_dir().join(format!("wtp-spans-{}", std::process::id()));
+    std::fs::write(&path, [7u8; 64]).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let cb = move |c: &IoCompletion| tx.send((current_id(), c.io_result())).unwrap();
+    let mut read = std::fs::OpenOptions::new();
+    read.read(true);
+    let io = Io::new(io::open_file(&path, &read).unwrap(), cb).unwrap();
+    let (first, (id1, status1)) = in_request("io-1", || {
+        io.read_at(0, vec![0u8; 16]).unwrap();
+        rx.recv_timeout(PATIENCE).expect("a completion")
+    });
+    // Past the end: a completion with a failure status.
+    let (second, (id2, status2)) = in_request("io-2", || {
+        io.read_at(4096, vec![0u8; 16]).unwrap();
+        rx.recv_timeout(PATIENCE).expect("a completion")
+    });
+    io.run_down();
+    let raw = io.as_raw() as usize;
+    drop(io);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(status1, 0);
+    assert_ne!(status2, 0, "reading past the end completes with an error status");
+    let spans = callback_spans("io", raw);
+    assert_eq!(spans.len(), 2);
+    // Each operation has its own parent, captured when it was issued.
+    check(&spans[..1], first, &[id1]);
+    check(&spans[1..], second, &[id2]);
+    assert_eq!(spans[0].1.fields.get("result"), Some(&status1.to_string()));
+    assert_eq!(spans[1].1.fields.get("result"), Some(&status2.to_string()));
+}
+
+#[test]
+fn without_an_interested_subscriber_nothing_is_captured_or_created() {
+    let _l = serial();
+    let r = recorder();
+    r.pool_spans.store(false, SeqCst);
+    let (tx, rx) = mpsc::channel();
+    let work = Work::new(move |_| tx.send(current_id()).unwrap()).unwrap();
+    let timer = Timer::new(|_| {}).unwrap();
+    let clones_before = r.clones.load(SeqCst);
+    let (_, ()) = in_request("uninterested", || {
+        work.submit();
+        work.wait();
+        timer.arm(Duration::ZERO);
+        timer.stop_and_drain();
+    });
+    r.pool_spans.store(true, SeqCst);
+    assert_eq!(rx.try_iter().collect::<Vec<_>>(), [None], "the callback ran outside any span");
+    assert!(callback_spans("work", work.as_raw() as usize).is_empty());
+    assert!(callback_spans("timer", timer.as_raw() as usize).is_empty());
+    assert_eq!(r.clones.load(SeqCst), clones_before, "the request span was captured anyway");
+}
+
+/// Callback spans of `kind` on any object, in creation order.
+fn kind_spans(kind: &str) -> Vec<(u64, SpanRec)> {
+    let spans = recorder().spans.lock().unwrap();
+    let mut v: Vec<(u64, SpanRec)> = spans
+        .iter()
+        .filter(|(_, s)| s.name == "threadpool.callback" && s.fields.get("kind").map(String::as_str) == Some(kind))
+        .map(|(id, s)| (*id, s.clone()))
+        .collect();
+    v.sort_by_key(|(id, _)| *id);
+    v
+}
+
+/// A closure task (`spawn_blocking`, and a scope's tasks) runs in a `spawn`
+/// span parented to the span current at its spawn.
+#[test]
+fn closure_tasks_run_in_a_span_parented_to_the_spawner() {
+    let _l = serial();
+    recorder();
+    let (tx, rx) = mpsc::channel();
+    let (request, ()) = in_request("spawn", || {
+        let tx = tx.clone();
+        // Joined from another thread, so the pool runs it (not the joiner).
+        let h = windows_threadpool::task::spawn_blocking(move || tx.send(current_id()).unwrap());
+        std::thread::spawn(move || h.join().unwrap()).join().unwrap();
+    });
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans = kind_spans("spawn");
+    assert_eq!(spans.len(), 1);
+    check(&spans, request, &seen);
+    let (scoped, ()) = in_request("scope", || {
+        windows_threadpool::scope(|s| {
+            s.spawn(|| tx.send(current_id()).unwrap());
+        });
+    });
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans = kind_spans("spawn");
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[1].1.parent, Some(scoped));
+    assert!(seen.contains(&Some(spans[1].0)), "the scoped task's span was not current in it");
+}
+
+/// Every poll of an async task runs in a `task` span parented to the span
+/// current at `task::spawn`.
+#[test]
+fn async_task_polls_run_in_spans_parented_to_the_spawner() {
+    let _l = serial();
+    recorder();
+    let (tx, rx) = mpsc::channel();
+    let waker: Arc<Mutex<Option<std::task::Waker>>> = Arc::default();
+    let w = waker.clone();
+    let mut polls = 0;
+    // Pending once (keeping its waker), then ready: exactly two polls.
+    let (request, h) = in_request("task", || {
+        windows_threadpool::task::spawn(std::future::poll_fn(move |cx| {
+            tx.send(current_id()).unwrap();
+            polls += 1;
+            if polls == 1 {
+                *w.lock().unwrap() = Some(cx.waker().clone());
+                return std::task::Poll::Pending;
+            }
+            std::task::Poll::Ready(())
+        }))
+    });
+    let first = rx.recv_timeout(PATIENCE).unwrap();
+    let wake = loop {
+        if let Some(wk) = waker.lock().unwrap().take() {
+            break wk;
+        }
+        std::thread::yield_now();
+    };
+    wake.wake();
+    h.join().unwrap();
+    let seen: Vec<_> = [first].into_iter().chain(rx.try_iter()).collect();
+    let spans = kind_spans("task");
+    assert_eq!(spans.len(), 2, "one span per poll: {spans:?}");
+    check(&spans, request, &seen);
+}
