@@ -14,6 +14,8 @@
 //! - `stress`: setup, then the opt-in stress scenarios (`tests/*_stress.rs`),
 //!   one at a time, with their reports.
 //! - `coverage`: line coverage of the library's tests, where it can be measured.
+//! - `mutants`: mutation testing (cargo-mutants) module by module, and
+//!   `docs/mutants.md` from the results.
 //! - `exec`: run a program as it is (the test runner on a Windows host).
 //!
 //! On Linux everything runs for `x86_64-pc-windows-gnu` under Wine. On
@@ -22,6 +24,7 @@
 
 mod bench;
 mod coverage;
+mod mutants;
 mod run;
 mod setup;
 mod trace_view;
@@ -71,9 +74,10 @@ fn main() -> ExitCode {
         // A file conversion: needs no set-up.
         "trace-view" => trace_view::trace_view(&rest),
         "coverage" => coverage::coverage(target, &rest),
+        "mutants" => mutants::mutants(target, &rest),
         _ => {
             let asked = matches!(cmd, "help" | "--help" | "-h");
-            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage> [--target TRIPLE]\n\
+            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs, service.rs and async_service.rs\
@@ -83,6 +87,7 @@ fn main() -> ExitCode {
                  \n  trace-view DUMP [-o OUT.html]: one self-contained HTML timeline from a trace dump (text or Chrome JSON);\
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\
                  \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
+                 \n  mutants    mutation testing per module (--module NAME, --shard k/n, --timeout S; --report rewrites docs/mutants.md)\
                  \n\n--target: on Windows, test that target natively instead of the host's";
             if asked {
                 println!("{usage}");

@@ -344,6 +344,12 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     let (ok, text) =
         run_tee(&mut host.cargo(&["test", "--color", "never", "--quiet", "-p", "xtask", "-p", "wine-runner"]));
     tally.account("tooling tests", ok, parse_libtest(&text));
+    // One mutant of the smallest module keeps `cargo xtask mutants` working.
+    let smoke = crate::mutants::smoke(&p);
+    if let Err(e) = &smoke {
+        println!("xtask test: mutation smoke: {e}");
+    }
+    tally.check("mutation testing smoke (cargo xtask mutants, one shard)".into(), smoke.is_ok());
 
     println!("xtask test: finished in {:.0}s", t0.elapsed().as_secs_f64());
     for line in per_config.iter().chain([&stress_line]) {

@@ -1,0 +1,339 @@
+//! `cargo xtask mutants`: mutation testing of the library with cargo-mutants,
+//! module by module, and `docs/mutants.md` generated from the results.
+//!
+//! Each mutant costs an incremental build and a test run under Wine, so a
+//! module is tested only with the test targets that exercise it (the
+//! configuration that compiles the mutated code: the default features), and
+//! every mutant has a timeout: one that hangs counts as caught by timeout.
+//! `--shard k/n` splits a module's mutants for CI-sized runs. Results land in
+//! `target/mutants/<module>/mutants.out`; `--report` rewrites
+//! `docs/mutants.md` from every module's latest results and the explanations
+//! in `xtask/mutants-equivalent.txt` (one line per missed mutant that cannot
+//! matter: `<mutant as cargo-mutants prints it> | <why>`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::setup::{self, Result, cargo, workspace_root};
+use crate::{LIB, WIN_TARGET};
+
+/// A module under mutation: its files, and the test targets that cover it
+/// (cargo's `--lib` / `--test NAME` arguments).
+pub struct Module {
+    pub name: &'static str,
+    pub files: &'static [&'static str],
+    pub tests: &'static [&'static str],
+}
+
+pub const MODULES: &[Module] = &[
+    Module {
+        name: "obligation",
+        files: &["src/obligation.rs"],
+        tests: &["--lib", "--test", "self_teardown", "--test", "harness"],
+    },
+    Module {
+        name: "waker_slot",
+        files: &["src/waker_slot.rs"],
+        tests: &["--lib", "--test", "async_task", "--test", "async_time"],
+    },
+    Module { name: "ctx", files: &["src/ctx.rs"], tests: &["--lib", "--test", "work", "--test", "alloc"] },
+    Module { name: "work", files: &["src/work.rs"], tests: &["--lib", "--test", "work", "--test", "self_teardown"] },
+    Module {
+        name: "timer",
+        files: &["src/timer.rs", "src/arming.rs"],
+        tests: &["--lib", "--test", "timer", "--test", "self_teardown"],
+    },
+    Module {
+        name: "wait",
+        files: &["src/wait.rs", "src/wait/future.rs"],
+        tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown"],
+    },
+    Module {
+        name: "io",
+        files: &[
+            "src/io/handles.rs",
+            "src/io/iocore.rs",
+            "src/io/object.rs",
+            "src/io/operation.rs",
+            "src/io/registry.rs",
+            "src/io/future.rs",
+        ],
+        tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc"],
+    },
+    Module { name: "cleanup_group", files: &["src/cleanup_group.rs"], tests: &["--lib", "--test", "cleanup_group"] },
+    Module {
+        name: "heal",
+        files: &["src/heal/mod.rs", "src/heal/registry.rs"],
+        tests: &["--lib", "--test", "self_heal"],
+    },
+    Module {
+        name: "task",
+        files: &[
+            "src/task/header.rs",
+            "src/task/blocking.rs",
+            "src/task/scoped.rs",
+            "src/task/parallel.rs",
+            "src/task/future.rs",
+            "src/task/current_thread.rs",
+        ],
+        tests: &["--lib", "--test", "spawn", "--test", "async_task", "--test", "alloc"],
+    },
+    Module {
+        name: "time",
+        files: &[
+            "src/time/deadline.rs",
+            "src/time/driver.rs",
+            "src/time/delay.rs",
+            "src/time/ticks.rs",
+            "src/time/limit.rs",
+        ],
+        tests: &["--lib", "--test", "async_time", "--test", "timer"],
+    },
+];
+
+/// The module `cargo xtask test` runs one shard of, to keep this command
+/// working, and the shard: one mutant (`is_owed` answering `true`) that the
+/// tests must catch.
+pub const SMOKE: &str = "obligation";
+pub const SMOKE_SHARD: &str = "4/8";
+
+/// One shard of [`SMOKE`], into its own output directory: fails unless
+/// cargo-mutants ran and every viable mutant of the shard was caught.
+pub fn smoke(p: &setup::Platform) -> Result<()> {
+    ensure_installed()?;
+    let m = module(SMOKE)?;
+    let target = p.target.clone().unwrap_or_else(|| WIN_TARGET.to_string());
+    let out = out_root().join("smoke");
+    let status =
+        command(m, Some(SMOKE_SHARD), 300, &target, &out).status().map_err(|e| format!("cargo mutants: {e}"))?;
+    let o = Outcome::read(&out).ok_or_else(|| format!("cargo mutants wrote no results ({status})"))?;
+    if o.caught.len() + o.timeout.len() == 0 || !o.missed.is_empty() {
+        return Err(format!("expected the shard's mutant caught, got {o:?}"));
+    }
+    println!("mutants: smoke: {} caught, {} timeout ({SMOKE} shard {SMOKE_SHARD})", o.caught.len(), o.timeout.len());
+    Ok(())
+}
+
+pub fn module(name: &str) -> Result<&'static Module> {
+    MODULES.iter().find(|m| m.name == name).ok_or_else(|| {
+        format!("no module {name:?}; one of: {}", MODULES.iter().map(|m| m.name).collect::<Vec<_>>().join(", "))
+    })
+}
+
+/// Installs cargo-mutants from crates.io if it is missing.
+pub fn ensure_installed() -> Result<()> {
+    let ok = cargo().args(["mutants", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if ok.is_ok_and(|s| s.success()) {
+        return Ok(());
+    }
+    println!("mutants: installing cargo-mutants (cargo install cargo-mutants --locked; a few minutes)");
+    let status = cargo()
+        .args(["install", "cargo-mutants", "--locked"])
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("cargo install cargo-mutants: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo install cargo-mutants --locked failed: {status}"));
+    }
+    Ok(())
+}
+
+pub fn out_dir(m: &Module) -> PathBuf {
+    setup::layout()
+        .map(|l| l.target_dir.join("mutants").join(m.name))
+        .unwrap_or_else(|_| workspace_root().join("target").join("mutants").join(m.name))
+}
+
+/// The cargo-mutants command for one module (and shard).
+pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, out: &Path) -> Command {
+    let mut c = cargo();
+    c.args(["mutants", "--package", LIB, "--test-tool", "nextest", "--no-shuffle", "--baseline", "skip"]);
+    c.args(["--timeout", &timeout_s.to_string(), "--build-timeout", "600"]);
+    for f in m.files {
+        c.args(["--file", f]);
+    }
+    if let Some(s) = shard {
+        c.args(["--shard", s]);
+    }
+    c.arg("--output").arg(out);
+    // Passed to every cargo command cargo-mutants runs (build and test).
+    c.arg(format!("--cargo-arg=--target={target}"));
+    for t in m.tests {
+        c.arg(format!("--cargo-arg={t}"));
+    }
+    // The copied trees share one target directory, so dependencies are built once.
+    c.env("CARGO_TARGET_DIR", out_root().join("build"));
+    c
+}
+
+fn out_root() -> PathBuf {
+    setup::layout().map(|l| l.target_dir.join("mutants")).unwrap_or_else(|_| workspace_root().join("target/mutants"))
+}
+
+/// What cargo-mutants recorded for a module.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub caught: Vec<String>,
+    pub missed: Vec<String>,
+    pub timeout: Vec<String>,
+    pub unviable: Vec<String>,
+}
+
+impl Outcome {
+    pub fn read(dir: &Path) -> Option<Self> {
+        let lines = |f: &str| -> Option<Vec<String>> {
+            let text = std::fs::read_to_string(dir.join("mutants.out").join(f)).ok()?;
+            Some(text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
+        };
+        Some(Self {
+            caught: lines("caught.txt")?,
+            missed: lines("missed.txt")?,
+            timeout: lines("timeout.txt")?,
+            unviable: lines("unviable.txt")?,
+        })
+    }
+
+    /// Caught (including by timeout) out of viable mutants, in percent.
+    pub fn score(&self) -> f64 {
+        let viable = self.caught.len() + self.missed.len() + self.timeout.len();
+        if viable == 0 { 100.0 } else { 100.0 * (self.caught.len() + self.timeout.len()) as f64 / viable as f64 }
+    }
+}
+
+/// `<mutant> | <why>` lines of `xtask/mutants-equivalent.txt`.
+pub fn explanations(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once(" | ").map(|(m, why)| (m.trim().to_string(), why.trim().to_string())))
+        .collect()
+}
+
+/// `docs/mutants.md` from the outcomes found (modules not run yet say so).
+pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, String>) -> String {
+    let mut s = String::from(
+        "# Mutation testing\n\nGenerated by `cargo xtask mutants --report` from the latest results of \
+         `cargo xtask mutants` (cargo-mutants under Wine, each module tested with the test targets that cover it). \
+         A mutant that hangs is caught by its timeout. Goal: at least 90 % of viable mutants caught per module; every \
+         missed mutant is listed below, with the reason it cannot matter (`xtask/mutants-equivalent.txt`) or \
+         marked *open* until a test catches it.\n\n\
+         | module | caught | timeout | missed | unviable | caught of viable |\n|---|---|---|---|---|---|\n",
+    );
+    for (m, o) in outcomes {
+        match o {
+            Some(o) => {
+                s += &format!(
+                    "| {} | {} | {} | {} | {} | {:.1} % |\n",
+                    m.name,
+                    o.caught.len(),
+                    o.timeout.len(),
+                    o.missed.len(),
+                    o.unviable.len(),
+                    o.score()
+                )
+            }
+            None => s += &format!("| {} | not run yet | | | | |\n", m.name),
+        }
+    }
+    for (m, o) in outcomes {
+        let Some(o) = o else { continue };
+        if o.missed.is_empty() {
+            continue;
+        }
+        s += &format!("\n## Missed in `{}`\n\n", m.name);
+        for mutant in &o.missed {
+            match why.get(mutant) {
+                Some(w) => s += &format!("- `{mutant}`: equivalent: {w}\n"),
+                None => s += &format!("- `{mutant}`: *open*\n"),
+            }
+        }
+    }
+    s
+}
+
+/// `cargo xtask mutants [--module NAME].. [--shard k/n] [--timeout S] [--report]`.
+pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
+    let mut names = Vec::new();
+    let (mut shard, mut timeout, mut report_only) = (None, 120u32, false);
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--module" => names.push(it.next().ok_or("--module needs a name")?.clone()),
+            "--shard" => shard = Some(it.next().ok_or("--shard needs k/n")?.clone()),
+            "--timeout" => {
+                timeout = it.next().ok_or("--timeout needs seconds")?.parse().map_err(|e| format!("--timeout: {e}"))?
+            }
+            "--report" => report_only = true,
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+    }
+    if !report_only {
+        let p = setup::setup(target)?;
+        ensure_installed()?;
+        let target = p.target.clone().unwrap_or_else(|| WIN_TARGET.to_string());
+        let modules: Vec<&Module> = if names.is_empty() {
+            MODULES.iter().collect()
+        } else {
+            names.iter().map(|n| module(n)).collect::<Result<_>>()?
+        };
+        for m in modules {
+            println!("mutants: {} ({})", m.name, m.files.join(", "));
+            // cargo-mutants exits non-zero when a mutant is missed: that is a
+            // result to report, not a failure of this command.
+            let status = command(m, shard.as_deref(), timeout, &target, &out_dir(m))
+                .status()
+                .map_err(|e| format!("cargo mutants: {e}"))?;
+            let o = Outcome::read(&out_dir(m)).ok_or_else(|| format!("cargo mutants wrote no results ({status})"))?;
+            println!(
+                "mutants: {}: {} caught, {} timeout, {} missed, {} unviable ({:.1} % of viable caught)",
+                m.name,
+                o.caught.len(),
+                o.timeout.len(),
+                o.missed.len(),
+                o.unviable.len(),
+                o.score()
+            );
+        }
+    }
+    let why = explanations(
+        &std::fs::read_to_string(workspace_root().join("xtask/mutants-equivalent.txt")).unwrap_or_default(),
+    );
+    let outcomes: Vec<_> = MODULES.iter().map(|m| (m, Outcome::read(&out_dir(m)))).collect();
+    std::fs::write(workspace_root().join("docs/mutants.md"), report(&outcomes, &why))
+        .map_err(|e| format!("docs/mutants.md: {e}"))?;
+    println!("mutants: wrote docs/mutants.md");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_module_file_exists() {
+        for m in MODULES {
+            for f in m.files {
+                assert!(workspace_root().join(f).is_file(), "{}: {f} does not exist", m.name);
+            }
+        }
+        assert!(module(SMOKE).is_ok());
+    }
+
+    #[test]
+    fn the_report_counts_and_explains() {
+        let m = &MODULES[0];
+        let o = Outcome {
+            caught: vec!["a".into(), "b".into(), "c".into()],
+            missed: vec!["x".into(), "y".into()],
+            timeout: vec!["t".into()],
+            unviable: vec!["u".into()],
+        };
+        assert!((o.score() - 66.666).abs() < 0.01);
+        let why = explanations("# header\nx | it only changes a log line\n");
+        let r = report(&[(m, Some(o)), (&MODULES[1], None)], &why);
+        assert!(r.contains("| obligation | 3 | 1 | 2 | 1 | 66.7 % |"), "{r}");
+        assert!(r.contains("- `x`: equivalent: it only changes a log line"));
+        assert!(r.contains("- `y`: *open*"));
+        assert!(r.contains("| waker_slot | not run yet |"));
+    }
+}
