@@ -147,6 +147,8 @@ pub fn out_dir(m: &Module) -> PathBuf {
 
 /// The cargo-mutants command for one module (and shard).
 pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, out: &Path) -> Command {
+    // cargo-mutants creates `out/mutants.out` but not `out` itself.
+    let _ = std::fs::create_dir_all(out);
     let mut c = cargo();
     c.args(["mutants", "--package", LIB, "--test-tool", "nextest", "--no-shuffle", "--baseline", "skip"]);
     c.args(["--timeout", &timeout_s.to_string(), "--build-timeout", "600"]);
