@@ -18,12 +18,15 @@ use std::process::{Command, Stdio};
 use crate::setup::{self, Result, cargo, workspace_root};
 use crate::{LIB, WIN_TARGET};
 
-/// A module under mutation: its files, and the test targets that cover it
-/// (cargo's `--lib` / `--test NAME` arguments).
+/// A module under mutation: its files, the test targets that cover it
+/// (cargo's `--lib` / `--test NAME` arguments), and the features that
+/// compile its code (a function whose body exists only with `fail-fast`
+/// is mutated in that configuration).
 pub struct Module {
     pub name: &'static str,
     pub files: &'static [&'static str],
     pub tests: &'static [&'static str],
+    pub features: &'static str,
 }
 
 pub const MODULES: &[Module] = &[
@@ -31,23 +34,37 @@ pub const MODULES: &[Module] = &[
         name: "obligation",
         files: &["src/obligation.rs"],
         tests: &["--lib", "--test", "self_teardown", "--test", "harness"],
+        features: "",
     },
     Module {
         name: "waker_slot",
         files: &["src/waker_slot.rs"],
         tests: &["--lib", "--test", "async_task", "--test", "async_time"],
+        features: "",
     },
-    Module { name: "ctx", files: &["src/ctx.rs"], tests: &["--lib", "--test", "work", "--test", "alloc"] },
-    Module { name: "work", files: &["src/work.rs"], tests: &["--lib", "--test", "work", "--test", "self_teardown"] },
+    Module {
+        name: "ctx",
+        files: &["src/ctx.rs"],
+        tests: &["--lib", "--test", "work", "--test", "alloc"],
+        features: "",
+    },
+    Module {
+        name: "work",
+        files: &["src/work.rs"],
+        tests: &["--lib", "--test", "work", "--test", "self_teardown"],
+        features: "",
+    },
     Module {
         name: "timer",
         files: &["src/timer.rs", "src/arming.rs"],
         tests: &["--lib", "--test", "timer", "--test", "self_teardown"],
+        features: "",
     },
     Module {
         name: "wait",
         files: &["src/wait.rs", "src/wait/future.rs"],
         tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown"],
+        features: "",
     },
     Module {
         name: "io",
@@ -60,12 +77,19 @@ pub const MODULES: &[Module] = &[
             "src/io/future.rs",
         ],
         tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc"],
+        features: "",
     },
-    Module { name: "cleanup_group", files: &["src/cleanup_group.rs"], tests: &["--lib", "--test", "cleanup_group"] },
+    Module {
+        name: "cleanup_group",
+        files: &["src/cleanup_group.rs"],
+        tests: &["--lib", "--test", "cleanup_group"],
+        features: "",
+    },
     Module {
         name: "heal",
         files: &["src/heal/mod.rs", "src/heal/registry.rs"],
         tests: &["--lib", "--test", "self_heal"],
+        features: "",
     },
     Module {
         name: "task",
@@ -78,6 +102,7 @@ pub const MODULES: &[Module] = &[
             "src/task/current_thread.rs",
         ],
         tests: &["--lib", "--test", "spawn", "--test", "async_task", "--test", "alloc"],
+        features: "",
     },
     Module {
         name: "time",
@@ -89,6 +114,7 @@ pub const MODULES: &[Module] = &[
             "src/time/limit.rs",
         ],
         tests: &["--lib", "--test", "async_time", "--test", "timer"],
+        features: "",
     },
 ];
 
@@ -163,6 +189,9 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
     c.arg(format!("--cargo-arg=--target={target}"));
     for t in m.tests {
         c.arg(format!("--cargo-arg={t}"));
+    }
+    if !m.features.is_empty() {
+        c.arg(format!("--features={}", m.features));
     }
     // The copied trees share one target directory, so dependencies are built once.
     c.env("CARGO_TARGET_DIR", out_root().join("build"));
