@@ -33,8 +33,8 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "obligation",
         files: &["src/obligation.rs"],
-        tests: &["--lib", "--test", "self_teardown", "--test", "harness"],
-        features: "",
+        tests: &["--lib", "--test", "self_teardown", "--test", "harness", "--test", "work", "--test", "timer"],
+        features: "fail-fast",
     },
     Module {
         name: "waker_slot",
