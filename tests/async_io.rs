@@ -7,7 +7,7 @@ use support::{Counter, PATIENCE};
 
 #[path = "support/executors.rs"]
 mod executors;
-use executors::on_each_executor;
+use executors::{counting_waker, on_each_executor, poll_once};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs::OpenOptions;
@@ -77,25 +77,6 @@ impl Drop for TempFile {
 
 fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i.wrapping_mul(31) ^ (i >> 8)) as u8).collect()
-}
-
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct CountingWaker(Counter);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.bump();
-    }
-}
-
-fn counting_waker() -> (Arc<CountingWaker>, Waker) {
-    let c = Arc::new(CountingWaker::default());
-    (Arc::clone(&c), Waker::from(c))
-}
-
-fn poll_once<F: Future + Unpin>(fut: &mut F, waker: &Waker) -> Poll<F::Output> {
-    Pin::new(fut).poll(&mut Context::from_waker(waker))
 }
 
 #[test]

@@ -6,7 +6,7 @@
 mod executors;
 mod support;
 
-use executors::on_each_executor;
+use executors::{counting_waker, on_each_executor};
 use support::{Gate, PATIENCE};
 
 use std::future::Future;
@@ -82,30 +82,15 @@ fn a_closure_task_handle_is_a_future_too() {
 /// whose only thread is held, the await stays pending until it is released.
 #[test]
 fn awaiting_a_closure_task_does_not_run_it_here() {
-    let pool = Pool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let env = CallbackEnviron::new().with_pool(&pool);
-    let gate = Arc::new(Gate::default());
-    let entered = Arc::new(support::Counter::default());
-    let (g, e) = (gate.clone(), entered.clone());
-    let blocker = Work::new_in(
-        move |_| {
-            e.bump();
-            g.wait();
-        },
-        &env,
-    )
-    .unwrap();
-    blocker.submit();
-    entered.wait_for(1);
+    let held = support::held_pool();
+    let env = held.env.clone();
     let here = std::thread::current().id();
     let mut h = task::spawn_blocking_in(move || std::thread::current().id(), &env);
     let waker = futures::task::noop_waker();
     assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
-    gate.open();
+    held.release();
     let ran_on = task::block_on(h).unwrap();
     assert_ne!(ran_on, here, "the awaited closure ran on the awaiting thread");
-    blocker.wait();
 }
 
 #[test]
@@ -236,19 +221,11 @@ fn may_run_long_answers_inside_an_async_task() {
     assert!(h.join().unwrap().is_some());
 }
 
-struct CountWakes(support::Counter);
-impl std::task::Wake for CountWakes {
-    fn wake(self: Arc<Self>) {
-        self.0.bump();
-    }
-}
-
 /// A handle polled with one waker and then another wakes only the latest,
 /// once.
 #[test]
 fn a_handle_wakes_its_latest_waker_once() {
-    let (a, b) = (Arc::new(CountWakes(Default::default())), Arc::new(CountWakes(Default::default())));
-    let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+    let ((a, wa), (b, wb)) = (counting_waker(), counting_waker());
     let (tx, rx) = oneshot::channel::<u32>();
     let mut h = task::spawn(async move { rx.await.unwrap() });
     assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&wa)).is_pending());

@@ -5,7 +5,7 @@
 mod executors;
 mod support;
 
-use executors::on_each_executor;
+use executors::{counting_waker, on_each_executor};
 use support::{Counter, PATIENCE};
 
 use std::future::Future;
@@ -80,18 +80,10 @@ fn interval_ticks_on_its_schedule() {
     });
 }
 
-struct CountWakes(Counter);
-impl Wake for CountWakes {
-    fn wake(self: Arc<Self>) {
-        self.0.bump();
-    }
-}
-
 /// The waker of the latest poll is the one woken, exactly once.
 #[test]
 fn the_latest_waker_is_woken_once() {
-    let (a, b) = (Arc::new(CountWakes(Counter::default())), Arc::new(CountWakes(Counter::default())));
-    let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+    let ((a, wa), (b, wb)) = (counting_waker(), counting_waker());
     let mut s = time::sleep(5 * MS);
     assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wa)).is_pending());
     assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wb)).is_pending());
@@ -106,8 +98,7 @@ fn the_latest_waker_is_woken_once() {
 /// left still fire.
 #[test]
 fn dropped_sleeps_do_not_fire() {
-    let a = Arc::new(CountWakes(Counter::default()));
-    let wa = Waker::from(a.clone());
+    let (a, wa) = counting_waker();
     for _ in 0..1000 {
         let mut s = time::sleep(2 * MS);
         assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&wa)).is_pending());

@@ -7,7 +7,7 @@ use support::{Counter, Gate, PATIENCE};
 
 #[path = "support/executors.rs"]
 mod executors;
-use executors::on_each_executor;
+use executors::{counting_waker, on_each_executor, poll_once};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,25 +19,6 @@ use std::time::{Duration, Instant};
 
 use windows_threadpool::wait::{self, Event, Wait, WaitActivation, WaitResult};
 use windows_threadpool::{CallbackEnviron, Deadline, Pool, Work};
-
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct CountingWaker(Counter);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.bump();
-    }
-}
-
-fn counting_waker() -> (Arc<CountingWaker>, Waker) {
-    let c = Arc::new(CountingWaker::default());
-    (Arc::clone(&c), Waker::from(c))
-}
-
-fn poll_once<F: Future + Unpin>(fut: &mut F, waker: &Waker) -> Poll<F::Output> {
-    Pin::new(fut).poll(&mut Context::from_waker(waker))
-}
 
 #[test]
 fn a_set_event_resolves_signalled() {
@@ -159,22 +140,8 @@ fn nothing_waits_before_the_first_poll() {
 /// `PATIENCE`, which the assertion reports).
 #[test]
 fn dropping_an_unfinished_future_does_not_block() {
-    let pool = Pool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let env = CallbackEnviron::new().with_pool(&pool);
-    let gate = Arc::new(Gate::default());
-    let busy = Arc::new(Counter::default());
-    let (g, b) = (Arc::clone(&gate), Arc::clone(&busy));
-    let blocker = Work::new_in(
-        move |_| {
-            b.bump();
-            g.wait();
-        },
-        &env,
-    )
-    .unwrap();
-    blocker.submit();
-    busy.wait_for(1);
+    let held = support::held_pool();
+    let (env, gate) = (held.env.clone(), Arc::clone(&held.gate));
 
     let event = Event::manual_reset().unwrap();
     let mut fut = wait::signalled_in(event.try_clone().unwrap().into(), None, &env);
@@ -197,7 +164,7 @@ fn dropping_an_unfinished_future_does_not_block() {
     drop(fut);
     dropped.store(true, SeqCst);
     assert!(opener.join().unwrap(), "the drop blocked until the gate opened by timeout");
-    blocker.wait();
+    held.release();
     // The callback ran after the drop (or is about to); the dropped future's
     // waker is not woken.
     drop(probe);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use windows_threadpool::Deadline;
 use windows_threadpool::cleanup_group::CleanupGroup;
-use windows_threadpool::{CallbackEnviron, Pool, Work, WorkInvocation};
+use windows_threadpool::{CallbackEnviron, Pool, WorkInvocation};
 
 /// Counts live callback states: each clone's drop decrements.
 #[derive(Default)]
@@ -145,54 +145,16 @@ fn callbacks_running_at_release_are_drained_and_none_runs_after() {
     assert!(left.load(SeqCst), "close_members returned while a member callback was still running");
 }
 
-/// A one-thread pool whose only thread is held by a plain work item (not a
-/// group member) until `gate` opens: a member on it has its callbacks queued,
-/// and none can start before the gate opens, whatever the scheduling.
-struct Held {
-    pool: Pool,
-    gate: Arc<support::Gate>,
-    blocker: Work,
-}
-
-fn held_pool() -> Held {
-    let pool = Pool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let env = CallbackEnviron::new().with_pool(&pool);
-    let (gate, entered) = (Arc::new(support::Gate::default()), Arc::new(support::Gate::default()));
-    let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-    let blocker = Work::new_in(
-        move |_| {
-            e.open();
-            g.wait();
-        },
-        &env,
-    )
-    .unwrap();
-    blocker.submit();
-    entered.wait();
-    Held { pool, gate, blocker }
-}
-
-impl Held {
-    fn env(&self) -> CallbackEnviron {
-        CallbackEnviron::new().with_pool(&self.pool)
-    }
-    fn release(&self) {
-        self.gate.open();
-        self.blocker.wait();
-    }
-}
-
 /// The member's queued callbacks cannot start before the gate opens, and the
 /// gate opens only after `cancel_pending` returned (at once: the member has
 /// nothing running).
 #[test]
 fn member_cancel_pending_discards_queued_callbacks() {
-    let held = held_pool();
+    let held = support::held_pool();
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
     let mut group = CleanupGroup::new().unwrap();
-    let env = held.env();
+    let env = held.env.clone();
     let m = group
         .create_work_in(
             move |_| {
@@ -228,11 +190,11 @@ fn member_cancel_pending_discards_queued_callbacks() {
 /// `fail-fast`).
 #[test]
 fn release_drains_queued_callbacks_and_settles_the_owed_drain() {
-    let held = held_pool();
+    let held = support::held_pool();
     let tally = Arc::new(Tally::default());
     let tok = Token::new(&tally);
     let mut group = CleanupGroup::new().unwrap();
-    let env = held.env();
+    let env = held.env.clone();
     let m = group
         .create_work_in(
             move |_| {
@@ -636,11 +598,11 @@ mod member_api {
     fn wait_member_handle_arm_disarm_and_try_cancel_pending() {
         use std::os::windows::io::AsRawHandle;
         let event = Event::manual_reset().unwrap();
-        let held = held_pool();
+        let held = support::held_pool();
         let count = Arc::new(support::Counter::default());
         let c = Arc::clone(&count);
         let mut group = CleanupGroup::new().unwrap();
-        let env = held.env();
+        let env = held.env.clone();
         let target = event.try_clone().unwrap();
         let target_raw = target.as_handle().as_raw_handle();
         let m = group
@@ -685,11 +647,11 @@ mod member_api {
 
     #[test]
     fn timer_member_arm_is_armed_disarm_and_cancel_pending() {
-        let held = held_pool();
+        let held = support::held_pool();
         let count = Arc::new(support::Counter::default());
         let c = Arc::clone(&count);
         let mut group = CleanupGroup::new().unwrap();
-        let env = held.env();
+        let env = held.env.clone();
         let m = group
             .create_timer_in(
                 move |_: &TimerFiring<'_>| {

@@ -3,7 +3,7 @@
 #![cfg(windows)]
 
 mod support;
-use support::{Counter, Gate, PATIENCE};
+use support::{Gate, PATIENCE, held_pool};
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::SeqCst};
@@ -24,43 +24,6 @@ const _: () = {
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
-}
-
-/// A private pool limited to one thread, whose only thread is held in a work
-/// callback until `gate` opens: nothing spawned on `env` can start on a pool
-/// thread meanwhile, so a task that finishes was run by a waiter.
-struct HeldPool {
-    env: CallbackEnviron,
-    gate: Arc<Gate>,
-    blocker: Work,
-    _pool: Pool,
-}
-
-fn held_pool() -> HeldPool {
-    let pool = Pool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let env = CallbackEnviron::new().with_pool(&pool);
-    let gate = Arc::new(Gate::default());
-    let entered = Arc::new(Counter::default());
-    let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-    let blocker = Work::new_in(
-        move |_| {
-            e.bump();
-            g.wait();
-        },
-        &env,
-    )
-    .unwrap();
-    blocker.submit();
-    entered.wait_for(1);
-    HeldPool { env, gate, blocker, _pool: pool }
-}
-
-impl Drop for HeldPool {
-    fn drop(&mut self) {
-        self.gate.open();
-        self.blocker.wait();
-    }
 }
 
 /// A one-thread pool, not held.

@@ -12,7 +12,9 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::sync::mpsc;
+use std::pin::Pin;
+use std::sync::{Arc, mpsc};
+use std::task::{Context, Poll, Wake, Waker};
 
 /// The executors, by name, in the order [`on_each_executor`] runs them.
 pub const EXECUTORS: &[&str] =
@@ -78,4 +80,25 @@ impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.take();
     }
+}
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+pub struct CountingWaker(pub crate::support::Counter);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.bump();
+    }
+}
+
+/// A counting waker and the count to read it by.
+pub fn counting_waker() -> (Arc<CountingWaker>, Waker) {
+    let c = Arc::new(CountingWaker::default());
+    (Arc::clone(&c), Waker::from(c))
+}
+
+/// Polls `fut` once with `waker`.
+pub fn poll_once<F: Future + Unpin>(fut: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(fut).poll(&mut Context::from_waker(waker))
 }

@@ -322,3 +322,49 @@ pub fn traced(target: &str, event: &str) -> bool {
         f.next() == Some(target) && f.next() == Some(event)
     })
 }
+
+/// A private pool limited to one thread, whose only thread is held in a work
+/// callback until [`release`](HeldPool::release) (or the drop): nothing
+/// queued on `env` can start on a pool thread meanwhile, whatever the
+/// scheduling.
+pub struct HeldPool {
+    pub env: windows_threadpool::CallbackEnviron,
+    pub gate: std::sync::Arc<Gate>,
+    pub blocker: windows_threadpool::Work,
+    pub pool: windows_threadpool::Pool,
+}
+
+/// Returns once the pool's only thread is inside the blocker.
+pub fn held_pool() -> HeldPool {
+    let pool = windows_threadpool::Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    let env = windows_threadpool::CallbackEnviron::new().with_pool(&pool);
+    let gate = std::sync::Arc::new(Gate::default());
+    let entered = std::sync::Arc::new(Gate::default());
+    let (g, e) = (std::sync::Arc::clone(&gate), std::sync::Arc::clone(&entered));
+    let blocker = windows_threadpool::Work::new_in(
+        move |_| {
+            e.open();
+            g.wait();
+        },
+        &env,
+    )
+    .unwrap();
+    blocker.submit();
+    entered.wait();
+    HeldPool { env, gate, blocker, pool }
+}
+
+impl HeldPool {
+    /// Lets the pool's thread go and waits until the blocker has returned.
+    pub fn release(&self) {
+        self.gate.open();
+        self.blocker.wait();
+    }
+}
+
+impl Drop for HeldPool {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
