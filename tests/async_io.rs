@@ -3,7 +3,7 @@
 #![cfg(windows)]
 
 mod support;
-use support::{Counter, PATIENCE};
+use support::PATIENCE;
 
 #[path = "support/executors.rs"]
 mod executors;
@@ -11,12 +11,10 @@ use executors::{counting_waker, on_each_executor, poll_once};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs::OpenOptions;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Instant;
 
 use windows_threadpool::io::{self, AsyncIo};

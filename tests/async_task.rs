@@ -7,7 +7,7 @@ mod executors;
 mod support;
 
 use executors::{counting_waker, on_each_executor};
-use support::{Gate, PATIENCE};
+use support::PATIENCE;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Waker};
 
 use futures::channel::oneshot;
 use windows_threadpool::task::{self, JoinHandle};
-use windows_threadpool::{CallbackEnviron, Pool, Work};
+use windows_threadpool::{CallbackEnviron, Pool};
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}

@@ -6,12 +6,11 @@ mod executors;
 mod support;
 
 use executors::{counting_waker, on_each_executor};
-use support::{Counter, PATIENCE};
+use support::PATIENCE;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Wake, Waker};
+use std::task::Context;
 use std::time::{Duration, Instant};
 
 use windows_threadpool::task;

@@ -3,7 +3,7 @@
 #![cfg(windows)]
 
 mod support;
-use support::{Counter, Gate, PATIENCE};
+use support::PATIENCE;
 
 #[path = "support/executors.rs"]
 mod executors;
@@ -14,11 +14,11 @@ use std::pin::Pin;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use windows_threadpool::wait::{self, Event, Wait, WaitActivation, WaitResult};
-use windows_threadpool::{CallbackEnviron, Deadline, Pool, Work};
+use windows_threadpool::{CallbackEnviron, Deadline, Pool};
 
 #[test]
 fn a_set_event_resolves_signalled() {

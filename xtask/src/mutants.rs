@@ -137,7 +137,7 @@ pub fn smoke(p: &setup::Platform) -> Result<()> {
     if o.caught.len() + o.timeout.len() == 0 || !o.missed.is_empty() {
         return Err(format!("expected the shard's mutant caught, got {o:?}"));
     }
-    println!("mutants: smoke: {} caught, {} timeout ({SMOKE} shard {SMOKE_SHARD})", o.caught.len(), o.timeout.len());
+    println!("mutants: smoke ({SMOKE} shard {SMOKE_SHARD}): {}", o.summary());
     Ok(())
 }
 
@@ -223,6 +223,18 @@ impl Outcome {
             timeout: lines("timeout.txt")?,
             unviable: lines("unviable.txt")?,
         })
+    }
+
+    /// One line: the counts and the score.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} caught, {} timeout, {} missed, {} unviable ({:.1} % of viable caught)",
+            self.caught.len(),
+            self.timeout.len(),
+            self.missed.len(),
+            self.unviable.len(),
+            self.score()
+        )
     }
 
     /// Caught (including by timeout) out of viable mutants, in percent.
@@ -315,15 +327,7 @@ pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
                 .status()
                 .map_err(|e| format!("cargo mutants: {e}"))?;
             let o = Outcome::read(&out_dir(m)).ok_or_else(|| format!("cargo mutants wrote no results ({status})"))?;
-            println!(
-                "mutants: {}: {} caught, {} timeout, {} missed, {} unviable ({:.1} % of viable caught)",
-                m.name,
-                o.caught.len(),
-                o.timeout.len(),
-                o.missed.len(),
-                o.unviable.len(),
-                o.score()
-            );
+            println!("mutants: {}: {}", m.name, o.summary());
         }
     }
     let why = explanations(
