@@ -90,6 +90,32 @@ mod tests {
         assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (0, 1));
     }
 
+    /// A waker that counts its clones (its data pointer is unused). A
+    /// `static`, so every `&COUNTED` is one address and `will_wake` holds.
+    static CLONES: AtomicUsize = AtomicUsize::new(0);
+    static COUNTED: std::task::RawWakerVTable = std::task::RawWakerVTable::new(
+        |_| {
+            CLONES.fetch_add(1, Ordering::SeqCst);
+            std::task::RawWaker::new(core::ptr::null(), &COUNTED)
+        },
+        |_| {},
+        |_| {},
+        |_| {},
+    );
+
+    /// Polling again with a waker that wakes the same task keeps the stored
+    /// one: no clone per poll.
+    #[test]
+    fn the_same_waker_is_not_cloned_again() {
+        // SAFETY: the vtable's functions ignore the (null) data pointer.
+        let w = unsafe { Waker::from_raw(std::task::RawWaker::new(core::ptr::null(), &COUNTED)) };
+        let slot = WakerSlot::new();
+        slot.register(&w);
+        slot.register(&w);
+        slot.register(&w);
+        assert_eq!(CLONES.load(Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn clear_forgets_without_waking() {
         let a = Arc::new(Count(AtomicUsize::new(0)));
