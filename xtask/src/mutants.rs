@@ -19,9 +19,10 @@ use crate::setup::{self, Result, cargo, workspace_root};
 use crate::{LIB, WIN_TARGET};
 
 /// A module under mutation: its files, the test targets that cover it
-/// (cargo's `--lib` / `--test NAME` arguments), and the features that
-/// compile its code (a function whose body exists only with `fail-fast`
-/// is mutated in that configuration).
+/// (cargo's `--lib` / `--test NAME` arguments), and the features its code
+/// needs to be observable: the objects' drain obligations are checked only
+/// with `fail-fast` (and recorded only with `trace`), so those modules are
+/// mutated with `fail-fast` on.
 pub struct Module {
     pub name: &'static str,
     pub files: &'static [&'static str],
@@ -52,19 +53,19 @@ pub const MODULES: &[Module] = &[
         name: "work",
         files: &["src/work.rs"],
         tests: &["--lib", "--test", "work", "--test", "self_teardown"],
-        features: "",
+        features: "fail-fast",
     },
     Module {
         name: "timer",
         files: &["src/timer.rs", "src/arming.rs"],
         tests: &["--lib", "--test", "timer", "--test", "self_teardown"],
-        features: "",
+        features: "fail-fast",
     },
     Module {
         name: "wait",
         files: &["src/wait.rs", "src/wait/future.rs"],
         tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown"],
-        features: "",
+        features: "fail-fast",
     },
     Module {
         name: "io",
@@ -77,19 +78,19 @@ pub const MODULES: &[Module] = &[
             "src/io/future.rs",
         ],
         tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc"],
-        features: "",
+        features: "fail-fast",
     },
     Module {
         name: "cleanup_group",
         files: &["src/cleanup_group.rs"],
         tests: &["--lib", "--test", "cleanup_group"],
-        features: "",
+        features: "fail-fast",
     },
     Module {
         name: "heal",
         files: &["src/heal/mod.rs", "src/heal/registry.rs"],
         tests: &["--lib", "--test", "self_heal"],
-        features: "",
+        features: "fail-fast",
     },
     Module {
         name: "task",
