@@ -1,0 +1,17 @@
+//! The atomics the platform-independent cores (the trace ring, the drain
+//! obligation) import: loom's in the crate's own tests under `--cfg loom`,
+//! so its model checker sees every access and explores every interleaving
+//! and every value a weak load may return; `core`'s everywhere else.
+//!
+//! `cfg(all(test, loom))`, not `cfg(loom)`: loom is a dev-dependency, and a
+//! `--cfg loom` build also compiles the crate as an ordinary library (the
+//! self dev-dependency), which cannot see it. Code under a loom model uses
+//! only what this module exports, and types built from these atomics are
+//! constructed with `new`, never from zeroed memory (a loom atomic is a
+//! handle into the model, not a plain integer).
+
+#[cfg(all(test, loom))]
+pub(crate) use loom::sync::atomic::*;
+
+#[cfg(not(all(test, loom)))]
+pub(crate) use core::sync::atomic::*;
