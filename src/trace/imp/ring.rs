@@ -162,7 +162,13 @@ impl Ring {
             if seq & 1 == 1 || seq >= writing {
                 return None;
             }
-            match slot.seq.compare_exchange_weak(seq, writing, Relaxed, Relaxed) {
+            // Acquire: the claim reads the previous record's publication,
+            // so that record's field stores happen before ours. With a
+            // relaxed claim they need not, a store of the older record may
+            // land after ours, and a reader that sees our publication reads
+            // it as ours: record `i + capacity` shown with record `i`'s
+            // fields (the loom model `loom_a_writer_lapping_..` found this).
+            match slot.seq.compare_exchange_weak(seq, writing, Acquire, Relaxed) {
                 Ok(_) => break,
                 Err(now) => seq = now,
             }
