@@ -130,7 +130,7 @@ mod loom_tests {
     /// A timer: the owner arms; the pool fires the arming if it sees it.
     #[test]
     fn loom_an_arming_dispatched_at_once_leaves_no_debt() {
-        loom::model(|| {
+        crate::sync::model(|| {
             let o = Arc::new(DrainObligation::default());
             // The arming as the pool sees it (`SetThreadpoolTimer`).
             let armed = Arc::new(AtomicUsize::new(0));
@@ -154,7 +154,7 @@ mod loom_tests {
     /// submission if one is queued.
     #[test]
     fn loom_submissions_owe_exactly_the_undispatched_ones() {
-        loom::model(|| {
+        crate::sync::model(|| {
             let o = Arc::new(DrainObligation::default());
             // Submissions queued and not yet taken (`SubmitThreadpoolWork`).
             let queued = Arc::new(AtomicUsize::new(0));

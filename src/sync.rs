@@ -15,3 +15,13 @@ pub(crate) use loom::sync::atomic::*;
 
 #[cfg(not(all(test, loom)))]
 pub(crate) use core::sync::atomic::*;
+
+/// Runs a loom model with at most three preemptions per execution (unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise): enough for every interleaving
+/// the small models here can tell apart, and seconds rather than minutes.
+#[cfg(all(test, loom))]
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = b.preemption_bound.or(Some(3));
+    b.check(f);
+}

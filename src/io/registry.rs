@@ -263,7 +263,7 @@ mod loom_tests {
     /// id live only while the block is still the first operation's.
     #[test]
     fn loom_a_stale_id_never_cancels_the_operation_that_reused_its_address() {
-        loom::model(|| {
+        crate::sync::model(|| {
             let h = header();
             let (slot, address, generation) = h.register(A);
             let completion = {
@@ -309,7 +309,7 @@ mod loom_tests {
     /// duplicate): exactly one is delivered.
     #[test]
     fn loom_an_operation_is_delivered_at_most_once() {
-        loom::model(|| {
+        crate::sync::model(|| {
             let h = header();
             let id = h.register(A);
             let deliver = || {

@@ -371,6 +371,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
+    use crate::sync::model;
     use loom::sync::Arc;
 
     /// Two targets of one length: a pointer from one and a length from the
@@ -391,14 +392,6 @@ mod loom_tests {
             let whole = (r.ticks, r.tid, r.target, r.event, r.a, r.b);
             assert_eq!(whole, (r.index as i64, k as u32, TARGETS[k], EVENTS[k], r.index, !r.index), "torn record");
         }
-    }
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        // Three preemptions cover every tear the protocol could allow
-        // (`LOOM_MAX_PREEMPTIONS` overrides); unbounded takes minutes.
-        b.preemption_bound = b.preemption_bound.or(Some(3));
-        b.check(f);
     }
 
     /// One writer, one reader: a record is shown only once published, and
