@@ -128,6 +128,7 @@ mod loom_tests {
     use loom::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
     /// A timer: the owner arms; the pool fires the arming if it sees it.
+    /// Publishing before the mark fails it (a stale debt after the firing).
     #[test]
     fn loom_an_arming_dispatched_at_once_leaves_no_debt() {
         crate::sync::model(|| {
@@ -151,7 +152,7 @@ mod loom_tests {
     }
 
     /// Work: two submissions, two pool threads each dispatching one
-    /// submission if one is queued.
+    /// submission if one is queued. Publishing before the mark fails it.
     #[test]
     fn loom_submissions_owe_exactly_the_undispatched_ones() {
         crate::sync::model(|| {

@@ -260,7 +260,8 @@ mod loom_tests {
 
     /// A stale id never reaches a block reused at its address: `cancel`
     /// (which calls `CancelIoEx` on the address under the lock) finds the
-    /// id live only while the block is still the first operation's.
+    /// id live only while the block is still the first operation's. An
+    /// `is_live` that ignores the generation fails it.
     #[test]
     fn loom_a_stale_id_never_cancels_the_operation_that_reused_its_address() {
         crate::sync::model(|| {
@@ -306,7 +307,8 @@ mod loom_tests {
     }
 
     /// Two completions carrying the same address (the real one and a
-    /// duplicate): exactly one is delivered.
+    /// duplicate): exactly one is delivered. Deciding membership and
+    /// removing under two lock acquisitions fails it.
     #[test]
     fn loom_an_operation_is_delivered_at_most_once() {
         crate::sync::model(|| {

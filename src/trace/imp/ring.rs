@@ -395,7 +395,7 @@ mod loom_tests {
     }
 
     /// One writer, one reader: a record is shown only once published, and
-    /// then whole.
+    /// then whole. A relaxed publication fails it (a record of zeros).
     #[test]
     fn loom_a_reader_sees_a_record_whole_or_not_at_all() {
         model(|| {
@@ -417,7 +417,8 @@ mod loom_tests {
     /// Capacity 1: two writers take the one slot in turn (the second laps
     /// the first, or gives its record up if the first is mid-write) while a
     /// reader reads it. No torn record, and at the end every record is
-    /// shown, dropped or incomplete.
+    /// shown, dropped or incomplete. Fails with a relaxed claim, without
+    /// the claim's release fence, or without the reader's acquire fence.
     #[test]
     fn loom_a_writer_lapping_another_never_tears_a_record() {
         model(|| {
