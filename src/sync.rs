@@ -1,7 +1,10 @@
 //! The atomics the platform-independent cores (the trace ring, the drain
 //! obligation) import: loom's in the crate's own tests under `--cfg loom`,
-//! so its model checker sees every access and explores every interleaving
-//! and every value a weak load may return; `core`'s everywhere else.
+//! so its model checker sees every access and explores the interleavings
+//! (up to a preemption bound, [`model`]) and the values a weak load may
+//! return; `core`'s everywhere else. Run the models on the host with
+//! `RUSTFLAGS="--cfg loom" cargo test --release --lib loom` (`cargo xtask
+//! test` does, in a target directory of its own).
 //!
 //! `cfg(all(test, loom))`, not `cfg(loom)`: loom is a dev-dependency, and a
 //! `--cfg loom` build also compiles the crate as an ordinary library (the
