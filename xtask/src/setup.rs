@@ -501,23 +501,33 @@ pub fn nightly_cargo(args: &[&str]) -> Command {
     c
 }
 
-/// Makes Miri ready for `cargo xtask test` (nightly's `miri` component, and
-/// its sysroot): `Err` says why it cannot be, and the Miri step is then
-/// skipped, loudly. Nothing here is fatal: Miri needs a nightly toolchain,
-/// which a machine may not have or want.
+/// Makes Miri ready for `cargo xtask test` (a nightly toolchain, its `miri`
+/// component, and Miri's sysroot): `Err` says why it cannot be, and the
+/// Miri step is then skipped, loudly. Nothing here is fatal: Miri needs a
+/// nightly toolchain, which a machine may not have or want.
 pub fn miri() -> std::result::Result<(), String> {
-    let ready = || nightly_cargo(&["miri", "--version"]).output().is_ok_and(|o| o.status.success());
-    if !ready() {
-        println!("setup: adding the miri component to the nightly toolchain");
-        let added = Command::new("rustup")
-            .args(["component", "add", "--toolchain", "nightly", "miri", "rust-src"])
-            .output()
-            .map_err(|e| format!("rustup: {e}"))?;
-        if !added.status.success() || !ready() {
-            return Err(format!(
-                "`rustup component add --toolchain nightly miri rust-src` failed: {}",
-                String::from_utf8_lossy(&added.stderr).trim()
-            ));
+    let works = |args: &[&str]| nightly_cargo(args).output().is_ok_and(|o| o.status.success());
+    if !works(&["miri", "--version"]) {
+        // A nightly already there is not updated: only the component is added.
+        let args: &[&str] = if works(&["--version"]) {
+            &["component", "add", "--toolchain", "nightly", "miri", "rust-src"]
+        } else {
+            &[
+                "toolchain",
+                "install",
+                "nightly",
+                "--profile",
+                "minimal",
+                "--component",
+                "miri",
+                "--component",
+                "rust-src",
+            ]
+        };
+        println!("setup: rustup {}", args.join(" "));
+        let out = Command::new("rustup").args(args).output().map_err(|e| format!("rustup: {e}"))?;
+        if !out.status.success() || !works(&["miri", "--version"]) {
+            return Err(format!("`rustup {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
         }
     }
     run_quiet(&mut nightly_cargo(&["miri", "setup"]), "cargo +nightly miri setup")
