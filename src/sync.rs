@@ -1,7 +1,7 @@
 //! The atomics the platform-independent cores (the trace ring, the drain
 //! obligation) import: loom's in the crate's own tests under `--cfg loom`,
 //! so its model checker sees every access and explores the interleavings
-//! (up to a preemption bound, [`model`]) and the values a weak load may
+//! (up to a preemption bound, see `model`) and the values a weak load may
 //! return; `core`'s everywhere else. Run the models on the host with
 //! `RUSTFLAGS="--cfg loom" cargo test --release --lib loom` (`cargo xtask
 //! test` does, in a target directory of its own).
