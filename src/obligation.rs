@@ -116,7 +116,8 @@ mod tests {
     }
 }
 
-/// The mark/settle protocol under every interleaving of an owner that
+/// The mark/settle protocol under every interleaving (up to three
+/// preemptions, `crate::sync::model`) of an owner that
 /// publishes and pool threads that dispatch what they see published. At the
 /// end, the debt is exactly what was published and not dispatched: no stale
 /// debt (a dispatch settling before its mark), none forgotten.

@@ -220,7 +220,8 @@ mod tests {
     }
 }
 
-/// The slot/generation protocol under every interleaving: the registry
+/// The slot/generation protocol under every interleaving loom explores
+/// (up to three preemptions, `crate::sync::model`): the registry
 /// behind a lock as `IoHeader` holds it, a completion that takes an
 /// operation, frees its block and reuses the address for a new operation,
 /// and a `cancel` or a second (foreign) completion racing it.
