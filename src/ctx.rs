@@ -19,13 +19,31 @@
 //! layout created on that thread reuses. Under Wine a heap allocation plus
 //! free costs about as much as creating and closing a work object, so this
 //! is what keeps create + drop near the raw calls' cost.
+//!
+//! Nothing here calls Windows, so the module also builds on the host, with a
+//! stand-in [`Placement`]: its unit tests run under Miri there, which checks
+//! the type erasure (the header projection through `Shared<H, ()>`, the
+//! trampoline's cast back) and the block cache against the aliasing rules.
 
 use core::alloc::Layout;
 use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+#[cfg(windows)]
 use crate::placement::Placement;
+
+/// Off Windows there is nothing to place a callback with: a plain value of
+/// `GROUP_AFFINITY`'s size and alignment stands in, so the layout the
+/// tests check is shaped like the real one.
+#[cfg(not(windows))]
+#[derive(Clone, Copy)]
+pub(crate) struct Placement([u64; 2]);
+
+#[cfg(not(windows))]
+impl Placement {
+    pub(crate) const NONE: Self = Self([0; 2]);
+}
 
 /// What a context points to.
 #[repr(C)]
@@ -223,6 +241,59 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// What a pool thread does with the bare pointer (placement read
+    /// through the first field, the typed cast, the callback run) while the
+    /// owner holds its header, on two threads; then the owner frees. Under
+    /// Miri this checks the erased accesses against the aliasing rules.
+    #[test]
+    fn the_owner_and_a_trampoline_share_the_context() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+
+        /// A header aligned more than the placement, so its offset is padded.
+        #[repr(align(32))]
+        struct Header(AtomicU32);
+
+        let captured = Arc::new(AtomicU32::new(0));
+        let c = Arc::clone(&captured);
+        let callback = move |h: &Header| {
+            h.0.fetch_add(1, Ordering::SeqCst);
+            c.fetch_add(1, Ordering::SeqCst);
+        };
+        fn typed<F>(_: &F) -> fn(*mut c_void) -> usize
+        where
+            F: Fn(&Header),
+        {
+            |ptr| {
+                // SAFETY: `ptr` is a live context's, whose block starts with
+                // its placement (what `placement::enter` relies on): 16
+                // bytes, all zero for `Placement::NONE`.
+                let placement = unsafe { *ptr.cast::<[u64; 2]>() };
+                assert_eq!(placement, [0; 2]);
+                // SAFETY: the context was made from a `Shared<Header, F>` and
+                // outlives this call.
+                let shared = unsafe { get::<Header, F>(ptr) };
+                (shared.callback)(&shared.header);
+                core::ptr::addr_of!(shared.header) as usize
+            }
+        }
+        let trampoline = typed(&callback);
+        let ctx = Context::new(Placement::NONE, Header(AtomicU32::new(0)), callback);
+        let header = ctx.header();
+        let seen = std::thread::scope(|s| {
+            let ctx = &ctx;
+            let pool = s.spawn(move || trampoline(ctx.as_ptr()));
+            header.0.fetch_add(1, Ordering::SeqCst);
+            pool.join().unwrap()
+        });
+        assert_eq!(seen, header as *const Header as usize, "the owner and the trampoline see two headers");
+        assert_eq!(header.0.load(Ordering::SeqCst), 2);
+        assert_eq!(trampoline(ctx.as_ptr()), seen);
+        assert_eq!(captured.load(Ordering::SeqCst), 2);
+        // Dropped on another thread, as a teardown handed off does.
+        std::thread::spawn(move || drop(ctx)).join().unwrap();
+        assert_eq!(Arc::strong_count(&captured), 1);
     }
 
     #[test]

@@ -49,7 +49,11 @@
 //! processors), and [`trace`] (an optional in-process record of what the
 //! crate does).
 //!
-//! On targets other than Windows the crate is empty.
+//! On targets other than Windows the crate exports nothing. It still builds
+//! the pure-Rust cores that need no Windows call (the trace ring, the drain
+//! obligation, the I/O registry and the callback context), so that their
+//! unit tests run there under Miri and their concurrent protocols are
+//! model-checked with loom (`src/sync.rs` says how).
 #![cfg_attr(not(windows), allow(unused))]
 #![warn(
     missing_docs,
@@ -59,9 +63,18 @@
     clippy::undocumented_unsafe_blocks
 )]
 
+mod sync;
+
 #[cfg(windows)]
 #[macro_use]
 pub mod trace;
+// Off Windows, only the trace's platform-independent ring.
+#[cfg(not(windows))]
+mod trace {
+    pub(crate) mod imp {
+        pub(crate) mod ring;
+    }
+}
 
 #[cfg(windows)]
 #[macro_use]
@@ -73,7 +86,6 @@ mod arming;
 pub mod callback_env;
 #[cfg(windows)]
 pub mod cleanup_group;
-#[cfg(windows)]
 mod ctx;
 // Public only for the crate's own tests (`heal::testing`).
 #[cfg(all(windows, feature = "test-hooks"))]
@@ -85,7 +97,11 @@ mod heal;
 pub mod instance;
 #[cfg(windows)]
 pub mod io;
-#[cfg(windows)]
+// Off Windows, only the I/O object's registry of outstanding operations.
+#[cfg(not(windows))]
+mod io {
+    mod registry;
+}
 mod obligation;
 #[cfg(windows)]
 pub mod placement;

@@ -9,14 +9,24 @@
 //! before the mark and leave a stale debt: [`DrainObligation::publish_arming`]
 //! and [`DrainObligation::publish_submission`] are the only way to publish, so
 //! the inverted order cannot be written.
+//!
+//! Platform-independent: the host build checks the mark/settle protocol with
+//! loom (`loom_tests` below), the publication standing in for the Win32 call.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct DrainObligation {
     /// Dispatches still expected: 1 for an arming (a new arming replaces the
     /// old), one per submission for work.
     owed: AtomicUsize,
+}
+
+// Not derived: a loom atomic has no `Default`.
+impl Default for DrainObligation {
+    fn default() -> Self {
+        Self { owed: AtomicUsize::new(0) }
+    }
 }
 
 impl DrainObligation {
@@ -46,6 +56,12 @@ impl DrainObligation {
     pub(crate) fn is_owed(&self) -> bool {
         self.owed.load(Ordering::SeqCst) != 0
     }
+
+    /// Dispatches still owed (for the models).
+    #[cfg(all(test, loom))]
+    fn owed(&self) -> usize {
+        self.owed.load(Ordering::SeqCst)
+    }
 }
 
 /// Reports a drain found owed at teardown, once the teardown has drained and
@@ -63,7 +79,7 @@ pub(crate) fn report_drain_owed(type_name: &'static str) {
     let _ = type_name;
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -97,5 +113,70 @@ mod tests {
         o.drained();
         assert!(!o.is_owed());
         assert!(o.publish_submission(|| o.is_owed()));
+    }
+}
+
+/// The mark/settle protocol under every interleaving (up to three
+/// preemptions, `crate::sync::model`) of an owner that
+/// publishes and pool threads that dispatch what they see published. At the
+/// end, the debt is exactly what was published and not dispatched: no stale
+/// debt (a dispatch settling before its mark), none forgotten.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+
+    /// A timer: the owner arms; the pool fires the arming if it sees it.
+    /// Publishing before the mark fails it (a stale debt after the firing).
+    #[test]
+    fn loom_an_arming_dispatched_at_once_leaves_no_debt() {
+        crate::sync::model(|| {
+            let o = Arc::new(DrainObligation::default());
+            // The arming as the pool sees it (`SetThreadpoolTimer`).
+            let armed = Arc::new(AtomicUsize::new(0));
+            let pool = {
+                let (o, armed) = (Arc::clone(&o), Arc::clone(&armed));
+                loom::thread::spawn(move || {
+                    let fired = armed.swap(0, AcqRel) == 1;
+                    if fired {
+                        o.dispatched();
+                    }
+                    fired
+                })
+            };
+            o.publish_arming(|| armed.store(1, Release));
+            let fired = pool.join().unwrap();
+            assert_eq!(o.is_owed(), !fired, "fired: {fired}, owed: {}", o.owed());
+        });
+    }
+
+    /// Work: two submissions, two pool threads each dispatching one
+    /// submission if one is queued. Publishing before the mark fails it.
+    #[test]
+    fn loom_submissions_owe_exactly_the_undispatched_ones() {
+        crate::sync::model(|| {
+            let o = Arc::new(DrainObligation::default());
+            // Submissions queued and not yet taken (`SubmitThreadpoolWork`).
+            let queued = Arc::new(AtomicUsize::new(0));
+            let worker = || {
+                let (o, queued) = (Arc::clone(&o), Arc::clone(&queued));
+                loom::thread::spawn(move || {
+                    let took = queued.fetch_update(AcqRel, Acquire, |n| n.checked_sub(1)).is_ok();
+                    if took {
+                        o.dispatched();
+                    }
+                })
+            };
+            let workers = [worker(), worker()];
+            for _ in 0..2 {
+                o.publish_submission(|| queued.fetch_add(1, Release));
+            }
+            for w in workers {
+                w.join().unwrap();
+            }
+            assert_eq!(o.owed(), queued.load(Acquire), "the debt is not the undispatched submissions");
+        });
     }
 }

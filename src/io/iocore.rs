@@ -253,7 +253,7 @@ impl IoCore {
 
     pub(super) fn cancel(&self, id: OperationId) -> io::Result<()> {
         let registry = lock(&self.header().registry);
-        if !registry.is_live(id) {
+        if !registry.is_live(id.slot, id.address, id.generation) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 "cancel: no outstanding operation of this object has this id (it completed, failed synchronously, or belongs to another object)",

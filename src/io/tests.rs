@@ -1,13 +1,12 @@
-//! Unit tests of the status classification, the registry and the
-//! completion path.
+//! Unit tests of the status classification and the completion path (the
+//! registry's own are in `registry.rs`).
 
-use super::{handles::*, iocore::*, operation::*, registry::*};
+use super::{handles::*, iocore::*, operation::*};
 use core::any::TypeId;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicUsize;
 use core::sync::atomic::Ordering;
-use std::collections::HashMap;
 use std::sync::Mutex;
 use windows_sys::Win32::Foundation::{
     ERROR_BUSY, ERROR_END_OF_MEDIA, ERROR_FILEMARK_DETECTED, ERROR_HANDLE_EOF, ERROR_INVALID_PARAMETER,
@@ -94,59 +93,6 @@ fn a_completions_result_is_its_bytes_or_its_error() {
     let more = completion(ERROR_MORE_DATA, 3);
     assert_eq!(more.result().unwrap_err().raw_os_error(), Some(ERROR_MORE_DATA as i32));
     assert_eq!(more.bytes_transferred(), 3);
-}
-
-#[test]
-fn registry_reuses_slots_and_rejects_stale_generations() {
-    let mut r = Registry::default();
-    let id = |slot, address, generation| OperationId { generation, address, slot };
-    let a = r.insert(0x100, 1);
-    let b = r.insert(0x200, 2);
-    assert!(r.is_live(id(a, 0x100, 1)) && r.is_live(id(b, 0x200, 2)));
-    r.remove(a);
-    assert!(!r.is_live(id(a, 0x100, 1)));
-    let c = r.insert(0x100, 3);
-    assert_eq!(c, a, "a freed slot is reused before the registry grows");
-    assert!(!r.is_live(id(a, 0x100, 1)), "a stale generation at a live address");
-    assert!(r.is_live(id(c, 0x100, 3)));
-    assert!(!r.is_live(id(7, 0x100, 3)), "an unknown slot");
-    r.remove(b);
-    r.remove(c);
-    assert_eq!((r.insert(0x300, 4), r.insert(0x400, 5), r.insert(0x500, 6)), (c, b, 2));
-}
-
-#[test]
-fn registry_finds_exactly_the_live_addresses() {
-    // Churn against a model: addresses cluster like heap blocks (aligned,
-    // close together) and are reused after removal.
-    let mut r = Registry::default();
-    let mut model: HashMap<usize, (usize, u64)> = HashMap::new();
-    let mut seed = 0x2545_F491_4F6C_DD1D_u64;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    for generation in 1..20_000u64 {
-        let address = 0x10_0000 + (next() % 300) as usize * 48;
-        if let Some(&(slot, g)) = model.get(&address) {
-            assert_eq!(r.take(address), Some((slot, g)), "live address {address:#x}");
-            model.remove(&address);
-            assert_eq!(r.take(address), None, "a taken address is no longer live");
-        } else {
-            assert_eq!(r.take(address), None, "address {address:#x} was never inserted or was taken");
-            model.insert(address, (r.insert(address, generation), generation));
-        }
-        if generation % 1000 == 0 {
-            for (&a, &(slot, g)) in &model {
-                assert!(r.is_live(OperationId { generation: g, address: a, slot }));
-            }
-            assert!(r.index.len() >= 2 * r.slots.len());
-            assert_eq!(r.index.iter().filter(|&&e| e != 0).count(), model.len());
-        }
-    }
-    assert_eq!(r.take(0), None, "null is never live");
 }
 
 type Claimed = Mutex<Vec<Operation<Vec<u8>>>>;

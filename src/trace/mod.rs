@@ -52,7 +52,8 @@
 //! records is implied by `head` and need not be counted on the hot path.
 //! Each slot carries a sequence word that doubles as a per-slot seqlock:
 //! a writer claims the slot by compare-and-swap from an even (complete) value
-//! older than its own index to `2 * index + 1`, stores the fields, then
+//! older than its own index to `2 * index + 1` (an acquire, so the older
+//! record's stores come before its own), stores the fields, then
 //! publishes `2 * index + 2`. A reader accepts slot contents only if the
 //! sequence equals `2 * index + 2` before and after reading the fields, so a
 //! dump running concurrently with writers never shows a torn record. A writer
@@ -61,6 +62,9 @@
 //! and a dump counts that index as incomplete rather than show a mixture.
 //! No lock, no allocation, no formatting on the record path; the fields are
 //! atomics so that a racing read is not a data race.
+//! The ring needs nothing from Windows and also builds on the host, where
+//! loom checks this protocol under every interleaving of two writers and a
+//! reader (`imp/ring.rs`).
 //!
 //! **Time.** Records store raw `QueryPerformanceCounter` ticks: documented,
 //! monotonic, 100 ns or finer (`QueryInterruptTime` would abort under Wine 8,

@@ -1,4 +1,5 @@
-//! Unit tests of the event table, the ring, the filter and the renderers.
+//! Unit tests of the event table, the filter and the renderers (the ring's
+//! own are in `imp/ring.rs`).
 //! Behaviour that depends on the environment variables (arming, the
 //! exception observer, real pool objects) is tested in `tests/trace.rs`,
 //! in child processes.
@@ -11,6 +12,7 @@ use super::*;
 const SOURCES: &[(&str, &str)] = &[
     ("lib.rs", include_str!("../lib.rs")),
     ("arming.rs", include_str!("../arming.rs")),
+    ("sync.rs", include_str!("../sync.rs")),
     ("trace/mod.rs", include_str!("mod.rs")),
     ("trace/table.rs", include_str!("table.rs")),
     ("trace/imp/mod.rs", include_str!("imp/mod.rs")),
@@ -122,16 +124,32 @@ fn recording_sites() -> Vec<Site> {
 }
 
 /// The modules `text` declares with `mod name;` in a file of its own (not
-/// through `#[path]`, which names a file outside the crate's tree).
-fn declared_modules(text: &str) -> Vec<&str> {
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+/// through `#[path]`, which names a file outside the crate's tree), as paths
+/// below the file's module directory: `a/b` for a `mod b;` inside an inline
+/// `mod a { .. }` (as `lib.rs` declares the host's cores).
+fn declared_modules(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
+    // The inline modules open at this line: (indentation, name).
+    let mut inline: Vec<(usize, &str)> = Vec::new();
+    for (i, raw) in lines.iter().enumerate() {
+        let line = raw.trim();
+        let indent = raw.len() - raw.trim_start().len();
+        if line == "}" && inline.last().is_some_and(|&(d, _)| d == indent) {
+            inline.pop();
+            continue;
+        }
         let rest = line.strip_prefix("pub(crate) ").or_else(|| line.strip_prefix("pub ")).unwrap_or(line);
-        let Some(name) = rest.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) else { continue };
-        let attrs = lines[..i].iter().rev().take_while(|l| l.starts_with("#["));
+        let Some(decl) = rest.strip_prefix("mod ") else { continue };
+        if let Some(name) = decl.strip_suffix(" {") {
+            inline.push((indent, name));
+            continue;
+        }
+        let Some(name) = decl.strip_suffix(';') else { continue };
+        let attrs = lines[..i].iter().map(|l| l.trim()).rev().take_while(|l| l.starts_with("#["));
         if !attrs.clone().any(|a| a.starts_with("#[path")) {
-            out.push(name);
+            let outer: String = inline.iter().map(|(_, m)| format!("{m}/")).collect();
+            out.push(format!("{outer}{name}"));
         }
     }
     out
@@ -323,112 +341,6 @@ mod recorder {
         assert_eq!(parse_capacity("lots"), None);
         assert_eq!(parse_capacity(&(1u64 << 24).to_string()), Some(1 << 24));
         assert_eq!(parse_capacity(&((1u64 << 24) + 1).to_string()), None);
-    }
-
-    fn push_n(ring: &Ring, n: u64) {
-        ring.push(n as i64, 7, "work", "submitted", n, !n);
-    }
-
-    /// The `a` slots of the snapshot, checking each record is whole.
-    fn window(ring: &Ring) -> (Vec<u64>, u64) {
-        let snap = ring.snapshot();
-        for r in &snap.records {
-            assert_eq!((r.b, r.ticks, r.tid, r.target, r.event), (!r.a, r.a as i64, 7, "work", "submitted"), "{r:?}");
-            assert_eq!(r.index, r.a, "index and payload disagree: {r:?}");
-        }
-        (snap.records.iter().map(|r| r.a).collect(), snap.dropped)
-    }
-
-    #[test]
-    fn ring_keeps_the_exact_window_through_several_turns() {
-        const CAP: u64 = 8;
-        let ring = Ring::new(CAP as usize);
-        assert_eq!(window(&ring), (vec![], 0));
-        let mut cleared_at = 0;
-        for n in 0..CAP * 6 + 3 {
-            push_n(&ring, n);
-            let pushed = n + 1;
-            let first = cleared_at.max(pushed.saturating_sub(CAP));
-            let expected: Vec<u64> = (first..pushed).collect();
-            let dropped = (pushed - cleared_at).saturating_sub(CAP);
-            assert_eq!(window(&ring), (expected, dropped), "after push #{n}");
-            assert_eq!(ring.snapshot().incomplete, 0);
-            if n == CAP * 3 + 2 {
-                ring.clear();
-                cleared_at = pushed;
-                assert_eq!(window(&ring), (vec![], 0), "after clear");
-            }
-        }
-    }
-
-    #[test]
-    fn a_writer_lapped_mid_record_never_mixes_with_the_newer_record() {
-        let ring = Ring::new(4);
-        push_n(&ring, 0);
-        let (stalled, slot) = ring.stall();
-        assert_eq!(stalled, 1);
-        // Records 5 and 9 want the stalled writer's slot and give up.
-        for n in 2..10 {
-            push_n(&ring, n);
-        }
-        let snap = ring.snapshot();
-        assert_eq!((snap.dropped, snap.incomplete), (6, 1));
-        // The stalled writer fills in its fields: they must not surface as record 9.
-        ring.resume(stalled, slot, 1, false);
-        assert_eq!(window(&ring).0, [6, 7, 8]);
-        ring.resume(stalled, slot, 1, true);
-        assert_eq!(window(&ring).0, [6, 7, 8]);
-        let snap = ring.snapshot();
-        assert_eq!((snap.records.len(), snap.dropped, snap.incomplete), (3, 6, 1));
-        // The slot is usable again by the next lap.
-        for n in 10..14 {
-            push_n(&ring, n);
-        }
-        assert_eq!(window(&ring), ((10..14).collect(), 10));
-    }
-
-    #[test]
-    fn concurrent_writers_never_show_a_torn_or_reordered_record() {
-        const PER_THREAD: u64 = 100_000;
-        let ring = Ring::new(256);
-        let done = std::sync::atomic::AtomicUsize::new(0);
-        let key = |tid: u32| 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(tid as u64 + 1);
-        let check = |snap: &Snapshot| {
-            let mut last: [Option<u64>; 2] = [None; 2];
-            let mut index = None;
-            for r in &snap.records {
-                assert!(r.tid < 2 && r.b == r.a ^ key(r.tid) && r.ticks == r.a as i64, "torn record {r:?}");
-                assert!(index < Some(r.index), "indices out of order at {r:?}");
-                index = Some(r.index);
-                let l = &mut last[r.tid as usize];
-                assert!(*l < Some(r.a), "thread {}'s records out of order at {r:?}", r.tid);
-                *l = Some(r.a);
-            }
-        };
-        let snapshots = std::thread::scope(|s| {
-            for tid in 0..2u32 {
-                let (ring, done) = (&ring, &done);
-                s.spawn(move || {
-                    for i in 0..PER_THREAD {
-                        ring.push(i as i64, tid, "work", "submitted", i, i ^ key(tid));
-                    }
-                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                });
-            }
-            let mut snapshots = 0;
-            while done.load(std::sync::atomic::Ordering::SeqCst) < 2 {
-                check(&ring.snapshot());
-                snapshots += 1;
-            }
-            snapshots
-        });
-        let last = ring.snapshot();
-        check(&last);
-        // Quiescent: every record is accounted for, and the window is full
-        // (only a writer lapped mid-record leaves a hole in it).
-        assert_eq!(last.records.len() as u64 + last.dropped + last.incomplete, 2 * PER_THREAD, "{snapshots} snapshots");
-        assert_eq!(last.records.len() as u64 + last.incomplete, 256);
-        assert!(!last.records.is_empty());
     }
 
     fn rec(index: u64, us: i64, tid: u32, target: &'static str, event: &'static str, a: u64, b: u64) -> Record {

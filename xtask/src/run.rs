@@ -344,6 +344,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     let (ok, text) =
         run_tee(&mut host.cargo(&["test", "--color", "never", "--quiet", "-p", "xtask", "-p", "wine-runner"]));
     tally.account("tooling tests", ok, parse_libtest(&text));
+    let miri_skipped = host_cores(&mut tally)?;
     // One mutant of the smallest module keeps `cargo xtask mutants` working.
     let smoke = crate::mutants::smoke(&p);
     if let Err(e) = &smoke {
@@ -359,7 +360,39 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     if let Some(why) = browser_skipped {
         println!("xtask test: !!! SKIPPED: the browser check of the HTML timeline did not run: {why}");
     }
+    if let Some(why) = miri_skipped {
+        println!("xtask test: !!! SKIPPED: Miri did not run the platform-independent cores' tests: {why}");
+    }
     tally.finish("test")
+}
+
+/// The platform-independent cores (trace ring, drain obligation, I/O
+/// registry, callback context) on the host: their loom models, then their
+/// unit tests under Miri, each in a target directory of its own so neither
+/// invalidates the ordinary host build. Returns why Miri was skipped, if it was.
+fn host_cores(tally: &mut Tally) -> Result<Option<String>> {
+    let target_dir = setup::layout()?.target_dir.clone();
+    let loom = ["test", "--color", "never", "--release", "-p", LIB, "--lib", "loom"];
+    let (ok, text) = run_tee(
+        Platform::host().cargo(&loom).env("RUSTFLAGS", "--cfg loom").env("CARGO_TARGET_DIR", target_dir.join("loom")),
+    );
+    tally.account("loom models (host)", ok, parse_libtest(&text));
+    if let Err(why) = setup::miri() {
+        println!("xtask test: !!! SKIPPING Miri: {why}");
+        return Ok(Some(why));
+    }
+    // Stacked Borrows (Miri's default), then Tree Borrows; strict provenance
+    // in both, since no core needs an integer turned back into a pointer.
+    for (model, flags) in [("Stacked Borrows", ""), ("Tree Borrows", " -Zmiri-tree-borrows")] {
+        let miri = ["miri", "test", "--color", "never", "-p", LIB, "--lib"];
+        let (ok, text) = run_tee(
+            setup::nightly_cargo(&miri)
+                .env("MIRIFLAGS", format!("-Zmiri-strict-provenance{flags}"))
+                .env("CARGO_TARGET_DIR", target_dir.join("miri")),
+        );
+        tally.account(&format!("Miri, {model} (host)"), ok, parse_libtest(&text));
+    }
+    Ok(None)
 }
 
 /// `cargo xtask trace-view --check`: setup, then the browser check alone.

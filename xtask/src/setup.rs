@@ -487,6 +487,52 @@ fn add_rust_components() -> Result<()> {
     run_quiet(Command::new("rustup").args(["component", "add"]).args(&missing), "rustup component add")
 }
 
+/// `cargo +nightly <args>`, through rustup's proxy (not the `CARGO` that
+/// runs this xtask, which is the stable toolchain's own binary), in the
+/// workspace root.
+pub fn nightly_cargo(args: &[&str]) -> Command {
+    let mut c = Command::new("cargo");
+    c.arg("+nightly").args(args).current_dir(workspace_root());
+    // Set by the outer `cargo run`/rustup for the stable toolchain.
+    for var in ["RUSTUP_TOOLCHAIN", "RUSTC", "RUSTDOC", "CARGO"] {
+        c.env_remove(var);
+    }
+    c.envs(absolute_target_dirs(|v| std::env::var_os(v), invocation_dir()));
+    c
+}
+
+/// Makes Miri ready for `cargo xtask test` (a nightly toolchain, its `miri`
+/// component, and Miri's sysroot): `Err` says why it cannot be, and the
+/// Miri step is then skipped, loudly. Nothing here is fatal: Miri needs a
+/// nightly toolchain, which a machine may not have or want.
+pub fn miri() -> std::result::Result<(), String> {
+    let works = |args: &[&str]| nightly_cargo(args).output().is_ok_and(|o| o.status.success());
+    if !works(&["miri", "--version"]) {
+        // A nightly already there is not updated: only the component is added.
+        let args: &[&str] = if works(&["--version"]) {
+            &["component", "add", "--toolchain", "nightly", "miri", "rust-src"]
+        } else {
+            &[
+                "toolchain",
+                "install",
+                "nightly",
+                "--profile",
+                "minimal",
+                "--component",
+                "miri",
+                "--component",
+                "rust-src",
+            ]
+        };
+        println!("setup: rustup {}", args.join(" "));
+        let out = Command::new("rustup").args(args).output().map_err(|e| format!("rustup: {e}"))?;
+        if !out.status.success() || !works(&["miri", "--version"]) {
+            return Err(format!("`rustup {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        }
+    }
+    run_quiet(&mut nightly_cargo(&["miri", "setup"]), "cargo +nightly miri setup")
+}
+
 /// The suite needs nextest: some tests need a process of their own
 /// (`tests/self_heal.rs`), so `cargo test`'s one process per binary fails them.
 fn install_nextest() -> Result<()> {
