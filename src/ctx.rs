@@ -110,7 +110,26 @@ pub(crate) mod blocks {
                 // SAFETY: every kept block came from `alloc(layout)` and is
                 // owned by the cache alone.
                 unsafe { dealloc(block.as_ptr(), layout) };
+                #[cfg(test)]
+                probe_count(layout, -1);
             }
+        }
+    }
+
+    /// The layout only the tests use, and how many blocks of it all threads
+    /// keep (a layout of its own, so tests running beside it in one process
+    /// do not move the count).
+    #[cfg(test)]
+    pub(crate) const PROBE: Layout = match Layout::from_size_align(192, 64) {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    #[cfg(test)]
+    pub(crate) static PROBES_KEPT: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+    #[cfg(test)]
+    fn probe_count(layout: Layout, delta: isize) {
+        if layout == PROBE {
+            PROBES_KEPT.fetch_add(delta, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -130,6 +149,8 @@ pub(crate) mod blocks {
         let kept = KEPT_BLOCKS.try_with(|k| {
             let mut k = k.try_borrow_mut().ok()?;
             let i = k.0.iter().position(|(l, _)| *l == layout)?;
+            #[cfg(test)]
+            probe_count(layout, -1);
             Some(k.0.swap_remove(i).1)
         });
         if let Ok(Some(block)) = kept {
@@ -158,6 +179,8 @@ pub(crate) mod blocks {
                 k.0.reserve_exact(KEPT);
             }
             k.0.push((layout, block));
+            #[cfg(test)]
+            probe_count(layout, 1);
             true
         });
         if kept != Ok(true) {
@@ -219,6 +242,21 @@ mod tests {
             blocks::release(a, small);
             blocks::release(b, other);
         }
+    }
+
+    /// A thread's kept blocks are freed when the thread exits.
+    #[test]
+    fn a_threads_kept_blocks_are_freed_when_it_exits() {
+        use std::sync::atomic::Ordering::SeqCst;
+        std::thread::spawn(|| {
+            let a = blocks::take(blocks::PROBE);
+            // SAFETY: from `take` with this layout, no value in it, not used again.
+            unsafe { blocks::release(a, blocks::PROBE) };
+            assert_eq!(blocks::PROBES_KEPT.load(SeqCst), 1);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(blocks::PROBES_KEPT.load(SeqCst), 0, "an exited thread's blocks were kept");
     }
 
     #[test]
