@@ -52,19 +52,19 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "work",
         files: &["src/work.rs"],
-        tests: &["--lib", "--test", "work", "--test", "self_teardown"],
+        tests: &["--lib", "--test", "work", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
     Module {
         name: "timer",
         files: &["src/timer.rs", "src/arming.rs"],
-        tests: &["--lib", "--test", "timer", "--test", "self_teardown"],
+        tests: &["--lib", "--test", "timer", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
     Module {
         name: "wait",
         files: &["src/wait.rs", "src/wait/future.rs"],
-        tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown"],
+        tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
     Module {
@@ -77,13 +77,13 @@ pub const MODULES: &[Module] = &[
             "src/io/registry.rs",
             "src/io/future.rs",
         ],
-        tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc"],
+        tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc", "--test", "debug"],
         features: "fail-fast",
     },
     Module {
         name: "cleanup_group",
         files: &["src/cleanup_group.rs"],
-        tests: &["--lib", "--test", "cleanup_group"],
+        tests: &["--lib", "--test", "cleanup_group", "--test", "debug", "--test", "self_teardown"],
         features: "fail-fast",
     },
     Module {
@@ -102,7 +102,7 @@ pub const MODULES: &[Module] = &[
             "src/task/future.rs",
             "src/task/current_thread.rs",
         ],
-        tests: &["--lib", "--test", "spawn", "--test", "async_task", "--test", "alloc"],
+        tests: &["--lib", "--test", "spawn", "--test", "async_task", "--test", "alloc", "--test", "debug"],
         features: "",
     },
     Module {
