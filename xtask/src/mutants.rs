@@ -83,7 +83,17 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "cleanup_group",
         files: &["src/cleanup_group.rs"],
-        tests: &["--lib", "--test", "cleanup_group", "--test", "debug", "--test", "self_teardown"],
+        tests: &[
+            "--lib",
+            "--test",
+            "cleanup_group",
+            "--test",
+            "debug",
+            "--test",
+            "self_teardown",
+            "--test",
+            "self_heal",
+        ],
         features: "fail-fast",
     },
     Module {
