@@ -1,0 +1,1 @@
+#[cfg(not(windows))] fn main() {} #[cfg(windows)] fn main() {}
