@@ -36,7 +36,10 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 
-pub use crate::support::PATIENCE;
+/// How long the models wait for what must happen (a firing due within
+/// 3 ms, a teardown handed to another thread) before failing. Shorter than
+/// `support::PATIENCE`: a failing case is re-run many times while it shrinks.
+pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Threads a step's operations are issued from.
 pub const THREADS: usize = 4;
@@ -56,7 +59,10 @@ pub fn config(regressions: &'static str) -> Config {
     Config {
         cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(regressions))),
-        max_shrink_iters: 400,
+        max_shrink_iters: std::env::var("PROPTEST_MAX_SHRINK_ITERS")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(400),
         ..Config::default()
     }
 }
@@ -93,10 +99,17 @@ pub trait Model: Sync {
 /// end, then the leak checks against the counts before the case.
 pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]) {
     let _watch = watch(format!("{name}: {steps:?}"));
+    let debug = std::env::var_os("LIFECYCLE_DEBUG").is_some();
+    if debug {
+        eprintln!("lifecycle {name}: counting");
+    }
     let before = Counts::now();
     {
         let model = make();
         for step in steps {
+            if debug {
+                eprintln!("lifecycle {name}: step {step:?}");
+            }
             model.before_step(step);
             std::thread::scope(|s| {
                 for t in 0..THREADS {
@@ -119,15 +132,82 @@ pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]
                     });
                 }
             });
+            if debug {
+                eprintln!("lifecycle {name}: checking");
+            }
             model.after_step(step);
         }
+        if debug {
+            eprintln!("lifecycle {name}: finishing");
+        }
         model.finish();
+    }
+    if debug {
+        eprintln!("lifecycle {name}: counting after");
     }
     let after = Counts::settled(&before, PATIENCE);
     assert_eq!(after, before, "{name}: counts after the case differ from before it");
 }
 
-pub use crate::leak::{Counts, handle_count};
+/// What must be back to its value after a case: contexts and I/O
+/// operation blocks alive, and wait targets created less those closed.
+/// (Process handles are counted by `tests/leaks.rs` over thousands of
+/// cycles instead: under Wine 8 the pool's own handles come and go with
+/// its idle threads, which a per-case count cannot tell from a leak.)
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Counts {
+    pub contexts: usize,
+    pub operations: usize,
+    pub wait_targets_open: usize,
+}
+
+impl Counts {
+    pub fn now() -> Self {
+        Self {
+            contexts: windows_threadpool::live_contexts(),
+            operations: windows_threadpool::io::live_operations(),
+            wait_targets_open: TARGETS_OPENED.load(SeqCst) - TARGETS_CLOSED.load(SeqCst),
+        }
+    }
+
+    /// The counts once they equal `want`, or after `patience` (a teardown
+    /// handed to another thread finishes on its own time).
+    pub fn settled(want: &Self, patience: Duration) -> Self {
+        let deadline = Instant::now() + patience;
+        loop {
+            let now = Self::now();
+            if now == *want || Instant::now() > deadline {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+static TARGETS_OPENED: AtomicUsize = AtomicUsize::new(0);
+static TARGETS_CLOSED: AtomicUsize = AtomicUsize::new(0);
+
+/// A new auto-reset event as a wait target whose close is counted: each must
+/// be closed exactly once (the count of those open returns to its value
+/// before the case; a second close of one would make it fall below).
+pub fn counted_event() -> windows_threadpool::WaitableHandle {
+    use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
+    use windows_sys::core::BOOL;
+    use windows_sys::Win32::System::Threading::CreateEventW;
+    unsafe extern "system" fn close_counted(h: HANDLE) -> BOOL {
+        TARGETS_CLOSED.fetch_add(1, SeqCst);
+        // SAFETY: the wait hands over the handle it owned, once.
+        unsafe { CloseHandle(h) }
+    }
+    // SAFETY: no security attributes, no name.
+    let h = unsafe { CreateEventW(core::ptr::null(), 0, 0, core::ptr::null()) };
+    assert!(!h.is_null(), "CreateEventW: {}", std::io::Error::last_os_error());
+    TARGETS_OPENED.fetch_add(1, SeqCst);
+    // SAFETY: a new event of ours, closed only by `close_counted`.
+    unsafe { windows_threadpool::WaitableHandle::assume_waitable_with(h, close_counted) }
+}
+
+
 
 /// Polls `cond` until it holds; panics naming `what` after [`PATIENCE`].
 #[track_caller]

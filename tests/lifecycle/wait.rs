@@ -17,9 +17,9 @@
 //! activation; under Wine a signal just before a disarm may still queue the
 //! callback (docs/wine.md). `stop_and_drain` and drop are fences.
 //!
-//! Handles: each wait owns its event (closed by the teardown), the model
-//! keeps a clone to signal it; the engine checks the process handle count
-//! is back where it was after each case.
+//! Handles: each wait owns its event (closed by the teardown with a close
+//! routine that counts), and the model signals it through the wait's own
+//! handle; the engine checks every event was closed exactly once.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use windows_threadpool::{Deadline, Event, Wait};
+use windows_threadpool::{Deadline, Wait};
 
 use crate::engine::{self, Model, Probe, Slots, Step, tear_down};
 
@@ -97,19 +97,16 @@ struct Acct {
 
 struct Obj {
     wait: Wait,
-    event: Event,
     probe: Arc<Probe>,
     acct: Arc<Acct>,
 }
 
 impl Obj {
     fn new() -> Self {
-        let event = Event::auto_reset().expect("Event::auto_reset");
-        let theirs = event.try_clone().expect("Event::try_clone");
         let probe = Probe::new();
         let acct = Arc::new(Acct::default());
         let (guard, a) = (probe.guard(), Arc::clone(&acct));
-        let wait = Wait::new(theirs.into(), move |activation| {
+        let wait = Wait::new(engine::counted_event(), move |activation| {
             let p = guard.probe();
             p.enter();
             if a.budget.fetch_update(SeqCst, SeqCst, |b| b.checked_sub(1)).is_ok() {
@@ -120,7 +117,7 @@ impl Obj {
             p.take_self();
         })
         .expect("Wait::new");
-        Self { wait, event, probe, acct }
+        Self { wait, probe, acct }
     }
 
     fn arm(&self, timeout: Timeout) {
@@ -128,11 +125,18 @@ impl Obj {
         self.probe.arming(|| self.wait.arm(timeout.deadline()));
     }
 
+    /// Signals the event through the wait's own handle.
+    fn signal(&self) {
+        use std::os::windows::io::AsRawHandle;
+        // SAFETY: the wait's handle, borrowed for the call.
+        let ok = unsafe { windows_sys::Win32::System::Threading::SetEvent(self.wait.handle().as_raw_handle()) };
+        assert!(ok != 0, "SetEvent: {}", std::io::Error::last_os_error());
+    }
+
     fn drop_owner(self) -> Arc<Probe> {
-        let Self { wait, event, probe, .. } = self;
+        let Self { wait, probe, .. } = self;
         tear_down(|| drop(wait));
         probe.owner_dropped();
-        drop(event);
         probe
     }
 }
@@ -175,12 +179,12 @@ impl Model for WaitModel {
                 });
             }
             Op::Signal(_) => {
-                self.slots.with(slot, |o| o.event.set().expect("SetEvent"));
+                self.slots.with(slot, |o| o.signal());
             }
             Op::ArmThenSignal(_) => {
                 self.slots.with(slot, |o| {
                     o.arm(Timeout::Never);
-                    o.event.set().expect("SetEvent");
+                    o.signal();
                 });
             }
             Op::Disarm(_) => {
@@ -212,7 +216,6 @@ impl Model for WaitModel {
                     o.probe.expect_runs.store(o.probe.runs() + 1, SeqCst);
                     let probe = Arc::clone(&o.probe);
                     self.slots.retire(&probe, true);
-                    drop(o.event);
                     probe.hand_to_callback(o.wait, |w| probe.arming(|| w.arm(Duration::ZERO)));
                 }
             }
@@ -270,3 +273,4 @@ proptest! {
         engine::run("wait", || WaitModel { slots: Slots::new(Obj::new), before: Mutex::new(Vec::new()) }, &steps);
     }
 }
+
