@@ -4,14 +4,14 @@
 //! `tests/leaks.rs` (see `support/leak.rs`), with the numbers reported.
 
 #[cfg(windows)]
+#[path = "support/leak.rs"]
+mod leak;
+#[cfg(windows)]
 #[path = "support/stress.rs"]
 mod stress;
 #[cfg(windows)]
 #[allow(dead_code)]
 mod support;
-#[cfg(windows)]
-#[path = "support/leak.rs"]
-mod leak;
 
 #[cfg(not(windows))]
 fn main() {}

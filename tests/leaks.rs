@@ -5,10 +5,10 @@
 //! cycles each (`cargo xtask stress`).
 #![cfg(windows)]
 
-#[allow(dead_code)]
-mod support;
 #[path = "support/leak.rs"]
 mod leak;
+#[allow(dead_code)]
+mod support;
 
 const CYCLES: usize = 2_000;
 

@@ -17,16 +17,16 @@ mod support;
 
 #[path = "lifecycle/engine.rs"]
 mod engine;
-#[path = "lifecycle/work.rs"]
-mod work;
-#[path = "lifecycle/timer.rs"]
-mod timer;
-#[path = "lifecycle/periodic.rs"]
-mod periodic;
-#[path = "lifecycle/wait.rs"]
-mod wait;
 #[path = "lifecycle/io.rs"]
 mod io;
+#[path = "lifecycle/periodic.rs"]
+mod periodic;
+#[path = "lifecycle/timer.rs"]
+mod timer;
+#[path = "lifecycle/wait.rs"]
+mod wait;
+#[path = "lifecycle/work.rs"]
+mod work;
 
 /// The context count is not vacuous: a work object's context is counted
 /// from its creation to its drop.

@@ -192,8 +192,8 @@ static TARGETS_CLOSED: AtomicUsize = AtomicUsize::new(0);
 /// before the case; a second close of one would make it fall below).
 pub fn counted_event() -> windows_threadpool::WaitableHandle {
     use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
-    use windows_sys::core::BOOL;
     use windows_sys::Win32::System::Threading::CreateEventW;
+    use windows_sys::core::BOOL;
     unsafe extern "system" fn close_counted(h: HANDLE) -> BOOL {
         TARGETS_CLOSED.fetch_add(1, SeqCst);
         // SAFETY: the wait hands over the handle it owned, once.
@@ -206,8 +206,6 @@ pub fn counted_event() -> windows_threadpool::WaitableHandle {
     // SAFETY: a new event of ours, closed only by `close_counted`.
     unsafe { windows_threadpool::WaitableHandle::assume_waitable_with(h, close_counted) }
 }
-
-
 
 /// Polls `cond` until it holds; panics naming `what` after [`PATIENCE`].
 #[track_caller]
@@ -366,9 +364,10 @@ impl Probe {
     /// handed to another thread freed the context.
     #[track_caller]
     pub fn await_freed(&self, what: &str) {
-        wait_until(|| format!("{what}: the context of an object dropped from its callback to be freed"), || {
-            self.freed.load(SeqCst) > 0
-        });
+        wait_until(
+            || format!("{what}: the context of an object dropped from its callback to be freed"),
+            || self.freed.load(SeqCst) > 0,
+        );
         self.check(what);
     }
 

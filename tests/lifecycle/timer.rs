@@ -21,8 +21,8 @@
 //! is a drop; `wait` is not (a due time in the future still fires).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -226,7 +226,12 @@ impl Model for TimerModel {
             if want > 0 {
                 self.slots.with(slot, |o| {
                     engine::wait_until(
-                        || format!("timer slot {slot}: {want} firings after {mine:?} (saw {})", o.probe.runs() - runs_before),
+                        || {
+                            format!(
+                                "timer slot {slot}: {want} firings after {mine:?} (saw {})",
+                                o.probe.runs() - runs_before
+                            )
+                        },
                         || o.probe.runs() >= runs_before + want,
                     )
                 });

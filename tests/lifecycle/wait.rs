@@ -67,12 +67,8 @@ pub enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     let s = 0..engine::SLOTS;
-    let timeout = prop_oneof![
-        Just(Timeout::Never),
-        Just(Timeout::Now),
-        (1u8..=3).prop_map(Timeout::SoonMs),
-        Just(Timeout::Hour)
-    ];
+    let timeout =
+        prop_oneof![Just(Timeout::Never), Just(Timeout::Now), (1u8..=3).prop_map(Timeout::SoonMs), Just(Timeout::Hour)];
     prop_oneof![
         1 => s.clone().prop_map(Op::Create),
         3 => (s.clone(), timeout).prop_map(|(s, t)| Op::Arm(s, t)),
@@ -242,7 +238,12 @@ impl Model for WaitModel {
             if want > 0 {
                 self.slots.with(slot, |o| {
                     engine::wait_until(
-                        || format!("wait slot {slot}: {want} activations after {mine:?} (saw {})", o.probe.runs() - runs_before),
+                        || {
+                            format!(
+                                "wait slot {slot}: {want} activations after {mine:?} (saw {})",
+                                o.probe.runs() - runs_before
+                            )
+                        },
                         || o.probe.runs() >= runs_before + want,
                     )
                 });
@@ -273,4 +274,3 @@ proptest! {
         engine::run("wait", || WaitModel { slots: Slots::new(Obj::new), before: Mutex::new(Vec::new()) }, &steps);
     }
 }
-

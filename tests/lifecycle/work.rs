@@ -138,7 +138,11 @@ impl Model for WorkModel {
             }
             Op::Wait(_) | Op::StopAndDrain(_) => {
                 self.slots.with(slot, |o| {
-                    if matches!(op, Op::Wait(_)) { o.work.wait() } else { o.work.stop_and_drain() }
+                    if matches!(op, Op::Wait(_)) {
+                        o.work.wait()
+                    } else {
+                        o.work.stop_and_drain()
+                    }
                     o.probe.drained(alone);
                     if alone {
                         o.acct.reconcile(&o.probe);

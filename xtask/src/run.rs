@@ -241,20 +241,8 @@ const STRESS_LIFECYCLE_CASES: u64 = 3_000;
 /// Runs the stress binaries `filter` selects, one scenario at a time, with
 /// their reports, at `scale`; returns how many ran.
 fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str, filter: &str) -> u64 {
-    let args = [
-        "nextest",
-        "run",
-        "--color",
-        "never",
-        "-p",
-        LIB,
-        "-E",
-        filter,
-        "-j",
-        "1",
-        "--no-fail-fast",
-        "--no-capture",
-    ];
+    let args =
+        ["nextest", "run", "--color", "never", "-p", LIB, "-E", filter, "-j", "1", "--no-fail-fast", "--no-capture"];
     let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
     let counts = parse_nextest(&text);
     let ran = counts.as_ref().map_or(0, |c| c.run);
