@@ -10,7 +10,6 @@ mod leak;
 #[path = "support/stress.rs"]
 mod stress;
 #[cfg(windows)]
-#[allow(dead_code)]
 mod support;
 
 #[cfg(not(windows))]

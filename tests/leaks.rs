@@ -7,7 +7,6 @@
 
 #[path = "support/leak.rs"]
 mod leak;
-#[allow(dead_code)]
 mod support;
 
 const CYCLES: usize = 2_000;
