@@ -31,6 +31,8 @@ pub enum Op {
     DisarmFromTick(usize),
     Wait(usize),
     StopAndDrain(usize),
+    /// Arm, then `stop_and_drain` at once on the same thread.
+    ArmThenStop(usize, Due),
     Drop(usize),
     DropFromCallback(usize),
 }
@@ -44,6 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => s.clone().prop_map(Op::DisarmFromTick),
         1 => s.clone().prop_map(Op::Wait),
         2 => s.clone().prop_map(Op::StopAndDrain),
+        1 => (s.clone(), due()).prop_map(|(s, d)| Op::ArmThenStop(s, d)),
         1 => s.clone().prop_map(Op::Drop),
         1 => s.prop_map(Op::DropFromCallback),
     ]
@@ -99,6 +102,7 @@ impl Model for PeriodicModel {
             | Op::DisarmFromTick(s)
             | Op::Wait(s)
             | Op::StopAndDrain(s)
+            | Op::ArmThenStop(s, _)
             | Op::Drop(s)
             | Op::DropFromCallback(s) => s,
         }
@@ -122,6 +126,13 @@ impl Model for PeriodicModel {
             }
             Op::StopAndDrain(_) => {
                 self.slots.with(slot, |o| {
+                    o.timer.stop_and_drain();
+                    o.probe.drained(alone);
+                });
+            }
+            Op::ArmThenStop(_, due) => {
+                self.slots.with(slot, |o| {
+                    o.probe.arming(|| o.timer.arm(due.duration()));
                     o.timer.stop_and_drain();
                     o.probe.drained(alone);
                 });

@@ -17,7 +17,7 @@
 //! disarm does not discard a firing already queued (docs/wine.md), and that
 //! firing may still request a re-arm. None of those can exceed the bound.
 //!
-//! `stop_and_drain` is a fence (no firing after it unless armed again), as
+//! `stop_and_drain` (alone, or right after an arm on the same thread) is a fence (no firing after it unless armed again), as
 //! is a drop; `wait` is not (a due time in the future still fires).
 
 use std::sync::Arc;
@@ -63,6 +63,9 @@ pub enum Op {
     CancelPending(usize),
     Wait(usize),
     StopAndDrain(usize),
+    /// Arm, then `stop_and_drain` at once on the same thread: a fence with
+    /// an arming still pending.
+    ArmThenStop(usize, Due),
     Drop(usize),
     DropFromCallback(usize),
 }
@@ -77,6 +80,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => s.clone().prop_map(Op::CancelPending),
         1 => s.clone().prop_map(Op::Wait),
         2 => s.clone().prop_map(Op::StopAndDrain),
+        2 => (s.clone(), due()).prop_map(|(s, d)| Op::ArmThenStop(s, d)),
         1 => s.clone().prop_map(Op::Drop),
         1 => s.prop_map(Op::DropFromCallback),
     ]
@@ -150,6 +154,7 @@ impl Model for TimerModel {
             | Op::CancelPending(s)
             | Op::Wait(s)
             | Op::StopAndDrain(s)
+            | Op::ArmThenStop(s, _)
             | Op::Drop(s)
             | Op::DropFromCallback(s) => s,
         }
@@ -179,6 +184,13 @@ impl Model for TimerModel {
             }
             Op::StopAndDrain(_) => {
                 self.slots.with(slot, |o| {
+                    o.timer.stop_and_drain();
+                    o.probe.drained(alone);
+                });
+            }
+            Op::ArmThenStop(_, due) => {
+                self.slots.with(slot, |o| {
+                    o.arm(due);
                     o.timer.stop_and_drain();
                     o.probe.drained(alone);
                 });
