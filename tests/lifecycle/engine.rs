@@ -22,10 +22,15 @@
 //!   own callback, within [`PATIENCE`]), and no callback may start after it;
 //! - **nothing leaks**: at the end of a case every context
 //!   ([`windows_threadpool::live_contexts`]), every I/O operation block
-//!   and every process handle is back to its count before the case;
+//!   and every wait target ([`counted_event`]) is back to its count before
+//!   the case (process handles are left to `tests/leaks.rs`: see [`Counts`]);
 //! - **nothing hangs**: every wait has a deadline, and a watchdog exits the
 //!   process, printing the case, if a case runs past [`CASE_DEADLINE`]
 //!   (a drain that never returns cannot be interrupted otherwise).
+//!
+//! The counts are process-wide: run the models under nextest (a process per
+//! test), as `cargo xtask test` does. `LIFECYCLE_DEBUG=1` prints each step
+//! before it runs.
 #![allow(dead_code)]
 
 use std::fmt::Debug;
