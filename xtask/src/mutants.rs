@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::setup::{self, Result, cargo, workspace_root};
 use crate::{LIB, WIN_TARGET};
@@ -163,26 +163,11 @@ pub fn module(name: &str) -> Result<&'static Module> {
 
 /// Installs cargo-mutants from crates.io if it is missing.
 pub fn ensure_installed() -> Result<()> {
-    let ok = cargo().args(["mutants", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if ok.is_ok_and(|s| s.success()) {
-        return Ok(());
-    }
-    println!("mutants: installing cargo-mutants (cargo install cargo-mutants --locked; a few minutes)");
-    let status = cargo()
-        .args(["install", "cargo-mutants", "--locked"])
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| format!("cargo install cargo-mutants: {e}"))?;
-    if !status.success() {
-        return Err(format!("cargo install cargo-mutants --locked failed: {status}"));
-    }
-    Ok(())
+    setup::cargo_install_if_missing("mutants", "cargo-mutants")
 }
 
 pub fn out_dir(m: &Module) -> PathBuf {
-    setup::layout()
-        .map(|l| l.target_dir.join("mutants").join(m.name))
-        .unwrap_or_else(|_| workspace_root().join("target").join("mutants").join(m.name))
+    out_root().join(m.name)
 }
 
 /// The cargo-mutants command for one module (and shard).

@@ -536,18 +536,24 @@ pub fn miri() -> std::result::Result<(), String> {
 /// The suite needs nextest: some tests need a process of their own
 /// (`tests/self_heal.rs`), so `cargo test`'s one process per binary fails them.
 fn install_nextest() -> Result<()> {
+    cargo_install_if_missing("nextest", "cargo-nextest")
+}
+
+/// Installs the cargo subcommand `sub` (crate `krate`) from crates.io with
+/// `cargo install --locked` unless `cargo <sub> --version` already works.
+pub fn cargo_install_if_missing(sub: &str, krate: &str) -> Result<()> {
     let installed = |c: &mut Command| c.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-    if installed(cargo().args(["nextest", "--version"])) {
+    if installed(cargo().args([sub, "--version"])) {
         return Ok(());
     }
-    println!("setup: installing cargo-nextest (cargo install cargo-nextest --locked; a few minutes)");
+    println!("setup: installing {krate} (cargo install {krate} --locked; a few minutes)");
     let status = cargo()
-        .args(["install", "cargo-nextest", "--locked"])
+        .args(["install", krate, "--locked"])
         .stdin(Stdio::null())
         .status()
-        .map_err(|e| format!("cargo install cargo-nextest: {e}"))?;
+        .map_err(|e| format!("cargo install {krate}: {e}"))?;
     if !status.success() {
-        return Err(format!("cargo install cargo-nextest --locked failed: {status}"));
+        return Err(format!("cargo install {krate} --locked failed: {status}"));
     }
     Ok(())
 }
