@@ -40,16 +40,20 @@
 //! empty and inlined: the call sites need no `cfg` and compile to nothing.
 //! With it, a capture and an entry each first ask [`interested`] (tracing's
 //! `span_enabled!` for this callsite's target and level: with no
-//! subscriber, one relaxed load of the global max level); only when a
-//! subscriber is interested does a capture clone the current span (a
-//! reference count) into the slot, under the slot's own lock, which no other
+//! subscriber ever set, one relaxed load of tracing's "a dispatcher
+//! exists" flag); only when a subscriber is interested does a capture clone
+//! the current span (a reference count) into the slot (allocated at the
+//! object's first such capture, so an object's header stays small without
+//! one), under the slot's own lock, which no other
 //! lock is ever held with. The old value is dropped after the lock is
 //! released, so a subscriber's `try_close` never runs under it; only its
 //! `clone_span` does (a callback about to run clones the slot's spans under
 //! the lock, so a concurrent capture cannot close them first).
 
 #[cfg(feature = "tracing")]
-use std::sync::{Mutex, PoisonError};
+use std::mem::ManuallyDrop;
+#[cfg(feature = "tracing")]
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// What a callback span is for: its `kind` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,18 +159,29 @@ impl core::fmt::Debug for Captured {
 
 /// An object's parent slot: the span current at its latest submit or arm,
 /// and after a re-arm from a callback, that callback's span.
+///
+/// The slot is allocated at the first capture a subscriber is interested
+/// in, so without one an object's header grows by one pointer and a lock
+/// word, not by two spans: the header shares its cache line with the
+/// callback it precedes.
 #[derive(Default)]
 pub(crate) struct Parent {
     #[cfg(feature = "tracing")]
-    slot: Mutex<Captured>,
+    slot: OnceLock<Box<Mutex<Captured>>>,
 }
 
 impl Parent {
     pub(crate) const fn new() -> Self {
         Self {
             #[cfg(feature = "tracing")]
-            slot: Mutex::new(Captured::NONE),
+            slot: OnceLock::new(),
         }
+    }
+
+    /// The slot, allocated on first use.
+    #[cfg(feature = "tracing")]
+    fn slot(&self) -> std::sync::MutexGuard<'_, Captured> {
+        self.slot.get_or_init(Box::default).lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records the current span as the parent of the callbacks to come (and
@@ -177,7 +192,7 @@ impl Parent {
         #[cfg(feature = "tracing")]
         if interested() {
             let new = Captured::current();
-            let old = core::mem::replace(&mut *self.slot.lock().unwrap_or_else(PoisonError::into_inner), new);
+            let old = core::mem::replace(&mut *self.slot(), new);
             // Closing the old spans runs subscriber code: not under the lock.
             drop(old);
         }
@@ -190,8 +205,7 @@ impl Parent {
         #[cfg(feature = "tracing")]
         if interested() {
             let Captured { span: current, .. } = Captured::current();
-            let old =
-                core::mem::replace(&mut self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows, current);
+            let old = core::mem::replace(&mut self.slot().follows, current);
             drop(old);
         }
     }
@@ -201,9 +215,9 @@ impl Parent {
     #[inline]
     pub(crate) fn follow(&self, entered: &Entered) {
         #[cfg(feature = "tracing")]
-        if let Some(span) = &entered._span {
+        if let Some(span) = &*entered.span {
             let span: tracing::Span = (**span).clone();
-            let old = self.slot.lock().unwrap_or_else(PoisonError::into_inner).follows.replace(span);
+            let old = self.slot().follows.replace(span);
             drop(old);
         }
         #[cfg(not(feature = "tracing"))]
@@ -214,7 +228,10 @@ impl Parent {
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn get(&self) -> Captured {
         #[cfg(feature = "tracing")]
-        return self.slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        return match self.slot.get() {
+            Some(slot) => slot.lock().unwrap_or_else(PoisonError::into_inner).clone(),
+            None => Captured::NONE,
+        };
         #[cfg(not(feature = "tracing"))]
         Captured::NONE
     }
@@ -224,9 +241,29 @@ impl Parent {
 /// closes) when dropped. Zero-sized without the feature.
 #[must_use = "the span is exited when this is dropped"]
 pub(crate) struct Entered {
-    /// `None` when no subscriber was interested: nothing to exit.
+    /// `None` when no subscriber was interested: nothing to exit. Dropped
+    /// by hand so that the `None` check is inlined into the trampoline and
+    /// the exit stays out of line.
     #[cfg(feature = "tracing")]
-    _span: Option<tracing::span::EnteredSpan>,
+    span: ManuallyDrop<Option<tracing::span::EnteredSpan>>,
+}
+
+#[cfg(feature = "tracing")]
+impl Drop for Entered {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(span) = self.span.take() {
+            exit(span);
+        }
+    }
+}
+
+/// Exits and releases a callback span, out of line like [`enter_interested`].
+#[cfg(feature = "tracing")]
+#[cold]
+#[inline(never)]
+fn exit(span: tracing::span::EnteredSpan) {
+    drop(span);
 }
 
 /// Enters the `threadpool.callback` span for one callback of `kind` on
@@ -242,7 +279,7 @@ where
     #[cfg(feature = "tracing")]
     {
         if !interested() {
-            return Entered { _span: None };
+            return Entered { span: ManuallyDrop::new(None) };
         }
         enter_interested(kind, object, parent(), outcome)
     }
@@ -290,7 +327,7 @@ fn enter_interested(kind: Kind, object: usize, parent: Captured, outcome: Option
     }
     // The new span holds its own reference to the parent.
     drop(parent);
-    Entered { _span: Some(span.entered()) }
+    Entered { span: ManuallyDrop::new(Some(span.entered())) }
 }
 
 // Without the feature everything here is zero-sized.
