@@ -45,6 +45,33 @@ impl Placement {
     pub(crate) const NONE: Self = Self([0; 2]);
 }
 
+/// Contexts alive in the process (for tests: every context is freed exactly
+/// once). Counted only when the tests can read it.
+#[cfg(any(test, feature = "test-hooks"))]
+static LIVE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// How many callback contexts (of work, timers, waits, I/O objects and
+/// cleanup group members, whether owned or handed to a teardown) are alive in
+/// this process. A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn live_contexts() -> usize {
+    LIVE.load(core::sync::atomic::Ordering::SeqCst)
+}
+
+/// One context more (`true`) or fewer alive; nothing unless the tests count.
+#[inline(always)]
+fn count_context(allocated: bool) {
+    #[cfg(any(test, feature = "test-hooks"))]
+    if allocated {
+        LIVE.fetch_add(1, core::sync::atomic::Ordering::SeqCst);
+    } else {
+        LIVE.fetch_sub(1, core::sync::atomic::Ordering::SeqCst);
+    }
+    #[cfg(not(any(test, feature = "test-hooks")))]
+    let _ = allocated;
+}
+
 /// What a context points to.
 #[repr(C)]
 pub(crate) struct Shared<H, F> {
@@ -84,6 +111,7 @@ impl<H: Send + Sync + 'static> Context<H> {
         let block = blocks::take(Layout::new::<Shared<H, F>>()).cast::<Shared<H, F>>();
         // SAFETY: `block` is valid for writes of a `Shared<H, F>` (its layout).
         unsafe { block.as_ptr().write(Shared { placement, header, callback }) };
+        count_context(true);
         Self { ptr: block.cast(), free: free::<Shared<H, F>>, _header: PhantomData }
     }
 }
@@ -208,6 +236,7 @@ impl<H> Drop for Context<H> {
     fn drop(&mut self) {
         // SAFETY: `free` was instantiated for the type `ptr` was allocated with.
         unsafe { (self.free)(self.ptr) }
+        count_context(false);
     }
 }
 

@@ -130,6 +130,10 @@ pub mod work;
 pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
 pub use cleanup_group::CleanupGroup;
+/// How many callback contexts are alive in this process (a test hook).
+#[cfg(all(windows, any(test, feature = "test-hooks")))]
+#[doc(hidden)]
+pub use ctx::live_contexts;
 #[cfg(windows)]
 pub use instance::CallbackInstance;
 #[cfg(windows)]

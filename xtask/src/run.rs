@@ -227,28 +227,37 @@ fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) -> Strin
     format!("{config}: {ran} tests + {doc_ran} doctests")
 }
 
-/// Runs every `*_stress` test binary's scenarios, one at a time, with
+/// Every stress binary: `cargo xtask stress` runs them all.
+const ALL_STRESS: &str = "binary(/_stress$/)";
+/// What `cargo xtask test` runs at scale 1: every stress binary but the long
+/// leak checks (100,000 cycles per type; `tests/leaks.rs` is their short
+/// version, which the ordinary tests run).
+const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress)";
+
+/// Cases per lifecycle model (`tests/lifecycle.rs`) that `cargo xtask
+/// stress` runs, times the scale; the ordinary tests run a few hundred.
+const STRESS_LIFECYCLE_CASES: u64 = 3_000;
+
+/// Runs the stress binaries `filter` selects, one scenario at a time, with
 /// their reports, at `scale`; returns how many ran.
-fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str) -> u64 {
-    let args = [
-        "nextest",
-        "run",
-        "--color",
-        "never",
-        "-p",
-        LIB,
-        "-E",
-        "binary(/_stress$/)",
-        "-j",
-        "1",
-        "--no-fail-fast",
-        "--no-capture",
-    ];
+fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str, filter: &str) -> u64 {
+    let args =
+        ["nextest", "run", "--color", "never", "-p", LIB, "-E", filter, "-j", "1", "--no-fail-fast", "--no-capture"];
     let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
     let counts = parse_nextest(&text);
     let ran = counts.as_ref().map_or(0, |c| c.run);
     tally.account(&format!("stress scenarios (scale {scale})"), ok, counts);
     ran
+}
+
+/// Runs the lifecycle models (`tests/lifecycle.rs`) with
+/// [`STRESS_LIFECYCLE_CASES`] times `scale` cases each; returns the cases.
+fn lifecycle_cases(p: &Platform, tally: &mut Tally, scale: &str) -> u64 {
+    let cases = STRESS_LIFECYCLE_CASES * scale.trim().parse::<u64>().unwrap_or(1).max(1);
+    let args = ["nextest", "run", "--color", "never", "-p", LIB, "--test", "lifecycle", "--no-fail-fast"];
+    let (ok, text) = run_tee(p.cargo(&args).env("PROPTEST_CASES", cases.to_string()));
+    tally.account(&format!("lifecycle models ({cases} cases each)"), ok, parse_nextest(&text));
+    cases
 }
 
 /// The Wine runner's retries of its start-up failure signature since
@@ -298,7 +307,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     }
 
     let t_stress = Instant::now();
-    let scenarios = stress_scenarios(&p, &mut tally, "1");
+    let scenarios = stress_scenarios(&p, &mut tally, "1", TEST_STRESS);
     let stress_line = format!("stress: {scenarios} scenarios at scale 1 in {:.1}s", t_stress.elapsed().as_secs_f64());
 
     // The examples assert what they show; running them keeps them true.
@@ -577,8 +586,11 @@ pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
     let t0 = Instant::now();
     clear_runner_log();
     let mut tally = Tally::default();
-    let ran = stress_scenarios(&p, &mut tally, &scale);
+    let ran = stress_scenarios(&p, &mut tally, &scale, ALL_STRESS);
     println!("xtask stress: {ran} scenarios at scale {scale} in {:.1}s", t0.elapsed().as_secs_f64());
+    let t1 = Instant::now();
+    let cases = lifecycle_cases(&p, &mut tally, &scale);
+    println!("xtask stress: lifecycle models with {cases} cases each in {:.1}s", t1.elapsed().as_secs_f64());
     report_runner_retries("stress");
     tally.finish("stress")
 }

@@ -1,0 +1,276 @@
+//! The one-shot `Timer` model.
+//!
+//! Operations: create, arm (now, in 1 to 3 ms, or an hour from now), arm
+//! with a chain of 1 to 3 re-arms requested from the callback, disarm,
+//! `cancel_pending`, `wait`, `stop_and_drain`, drop, drop from the own
+//! callback.
+//!
+//! Delivered at most once: each arming due within the case (an owner's arm
+//! now or soon, or a re-arm the callback requested) fires at most once, so
+//! at every barrier the firings never exceed those armings. Exactly once
+//! unless stopped: an arming issued in a step where it was the only
+//! operation on its timer fires (the barrier waits for it, and for the
+//! whole chain of re-arms it asked for). Where another operation raced it
+//! the outcome is one of several allowed, and only the bound applies: an arm
+//! replaces an earlier one not yet fired (both count as armings, one fires);
+//! a disarm or a cancel may come before or after the firing; on Wine 8 a
+//! disarm does not discard a firing already queued (docs/wine.md), and that
+//! firing may still request a re-arm. None of those can exceed the bound.
+//!
+//! `stop_and_drain` (alone, or right after an arm on the same thread) is a fence (no firing after it unless armed again), as
+//! is a drop; `wait` is not (a due time in the future still fires).
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use windows_threadpool::Timer;
+
+use crate::engine::{self, Model, Probe, Slots, Step, tear_down};
+
+#[derive(Debug, Clone, Copy)]
+pub enum Due {
+    Now,
+    SoonMs(u8),
+    Hour,
+}
+
+impl Due {
+    pub fn duration(self) -> Duration {
+        match self {
+            Due::Now => Duration::ZERO,
+            Due::SoonMs(ms) => Duration::from_millis(ms.into()),
+            Due::Hour => Duration::from_secs(3600),
+        }
+    }
+    pub fn within_case(self) -> bool {
+        !matches!(self, Due::Hour)
+    }
+}
+
+pub fn due() -> impl Strategy<Value = Due> {
+    prop_oneof![2 => Just(Due::Now), 2 => (1u8..=3).prop_map(Due::SoonMs), 1 => Just(Due::Hour)]
+}
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    Create(usize),
+    Arm(usize, Due),
+    ArmChain(usize, u8),
+    Disarm(usize),
+    CancelPending(usize),
+    Wait(usize),
+    StopAndDrain(usize),
+    /// Arm, then `stop_and_drain` at once on the same thread: a fence with
+    /// an arming still pending.
+    ArmThenStop(usize, Due),
+    Drop(usize),
+    DropFromCallback(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let s = 0..engine::SLOTS;
+    prop_oneof![
+        1 => s.clone().prop_map(Op::Create),
+        4 => (s.clone(), due()).prop_map(|(s, d)| Op::Arm(s, d)),
+        2 => (s.clone(), 1u8..=3).prop_map(|(s, n)| Op::ArmChain(s, n)),
+        2 => s.clone().prop_map(Op::Disarm),
+        1 => s.clone().prop_map(Op::CancelPending),
+        1 => s.clone().prop_map(Op::Wait),
+        2 => s.clone().prop_map(Op::StopAndDrain),
+        2 => (s.clone(), due()).prop_map(|(s, d)| Op::ArmThenStop(s, d)),
+        1 => s.clone().prop_map(Op::Drop),
+        1 => s.prop_map(Op::DropFromCallback),
+    ]
+}
+
+/// The armings of one timer.
+#[derive(Default)]
+struct Acct {
+    /// Armings due within the case: owner arms now or soon, and re-arms
+    /// the callback requested.
+    deliverable: AtomicUsize,
+    /// Re-arms the callback may still request.
+    budget: AtomicUsize,
+}
+
+struct Obj {
+    timer: Timer,
+    probe: Arc<Probe>,
+    acct: Arc<Acct>,
+}
+
+impl Obj {
+    fn new() -> Self {
+        let probe = Probe::new();
+        let acct = Arc::new(Acct::default());
+        let (guard, a) = (probe.guard(), Arc::clone(&acct));
+        let timer = Timer::new(move |firing| {
+            let p = guard.probe();
+            p.enter();
+            if a.budget.fetch_update(SeqCst, SeqCst, |b| b.checked_sub(1)).is_ok() {
+                a.deliverable.fetch_add(1, SeqCst);
+                p.rearm_requested();
+                firing.rearm(Duration::ZERO);
+            }
+            p.take_self();
+        })
+        .expect("Timer::new");
+        Self { timer, probe, acct }
+    }
+
+    fn arm(&self, due: Due) {
+        if due.within_case() {
+            self.acct.deliverable.fetch_add(1, SeqCst);
+        }
+        self.probe.arming(|| self.timer.arm(due.duration()));
+    }
+
+    fn drop_owner(self) -> Arc<Probe> {
+        let Self { timer, probe, .. } = self;
+        tear_down(|| drop(timer));
+        probe.owner_dropped();
+        probe
+    }
+}
+
+struct TimerModel {
+    slots: Slots<Obj>,
+    /// Firings per slot when the step began.
+    before: Mutex<Vec<usize>>,
+}
+
+impl Model for TimerModel {
+    type Op = Op;
+
+    fn slot(op: &Op) -> usize {
+        match *op {
+            Op::Create(s)
+            | Op::Arm(s, _)
+            | Op::ArmChain(s, _)
+            | Op::Disarm(s)
+            | Op::CancelPending(s)
+            | Op::Wait(s)
+            | Op::StopAndDrain(s)
+            | Op::ArmThenStop(s, _)
+            | Op::Drop(s)
+            | Op::DropFromCallback(s) => s,
+        }
+    }
+
+    fn apply(&self, op: &Op, alone: bool) {
+        let slot = Self::slot(op);
+        match *op {
+            Op::Create(_) => self.slots.fill(slot, Obj::new),
+            Op::Arm(_, due) => {
+                self.slots.with(slot, |o| o.arm(due));
+            }
+            Op::ArmChain(_, n) => {
+                self.slots.with(slot, |o| {
+                    o.acct.budget.fetch_add(n.into(), SeqCst);
+                    o.arm(Due::Now);
+                });
+            }
+            Op::Disarm(_) => {
+                self.slots.with(slot, |o| o.timer.disarm());
+            }
+            Op::CancelPending(_) => {
+                self.slots.with(slot, |o| o.timer.cancel_pending());
+            }
+            Op::Wait(_) => {
+                self.slots.with(slot, |o| o.timer.wait());
+            }
+            Op::StopAndDrain(_) => {
+                self.slots.with(slot, |o| {
+                    o.timer.stop_and_drain();
+                    o.probe.drained(alone);
+                });
+            }
+            Op::ArmThenStop(_, due) => {
+                self.slots.with(slot, |o| {
+                    o.arm(due);
+                    o.timer.stop_and_drain();
+                    o.probe.drained(alone);
+                });
+            }
+            Op::Drop(_) => {
+                if let Some(o) = self.slots.take(slot) {
+                    let probe = o.drop_owner();
+                    self.slots.retire(&probe, false);
+                }
+            }
+            Op::DropFromCallback(_) => {
+                if let Some(o) = self.slots.take(slot) {
+                    // Bring it to rest so that the one firing below is all
+                    // that is left (nothing owed when the callback drops it).
+                    o.timer.stop_and_drain();
+                    o.probe.drained(true);
+                    o.acct.budget.store(0, SeqCst);
+                    o.acct.deliverable.fetch_add(1, SeqCst);
+                    o.probe.expect_runs.store(o.probe.runs() + 1, SeqCst);
+                    let probe = Arc::clone(&o.probe);
+                    self.slots.retire(&probe, true);
+                    probe.hand_to_callback(o.timer, |t| probe.arming(|| t.arm(Duration::ZERO)));
+                }
+            }
+        }
+    }
+
+    fn before_step(&self, _step: &Step<Op>) {
+        let mut before = self.before.lock().unwrap();
+        before.clear();
+        for s in 0..engine::SLOTS {
+            before.push(self.slots.with(s, |o| o.probe.runs()).unwrap_or(0));
+        }
+    }
+
+    fn after_step(&self, step: &Step<Op>) {
+        let before = self.before.lock().unwrap().clone();
+        for (slot, &runs_before) in before.iter().enumerate() {
+            let mine: Vec<&Op> = step.iter().map(|(_, o)| o).filter(|o| Self::slot(o) == slot).collect();
+            let want = match mine.as_slice() {
+                [Op::Arm(_, due)] if due.within_case() => 1,
+                [Op::ArmChain(_, n)] => 1 + usize::from(*n),
+                _ => 0,
+            };
+            if want > 0 {
+                self.slots.with(slot, |o| {
+                    engine::wait_until(
+                        || {
+                            format!(
+                                "timer slot {slot}: {want} firings after {mine:?} (saw {})",
+                                o.probe.runs() - runs_before
+                            )
+                        },
+                        || o.probe.runs() >= runs_before + want,
+                    )
+                });
+            }
+        }
+        self.slots.each(|i, o| {
+            o.probe.check(&format!("timer slot {i}"));
+            let (runs, bound) = (o.probe.runs(), o.acct.deliverable.load(SeqCst));
+            assert!(runs <= bound, "timer slot {i}: {runs} firings for {bound} armings due in the case");
+        });
+        self.slots.check_retired("timer (retired)");
+    }
+
+    fn finish(&self) {
+        for o in self.slots.drain_all() {
+            let probe = o.drop_owner();
+            self.slots.retire(&probe, false);
+        }
+        self.slots.check_retired("timer (final)");
+    }
+}
+
+proptest! {
+    #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/timer.proptest-regressions")))]
+
+    #[test]
+    fn timer_lifecycle(steps in engine::steps(op(), 12)) {
+        engine::run("timer", || TimerModel { slots: Slots::new(Obj::new), before: Mutex::new(Vec::new()) }, &steps);
+    }
+}

@@ -1,0 +1,319 @@
+//! Process-level counts and create/arm/drop cycles for the leak checks (`tests/leaks.rs`,
+//! `tests/leak_stress.rs`) and the lifecycle models (`tests/lifecycle.rs`):
+//! open handles, private bytes, live contexts and I/O operation blocks.
+//!
+//! Under Wine 8 two of the documented calls are stubs (docs/wine.md):
+//! `GetProcessHandleCount` reports 0 handles, so handles are counted by
+//! probing handle values ([`handle_count`]); and
+//! `PROCESS_MEMORY_COUNTERS_EX::PrivateUsage` reads 0, so private bytes are
+//! read from `PagefileUsage`, which Windows defines as the same quantity
+//! (the commit charge of the process) and Wine fills in.
+#![allow(dead_code)]
+
+/// Handle values probed: every handle of these tests' processes is below it
+/// (Wine hands out the lowest free multiple of 4; Windows' tables of a small
+/// process stay far below too).
+const HANDLE_LIMIT: usize = 1 << 16;
+
+/// The handles this process has open, other than thread handles.
+///
+/// Counted by probing every handle value below [`HANDLE_LIMIT`]
+/// (`GetHandleInformation` succeeds for an open one; `GetThreadId` for a
+/// thread's), on Windows and under Wine alike: under Wine 8
+/// `GetProcessHandleCount` is a stub that reports 0, and
+/// `NtQuerySystemInformation(SystemExtendedHandleInformation)` was seen to
+/// hang while other processes came and went. Thread handles are left out:
+/// the pool's worker threads come and go (an idle one exits after a few
+/// seconds), and no object of the crate owns a thread handle.
+pub fn handle_count() -> usize {
+    use windows_sys::Win32::Foundation::{GetHandleInformation, HANDLE};
+    use windows_sys::Win32::System::Threading::GetThreadId;
+    (4..HANDLE_LIMIT)
+        .step_by(4)
+        .filter(|&v| {
+            let h = v as HANDLE;
+            let mut flags = 0u32;
+            // SAFETY: probing a handle value; an invalid one only fails the calls.
+            unsafe { GetHandleInformation(h, &mut flags) != 0 && GetThreadId(h) == 0 }
+        })
+        .count()
+}
+
+/// The private bytes (commit charge) of this process.
+pub fn private_bytes() -> usize {
+    use windows_sys::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS_EX};
+    use windows_sys::Win32::System::Threading::GetCurrentProcess;
+    // SAFETY: zero is a valid value of this plain C struct.
+    let mut c: PROCESS_MEMORY_COUNTERS_EX = unsafe { core::mem::zeroed() };
+    let size = core::mem::size_of::<PROCESS_MEMORY_COUNTERS_EX>() as u32;
+    c.cb = size;
+    // SAFETY: `c` is a PROCESS_MEMORY_COUNTERS_EX of `size` bytes.
+    let ok = unsafe { GetProcessMemoryInfo(GetCurrentProcess(), (&raw mut c).cast(), size) };
+    assert!(ok != 0, "GetProcessMemoryInfo: {}", std::io::Error::last_os_error());
+    // Wine 8 leaves `PrivateUsage` at 0; `PagefileUsage` is the same quantity.
+    if c.PrivateUsage != 0 { c.PrivateUsage } else { c.PagefileUsage }
+}
+
+/// Handles the pool itself may hold at one moment and not at another,
+/// whatever the objects do: under Wine 8 each wait bucket (the thread
+/// behind up to 63 waits) has an event of its own, created with the bucket
+/// and closed when the bucket's thread exits after a few idle seconds
+/// (measured: the count of non-thread handles moved between 11 and 13 with
+/// no object alive). A handle leaked per object or per cycle exceeds this
+/// within a few cycles, so the checks compare with this slack.
+pub const POOL_HANDLE_SLACK: usize = 4;
+
+/// What must come back to its value after a leak check or a lifecycle case.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Counts {
+    pub contexts: usize,
+    pub operations: usize,
+    /// Handles other than threads ([`handle_count`]).
+    pub handles: usize,
+}
+
+impl Counts {
+    pub fn now() -> Self {
+        Self {
+            contexts: windows_threadpool::live_contexts(),
+            operations: windows_threadpool::io::live_operations(),
+            handles: handle_count(),
+        }
+    }
+
+    /// Whether `self` is back to `before`: contexts and operation blocks
+    /// exactly, handles within [`POOL_HANDLE_SLACK`].
+    pub fn back_to(&self, before: &Self) -> bool {
+        self.contexts == before.contexts
+            && self.operations == before.operations
+            && self.handles <= before.handles + POOL_HANDLE_SLACK
+    }
+
+    /// The counts once they are back to `before` ([`Self::back_to`]), or
+    /// after `patience` (a teardown handed to another thread finishes on its
+    /// own time).
+    pub fn settled(before: &Self, patience: std::time::Duration) -> Self {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let now = Self::now();
+            if now.back_to(before) || std::time::Instant::now() > deadline {
+                return now;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+// ---- create/arm/drop cycles --------------------------------------------------
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use windows_threadpool::cleanup_group::CleanupGroup;
+use windows_threadpool::io::{AsyncIo, Io, open_file, pipe_pair};
+use windows_threadpool::{Deadline, Event, PeriodicTimer, Timer, Wait, Work, task, time, wait};
+
+/// How long a cycle waits for its callback.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Private bytes may grow this much over a check without counting as a
+/// leak: after a warm-up round the allocator (Rust's, over the Windows
+/// heap) and the pool keep some memory cached, and the heap grows in
+/// segments (measured under Wine 8: up to +1,015,808 bytes over 2,000
+/// cycles of a cleanup group or a sleep, one heap segment). A leak of one context (about 100
+/// bytes) per cycle over 100,000 cycles is 10 MB.
+pub const PRIVATE_BYTES_SLACK: usize = 4 << 20;
+
+/// One object type's create/arm/drop cycle.
+pub struct Kind {
+    pub name: &'static str,
+    pub cycle: fn(),
+}
+
+/// Every object type and async future, one cycle each.
+pub fn kinds() -> Vec<Kind> {
+    let k = |name, cycle| Kind { name, cycle };
+    vec![
+        k("work", work_cycle as fn()),
+        k("timer", timer_cycle),
+        k("periodic_timer", periodic_cycle),
+        k("wait", wait_cycle),
+        k("io", io_cycle),
+        k("cleanup_group", group_cycle),
+        k("time_sleep", sleep_cycle),
+        k("wait_signalled", signalled_cycle),
+        k("async_io_read_at", async_read_cycle),
+        k("task_spawn", spawn_cycle),
+    ]
+}
+
+fn recv(rx: &mpsc::Receiver<()>, what: &str) {
+    rx.recv_timeout(PATIENCE).unwrap_or_else(|e| panic!("{what}: no callback within {PATIENCE:?}: {e}"));
+}
+
+fn work_cycle() {
+    let (tx, rx) = mpsc::channel();
+    let w = Work::new(move |_| tx.send(()).unwrap()).unwrap();
+    w.submit();
+    recv(&rx, "work");
+    w.wait();
+}
+
+fn timer_cycle() {
+    let (tx, rx) = mpsc::channel();
+    let t = Timer::new(move |_| tx.send(()).unwrap()).unwrap();
+    t.arm(Duration::ZERO);
+    recv(&rx, "timer");
+    t.stop_and_drain();
+}
+
+fn periodic_cycle() {
+    let (tx, rx) = mpsc::channel();
+    let t = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+        let _ = tx.send(());
+    })
+    .unwrap();
+    t.arm(Duration::ZERO);
+    recv(&rx, "periodic timer");
+    t.stop_and_drain();
+}
+
+fn wait_cycle() {
+    let (tx, rx) = mpsc::channel();
+    let event = Event::auto_reset().unwrap();
+    let w = Wait::new(event.try_clone().unwrap().into(), move |_| tx.send(()).unwrap()).unwrap();
+    w.arm(Deadline::NEVER);
+    event.set().unwrap();
+    recv(&rx, "wait");
+    w.stop_and_drain();
+}
+
+fn io_cycle() {
+    let (server, client) = pipe_pair().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = Io::new(server, move |_| tx.send(()).unwrap()).unwrap();
+    let writer = Io::new(client, |_| {}).unwrap();
+    reader.read(vec![0u8; 1]).map_err(|e| e.into_parts().0).unwrap();
+    writer.write(vec![1u8]).map_err(|e| e.into_parts().0).unwrap();
+    recv(&rx, "io");
+    writer.wait();
+    reader.wait();
+}
+
+fn group_cycle() {
+    let mut group = CleanupGroup::new().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (t1, t2, t3) = (tx.clone(), tx.clone(), tx);
+    let work = group.create_work(move |_| t1.send(()).unwrap()).unwrap();
+    let timer = group.create_timer(move |_| t2.send(()).unwrap()).unwrap();
+    let event = Event::auto_reset().unwrap();
+    let wait = group.create_wait(event.try_clone().unwrap().into(), move |_| t3.send(()).unwrap()).unwrap();
+    work.submit();
+    timer.arm(Duration::ZERO);
+    wait.arm(Deadline::NEVER);
+    event.set().unwrap();
+    for _ in 0..3 {
+        recv(&rx, "cleanup group member");
+    }
+    group.close_members();
+}
+
+fn sleep_cycle() {
+    task::block_on(time::sleep(Duration::from_micros(1)));
+    // A sleep dropped before it completes leaves nothing behind either.
+    let mut s = std::pin::pin!(time::sleep(Duration::from_secs(3600)));
+    let waker = std::task::Waker::noop();
+    assert!(s.as_mut().poll(&mut std::task::Context::from_waker(waker)).is_pending());
+}
+
+fn signalled_cycle() {
+    let event = Event::manual_reset().unwrap();
+    event.set().unwrap();
+    let r = task::block_on(wait::signalled(event.try_clone().unwrap().into(), Some(PATIENCE))).unwrap();
+    assert_eq!(r, wait::WaitResult::Signalled);
+}
+
+fn async_read_cycle() {
+    let path = scratch_file();
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    let aio = AsyncIo::new(open_file(path, &o).unwrap()).unwrap();
+    let (r, buf) = task::block_on(aio.read_at(vec![0u8; 4], 0));
+    assert_eq!((r.unwrap(), &buf[..]), (4, &b"leak"[..]));
+}
+
+fn spawn_cycle() {
+    assert_eq!(task::block_on(task::spawn(async { 7 })).unwrap(), 7);
+}
+
+/// A 4-byte file read by `async_read_cycle` (one per process).
+fn scratch_file() -> &'static std::path::Path {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let p = std::env::temp_dir().join(format!("wtp-leak-{}", std::process::id()));
+        std::fs::write(&p, b"leak").unwrap();
+        p
+    })
+}
+
+use std::future::Future;
+
+/// What one leak check measured.
+#[derive(Debug)]
+pub struct Report {
+    pub cycles: usize,
+    pub before: Counts,
+    pub after: Counts,
+    pub bytes_before: usize,
+    pub bytes_after: usize,
+    pub elapsed: Duration,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} cycles in {:.2}s: contexts {} -> {}, operation blocks {} -> {}, handles {} -> {}, private bytes {} -> {} ({:+})",
+            self.cycles,
+            self.elapsed.as_secs_f64(),
+            self.before.contexts,
+            self.after.contexts,
+            self.before.operations,
+            self.after.operations,
+            self.before.handles,
+            self.after.handles,
+            self.bytes_before,
+            self.bytes_after,
+            self.bytes_after as i64 - self.bytes_before as i64
+        )
+    }
+}
+
+/// Runs a warm-up round of `cycles / 10` (at least 50) cycles of `kind`,
+/// measures, runs `cycles` cycles, waits until the counts are back (or
+/// [`PATIENCE`]), measures again, and asserts: contexts and operation blocks
+/// exactly back, handles within [`POOL_HANDLE_SLACK`], private bytes within
+/// [`PRIVATE_BYTES_SLACK`].
+pub fn check(kind: &Kind, cycles: usize) -> Report {
+    for _ in 0..(cycles / 10).max(50) {
+        (kind.cycle)();
+    }
+    let before = Counts::settled(&Counts::now(), Duration::ZERO);
+    let bytes_before = private_bytes();
+    let t = Instant::now();
+    for _ in 0..cycles {
+        (kind.cycle)();
+    }
+    let elapsed = t.elapsed();
+    let after = Counts::settled(&before, PATIENCE);
+    let bytes_after = private_bytes();
+    let r = Report { cycles, before, after, bytes_before, bytes_after, elapsed };
+    assert!(
+        after.contexts == before.contexts && after.operations == before.operations,
+        "{}: contexts or operation blocks did not come back: {r}",
+        kind.name
+    );
+    assert!(after.handles <= before.handles + POOL_HANDLE_SLACK, "{}: handles leaked: {r}", kind.name);
+    assert!(bytes_after <= bytes_before + PRIVATE_BYTES_SLACK, "{}: private bytes grew: {r}", kind.name);
+    r
+}
