@@ -54,6 +54,7 @@ static LIVE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::
 /// cleanup group members, whether owned or handed to a teardown) are alive in
 /// this process. A test hook, not API.
 #[cfg(any(test, feature = "test-hooks"))]
+#[cfg_attr(not(windows), allow(unreachable_pub, dead_code))] // re-exported on Windows only
 #[doc(hidden)]
 pub fn live_contexts() -> usize {
     LIVE.load(core::sync::atomic::Ordering::SeqCst)
