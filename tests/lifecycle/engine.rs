@@ -26,7 +26,10 @@
 //!   the case (process handles are left to `tests/leaks.rs`: see [`Counts`]);
 //! - **nothing hangs**: every wait has a deadline, and a watchdog exits the
 //!   process, printing the case, if a case runs past [`CASE_DEADLINE`]
-//!   (a drain that never returns cannot be interrupted otherwise).
+//!   (a drain that never returns cannot be interrupted otherwise). It also
+//!   prints the operations still running (step and thread), and with the
+//!   `trace` feature and `WINDOWS_THREADPOOL_TRACE` set, the trace's latest
+//!   records.
 //!
 //! The counts are process-wide: run the models under nextest (a process per
 //! test), as `cargo xtask test` does. `LIFECYCLE_DEBUG=1` prints each step
@@ -111,7 +114,7 @@ pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]
     let before = Counts::now();
     {
         let model = make();
-        for step in steps {
+        for (i, step) in steps.iter().enumerate() {
             if debug {
                 eprintln!("lifecycle {name}: step {step:?}");
             }
@@ -132,7 +135,9 @@ pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]
                     let model = &model;
                     s.spawn(move || {
                         for (op, alone) in ops {
+                            set_status(t, Some(format!("step {i}: {op:?}")));
                             model.apply(op, alone);
+                            set_status(t, None);
                         }
                     });
                 }
@@ -140,12 +145,16 @@ pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]
             if debug {
                 eprintln!("lifecycle {name}: checking");
             }
+            set_status(THREADS, Some(format!("step {i}: checking the barrier")));
             model.after_step(step);
+            set_status(THREADS, None);
         }
         if debug {
             eprintln!("lifecycle {name}: finishing");
         }
+        set_status(THREADS, Some("the final teardown".into()));
         model.finish();
+        set_status(THREADS, None);
     }
     if debug {
         eprintln!("lifecycle {name}: counting after");
@@ -226,6 +235,15 @@ pub fn wait_until(what: impl Fn() -> String, cond: impl Fn() -> bool) {
 
 static WATCHED: Mutex<Option<(Instant, String)>> = Mutex::new(None);
 
+/// What each step thread (0..THREADS) is doing, and at index THREADS what
+/// the case's own thread is doing (a barrier check, the final teardown):
+/// printed by the watchdog, so a hang names the operations still running.
+static STATUS: Mutex<[Option<String>; THREADS + 1]> = Mutex::new([const { None }; THREADS + 1]);
+
+fn set_status(t: usize, what: Option<String>) {
+    STATUS.lock().unwrap_or_else(|e| e.into_inner())[t] = what;
+}
+
 /// Clears the watched case when dropped.
 pub struct Watch(());
 
@@ -248,12 +266,40 @@ pub fn watch(what: String) -> Watch {
                 if let Some((deadline, what)) = &*w
                     && Instant::now() > *deadline
                 {
-                    eprintln!("lifecycle: a case hung (ran past {CASE_DEADLINE:?}); the case:\n{what}");
+                    let status = STATUS.lock().unwrap_or_else(|e| e.into_inner());
+                    let running: Vec<String> = status
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(t, s)| {
+                            let who = if t == THREADS { "case".to_string() } else { format!("thread {t}") };
+                            s.as_ref().map(|s| format!("  {who}: {s}"))
+                        })
+                        .collect();
+                    let mut report = format!(
+                        "lifecycle: a case hung (ran past {CASE_DEADLINE:?}); still running:\n{}\nthe case:\n{what}\n",
+                        if running.is_empty() { "  (no operation)".to_string() } else { running.join("\n") }
+                    );
+                    // With the `trace` feature and WINDOWS_THREADPOOL_TRACE set: the latest records.
+                    if windows_threadpool::trace::enabled() {
+                        let dump = windows_threadpool::trace::dump();
+                        let lines: Vec<&str> = dump.lines().collect();
+                        report.push_str("lifecycle: the trace's last records:\n");
+                        for l in &lines[lines.len().saturating_sub(80)..] {
+                            report.push_str(l);
+                            report.push('\n');
+                        }
+                    }
+                    // Written to the stream itself, not with `eprintln!`: this
+                    // thread inherited the test's output capture, whose
+                    // buffer `exit` would discard (without `--nocapture`).
+                    use std::io::Write as _;
+                    let _ = std::io::stderr().write_all(report.as_bytes());
                     std::process::exit(101);
                 }
             }
         });
     });
+    *STATUS.lock().unwrap_or_else(|e| e.into_inner()) = [const { None }; THREADS + 1];
     *WATCHED.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now() + CASE_DEADLINE, what));
     Watch(())
 }
