@@ -21,6 +21,7 @@
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::ops::Deref;
+use std::sync::{PoisonError, RwLock};
 
 use crate::obligation::{DrainObligation, report_drain_owed};
 use crate::reentry;
@@ -63,7 +64,8 @@ pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
         self.drain_owed()
     }
     /// The kind's one drain: waits for every queued and running callback
-    /// (`cancel`: discards the queued ones first). Stops nothing.
+    /// (`cancel`: discards the queued ones first). Stops nothing. A kind
+    /// whose native drain can cancel runs it under its [`DrainLock`].
     fn drain(&self, cancel: bool);
     /// Brings the object to rest and leaves it usable: stops, drains, then
     /// accepts arms again.
@@ -93,6 +95,46 @@ pub(crate) trait Released: Lifecycle {
     /// Frees what the core owns once the native object is closed (the
     /// `drop-closed` record).
     fn free(self);
+}
+
+/// Serialises an object's cancelling drains with its other drains: a
+/// cancellation (`WaitFor*Callbacks(.., TRUE)`) holds it exclusively, every
+/// other drain shared. Each kind's [`Lifecycle::drain`] goes through it.
+///
+/// Under Wine 8 a cancellation discards the queued callbacks without waking
+/// a drain that another thread is blocked in on them (`tp_object_cancel`
+/// zeroes the object's pending count; `tp_object_wait` is woken only when a
+/// callback of the object returns), so that drain sleeps until the object's
+/// next callback returns: forever, for an object nobody arms or submits
+/// again (docs/wine.md; a `cancel_pending` racing a `stop_and_drain` hung
+/// the timer lifecycle model). Serialised, a cancellation comes either
+/// before a drain, which then finds nothing queued, or after it, once the
+/// callbacks it waited for have run. The cost: a cancellation waits for the
+/// drains already in progress, and a drain that starts meanwhile waits for
+/// the cancellation (which waits only for callbacks already running). No
+/// callback takes the lock, and a drain cannot be issued from the object's
+/// own callback, so it adds no cycle. Taken on Windows too, where the race
+/// is not measured: one uncontended lock per drain.
+#[derive(Default)]
+pub(crate) struct DrainLock(RwLock<()>);
+
+impl DrainLock {
+    pub(crate) const fn new() -> Self {
+        Self(RwLock::new(()))
+    }
+
+    /// Runs the drain `f`, a cancelling one if `cancel`, under the lock.
+    pub(crate) fn drain<R>(&self, cancel: bool, f: impl FnOnce() -> R) -> R {
+        // Nothing panics while it is held (a drain is a system call and
+        // bookkeeping); recover rather than add a panic path.
+        if cancel {
+            let _alone = self.0.write().unwrap_or_else(PoisonError::into_inner);
+            f()
+        } else {
+            let _shared = self.0.read().unwrap_or_else(PoisonError::into_inner);
+            f()
+        }
+    }
 }
 
 /// A group member's teardown up to the native release; returns whether a

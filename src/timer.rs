@@ -114,7 +114,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, Lifecycle, Owner, Phase, Released};
+use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
@@ -469,6 +469,8 @@ pub(crate) struct TimerCore {
     owner: &'static str,
     /// A periodic timer's period.
     period: Option<Period>,
+    /// Serialises a cancelling drain with the others (see [`DrainLock`]).
+    drains: DrainLock,
 }
 
 impl TimerCore {
@@ -492,7 +494,7 @@ impl TimerCore {
             sys::created(unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) })
         })?;
         record_kind!(periodic, "created", raw, pv);
-        Ok(Self { raw, ctx, pool, owner, period })
+        Ok(Self { raw, ctx, pool, owner, period, drains: DrainLock::new() })
     }
 
     pub(crate) fn new_one_shot<F>(owner: &'static str, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
@@ -578,9 +580,11 @@ impl Lifecycle for TimerCore {
     /// discards the queued ones first. A due time in the future has queued
     /// nothing, so this does not wait for it.
     fn drain(&self, cancel: bool) {
-        trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
-            // SAFETY: `self.raw` is a live timer.
-            unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
+        self.drains.drain(cancel, || {
+            trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
+                // SAFETY: `self.raw` is a live timer.
+                unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
+            });
         });
         self.header().settle_if_disarmed();
         record_kind!(self.header().periodic, "drained", self.raw, cancel);
@@ -616,7 +620,7 @@ impl Lifecycle for TimerCore {
 impl Released for TimerCore {
     fn free(self) {
         let periodic = self.header().periodic;
-        let Self { raw, ctx, pool, owner: _, period: _ } = self;
+        let Self { raw, ctx, pool, owner: _, period: _, drains: _ } = self;
         drop(ctx);
         drop(pool);
         record_kind!(periodic, "drop-closed", raw, 0);
@@ -889,6 +893,11 @@ impl TimerObject {
     /// Discards a firing that is queued but has not started and waits for a
     /// running one (`WaitForThreadpoolTimerCallbacks(.., TRUE)`). The timer
     /// stays armed: a future due time still fires.
+    ///
+    /// One that races a drain of the same object on another thread (`wait`,
+    /// `stop_and_drain`, another cancellation) waits for it to return first;
+    /// under Wine 8 the raw cancellation would leave that drain blocked (see
+    /// `docs/wine.md`).
     ///
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.

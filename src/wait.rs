@@ -107,7 +107,7 @@ use crate::ctx::{self, Context};
 use crate::heal::Registration;
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
+use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
@@ -717,6 +717,9 @@ pub(crate) struct WaitCore {
     /// meets another stop's disarm or a cancellation of its activation.
     /// Callbacks never take it.
     stopping: Mutex<()>,
+    /// Serialises a cancelling drain with the others, `wait` among them
+    /// (see [`DrainLock`]); `stopping` already orders it with stops.
+    drains: DrainLock,
     /// This wait's claim on its pool's self-heal registry entry.
     claim: Registration,
     /// The public type owning it, for reports and panics.
@@ -753,7 +756,7 @@ impl WaitCore {
         })?;
         trace_record!("wait", "created", raw, pv);
         let claim = Registration::new(&pool);
-        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()), claim, owner })
+        Ok(Self { raw, ctx, handle, pool, stopping: Mutex::new(()), drains: DrainLock::new(), claim, owner })
     }
 
     fn header(&self) -> &WaitHeader {
@@ -924,9 +927,11 @@ impl Lifecycle for WaitCore {
     /// The one drain for waits: waits for every queued and running callback,
     /// or with `cancel` discards the queued ones first.
     fn drain(&self, cancel: bool) {
-        trace_call!("WaitForThreadpoolWaitCallbacks", self.raw, cancel, {
-            // SAFETY: `self.raw` is a live wait object.
-            unsafe { WaitForThreadpoolWaitCallbacks(self.raw, cancel.into()) }
+        self.drains.drain(cancel, || {
+            trace_call!("WaitForThreadpoolWaitCallbacks", self.raw, cancel, {
+                // SAFETY: `self.raw` is a live wait object.
+                unsafe { WaitForThreadpoolWaitCallbacks(self.raw, cancel.into()) }
+            });
         });
         trace_record!("wait", "drained", self.raw, cancel);
     }
@@ -960,7 +965,7 @@ impl Released for WaitCore {
     /// Closes the target, frees the context, drops the pool reference.
     fn free(self) {
         // The claim goes last: the pool stays registered until all is freed.
-        let Self { raw, ctx, handle, pool, stopping: _, claim: _claim, owner: _ } = self;
+        let Self { raw, ctx, handle, pool, stopping: _, drains: _, claim: _claim, owner: _ } = self;
         drop(handle);
         drop(ctx);
         drop(pool);
@@ -1107,6 +1112,11 @@ impl WaitObject {
     /// self-heal repair that `try_cancel_pending` schedules. It does not
     /// disarm.
     ///
+    /// One that races a drain of the same object on another thread (`wait`,
+    /// `stop_and_drain`, another cancellation) waits for it to return first;
+    /// under Wine 8 the raw cancellation would leave that drain blocked (see
+    /// `docs/wine.md`).
+    ///
     /// # Liveness
     /// On Windows a cancelled wait callback can leave the wait's pool with no
     /// worker, so that nothing queued to it runs until work is submitted to
@@ -1126,6 +1136,11 @@ impl WaitObject {
     /// cancellation may have wedged (a work submission to it, within about
     /// 250 ms; see `docs/self-heal.md`). It does not disarm. Requires the
     /// default `self-heal` feature.
+    ///
+    /// One that races a drain of the same object on another thread (`wait`,
+    /// `stop_and_drain`, another cancellation) waits for it to return first;
+    /// under Wine 8 the raw cancellation would leave that drain blocked (see
+    /// `docs/wine.md`).
     ///
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.

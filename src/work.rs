@@ -30,7 +30,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, Lifecycle, Owner, Phase, Released};
+use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
@@ -86,6 +86,8 @@ pub(crate) struct WorkCore {
     pool: PoolRef,
     /// The public type owning it, for reports and panics.
     owner: &'static str,
+    /// Serialises a cancelling drain with the others (see [`DrainLock`]).
+    drains: DrainLock,
 }
 
 /// The context state the owner and the trampoline share.
@@ -112,7 +114,7 @@ impl WorkCore {
             sys::created(unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) })
         })?;
         trace_record!("work", "created", raw, pv);
-        Ok(Self { raw, ctx, pool, owner })
+        Ok(Self { raw, ctx, pool, owner, drains: DrainLock::new() })
     }
 }
 
@@ -139,9 +141,11 @@ impl Lifecycle for WorkCore {
     }
 
     fn drain(&self, cancel: bool) {
-        trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
-            // SAFETY: `self.raw` is a live work object.
-            unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
+        self.drains.drain(cancel, || {
+            trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
+                // SAFETY: `self.raw` is a live work object.
+                unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
+            });
         });
         self.ctx.header().obligation.drained();
         trace_record!("work", "drained", self.raw, cancel);
@@ -164,7 +168,7 @@ impl Released for WorkCore {
     fn before_release(&self, _cancel: bool) {}
 
     fn free(self) {
-        let Self { raw, ctx, pool, owner: _ } = self;
+        let Self { raw, ctx, pool, owner: _, drains: _ } = self;
         drop(ctx);
         drop(pool);
         trace_record!("work", "drop-closed", raw, 0);
@@ -302,6 +306,11 @@ impl WorkObject {
 
     /// Discards queued invocations that have not started and waits for the
     /// running ones (`WaitForThreadpoolWorkCallbacks(.., TRUE)`).
+    ///
+    /// One that races a drain of the same object on another thread (`wait`,
+    /// `stop_and_drain`, another cancellation) waits for it to return first;
+    /// under Wine 8 the raw cancellation would leave that drain blocked (see
+    /// `docs/wine.md`).
     ///
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.

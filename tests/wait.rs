@@ -1200,6 +1200,32 @@ fn wait_records_its_life_in_order() {
 
 // ---- public API coverage ----
 
+/// A cancellation racing a `wait` on another thread, with an activation
+/// queued, leaves neither blocked: the crate serialises a cancelling drain
+/// with the object's other drains, since under Wine 8 the raw cancellation
+/// does not wake a concurrent drain of the callback it discards (docs/wine.md;
+/// `tests/timer.rs::raw_cancel_racing_a_wait_strands_it_on_wine`).
+#[test]
+fn try_cancel_pending_racing_a_wait_strands_neither() {
+    let event = Event::manual_reset().unwrap();
+    let q = queued_wait(&event);
+    support::cancel_racing_a_drain(
+        || q.wait.wait(),
+        || {
+            #[cfg(feature = "self-heal")]
+            q.wait.try_cancel_pending();
+            #[cfg(not(feature = "self-heal"))]
+            q.wait.try_cancel_pending_without_heal();
+        },
+        || q.gate.open(),
+        // The event is still signalled: an arming queues an activation at once.
+        || q.wait.arm(Deadline::NEVER),
+    );
+    q._blocker.wait();
+    q.wait.stop_and_drain();
+    assert!(q.count.get() <= 1, "one signal ran {} activations", q.count.get());
+}
+
 /// A queued activation is discarded: it cannot start before the gate opens
 /// (the pool's only thread is held), and the gate opens only after the
 /// cancellation returned (at once: nothing of the wait is running).

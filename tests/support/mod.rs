@@ -368,3 +368,65 @@ impl Drop for HeldPool {
         self.release();
     }
 }
+
+/// Races a cancelling drain with a plain one on the same object, each on a
+/// thread of its own, while a callback of the object is queued and cannot
+/// start (`release` lets it start): first `drain` (`wait`, `stop_and_drain`),
+/// then, a moment later, `cancel` (`cancel_pending`), then `release`. Either
+/// may come first, so the callback runs once or is discarded (the caller
+/// checks that, if it likes); what is checked here is that both return
+/// within [`PATIENCE`]. Nothing shows that `drain` is already asleep on the
+/// queued callback when `cancel` starts: the delays only make that
+/// interleaving (the one that strands it under Wine 8, docs/wine.md) likely,
+/// and the outcome must be the same either way.
+///
+/// If either is still blocked after [`PATIENCE`], `rescue` makes a callback
+/// of the object run to completion (under Wine 8 nothing else wakes a drain
+/// stranded by a cancellation), the threads are joined, and it panics,
+/// naming the one that was stranded.
+pub fn cancel_racing_a_drain(
+    drain: impl Fn() + Sync,
+    cancel: impl Fn() + Sync,
+    release: impl FnOnce(),
+    rescue: impl Fn(),
+) {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    let (drained, cancelled) = (AtomicBool::new(false), AtomicBool::new(false));
+    let stranded = std::thread::scope(|s| {
+        s.spawn(|| {
+            drain();
+            drained.store(true, SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        s.spawn(|| {
+            cancel();
+            cancelled.store(true, SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        release();
+        let deadline = Instant::now() + PATIENCE;
+        while !(drained.load(SeqCst) && cancelled.load(SeqCst)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let stranded = (!drained.load(SeqCst), !cancelled.load(SeqCst));
+        if stranded != (false, false) {
+            // Repeated: a callback that runs before a stranded waiter went
+            // back to sleep would not be enough on its own.
+            while !(drained.load(SeqCst) && cancelled.load(SeqCst)) {
+                rescue();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        stranded
+    });
+    assert!(
+        stranded == (false, false),
+        "a cancellation racing a drain left {} blocked for {PATIENCE:?} (released only by a later callback)",
+        match stranded {
+            (true, true) => "both",
+            (true, false) => "the drain",
+            _ => "the cancellation",
+        }
+    );
+}
