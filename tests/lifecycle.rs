@@ -17,6 +17,8 @@ mod support;
 
 #[path = "lifecycle/engine.rs"]
 mod engine;
+#[path = "lifecycle/group.rs"]
+mod group;
 #[path = "lifecycle/io.rs"]
 mod io;
 #[path = "lifecycle/periodic.rs"]
