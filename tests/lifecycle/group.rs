@@ -269,10 +269,8 @@ fn run(steps: &[Step<Op>]) {
                 probe.check(&format!("group member {m:?} after the release"));
                 let runs = probe.runs();
                 assert!(runs <= issued, "group member {m:?}: {runs} callbacks for {issued} issued");
-                if let Kind::Work = m {
-                    if !cancelling && !cancelled {
-                        assert_eq!(runs, issued, "group work member: a draining release ran every submission");
-                    }
+                if matches!(m, Kind::Work) && !cancelling && !cancelled {
+                    assert_eq!(runs, issued, "group work member: a draining release ran every submission");
                 }
             }
             rest = after.get(1..).unwrap_or(&[]);
