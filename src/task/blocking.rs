@@ -52,10 +52,16 @@ unsafe fn run<F: FnOnce() -> T + Send, T: Send>(h: NonNull<Header>) {
     let task = unsafe { h.cast::<Task<F, T>>().as_ref() };
     // On a pool thread or a waiter's: either way the task's own span.
     let header = &task.prefix.header;
-    let _span = spans::enter(Kind::Spawn, h.as_ptr().addr(), || header.parent.clone(), None);
     // SAFETY: the claim makes this thread the only one touching `f`.
     let f = unsafe { (*task.f.get()).take() };
-    let r = catch_unwind(AssertUnwindSafe(move || f.map(|f| f())));
+    // The span is entered and exited inside the unwind boundary: a
+    // subscriber may panic, and on a joiner's thread (a scope's or `join`'s
+    // waiter) nothing may unwind past `finish` while siblings still borrow
+    // the caller's stack. Its panic is the task's.
+    let r = catch_unwind(AssertUnwindSafe(move || {
+        let _span = spans::enter(Kind::Spawn, h.as_ptr().addr(), || header.parent.clone(), None);
+        f.map(|f| f())
+    }));
     // `f` is always there: a task is claimed once.
     let r = r.map(|r| r.unwrap_or_else(|| unreachable!("task claimed twice")));
     // SAFETY: this thread claimed the task, so it is its only runner, and
