@@ -113,7 +113,8 @@ pub const MODULES: &[Module] = &[
             "src/task/current_thread.rs",
         ],
         tests: &["--lib", "--test", "spawn", "--test", "async_task", "--test", "alloc", "--test", "debug"],
-        features: "",
+        // With the trace: the tests that read which thread closed a task's pool.
+        features: "trace",
     },
     Module {
         name: "time",
@@ -219,8 +220,13 @@ impl Outcome {
             let text = std::fs::read_to_string(dir.join("mutants.out").join(f)).ok()?;
             Some(text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
         };
+        // An `--iterate` run keeps the earlier runs' caught mutants apart.
+        let mut caught = lines("caught.txt")?;
+        caught.extend(lines("previously_caught.txt").unwrap_or_default());
+        caught.sort();
+        caught.dedup();
         Some(Self {
-            caught: lines("caught.txt")?,
+            caught,
             missed: lines("missed.txt")?,
             timeout: lines("timeout.txt")?,
             unviable: lines("unviable.txt")?,
@@ -296,10 +302,10 @@ pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, St
     s
 }
 
-/// `cargo xtask mutants [--module NAME].. [--shard k/n] [--timeout S] [--report]`.
+/// `cargo xtask mutants [--module NAME].. [--shard k/n] [--timeout S] [--iterate] [--report]`.
 pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
     let mut names = Vec::new();
-    let (mut shard, mut timeout, mut report_only) = (None, 120u32, false);
+    let (mut shard, mut timeout, mut report_only, mut iterate) = (None, 120u32, false, false);
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -309,6 +315,7 @@ pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
                 timeout = it.next().ok_or("--timeout needs seconds")?.parse().map_err(|e| format!("--timeout: {e}"))?
             }
             "--report" => report_only = true,
+            "--iterate" => iterate = true,
             other => return Err(format!("unexpected argument {other:?}")),
         }
     }
@@ -325,9 +332,13 @@ pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
             println!("mutants: {} ({})", m.name, m.files.join(", "));
             // cargo-mutants exits non-zero when a mutant is missed: that is a
             // result to report, not a failure of this command.
-            let status = command(m, shard.as_deref(), timeout, &target, &out_dir(m))
-                .status()
-                .map_err(|e| format!("cargo mutants: {e}"))?;
+            let mut c = command(m, shard.as_deref(), timeout, &target, &out_dir(m));
+            if iterate {
+                // Only the mutants the module's last results did not catch (or
+                // that moved), accumulated into those results.
+                c.arg("--iterate");
+            }
+            let status = c.status().map_err(|e| format!("cargo mutants: {e}"))?;
             let o = Outcome::read(&out_dir(m)).ok_or_else(|| format!("cargo mutants wrote no results ({status})"))?;
             println!("mutants: {}: {}", m.name, o.summary());
         }
@@ -354,6 +365,26 @@ mod tests {
             }
         }
         assert!(module(SMOKE).is_ok());
+    }
+
+    #[test]
+    fn an_iterated_run_counts_the_earlier_catches() {
+        let dir = std::env::temp_dir().join(format!("xtask-mutants-{}", std::process::id()));
+        let out = dir.join("mutants.out");
+        std::fs::create_dir_all(&out).unwrap();
+        for (f, text) in [
+            ("caught.txt", "new\n"),
+            ("previously_caught.txt", "old\nnew\n"),
+            ("missed.txt", "m\n"),
+            ("timeout.txt", ""),
+            ("unviable.txt", "u\n"),
+        ] {
+            std::fs::write(out.join(f), text).unwrap();
+        }
+        let o = Outcome::read(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(o.caught, ["new", "old"]);
+        assert_eq!((o.missed.len(), o.unviable.len()), (1, 1));
     }
 
     #[test]
