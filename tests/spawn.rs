@@ -402,20 +402,7 @@ fn a_task_holding_the_last_pool_reference_hands_the_close_off() {
         drop((env, pool));
         gate.open();
         let task_thread = rx.recv_timeout(PATIENCE).unwrap().to_string();
-        let deadline = std::time::Instant::now() + PATIENCE;
-        let closer = loop {
-            let dump = windows_threadpool::trace::dump();
-            let row = dump.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.get(2..4) == Some(&["pool", "closed"][..])).then(|| f[1].to_string())
-            });
-            if let Some(t) = row {
-                break t;
-            }
-            assert!(std::time::Instant::now() < deadline, "the pool was never closed:\n{dump}");
-            std::thread::yield_now();
-        };
-        assert_ne!(closer, task_thread, "the pool was closed from its own task's callback");
+        assert_ne!(support::pool_closer(), task_thread, "the pool was closed from its own task's callback");
     });
     out.assert_completed();
 }
@@ -489,4 +476,25 @@ fn a_detached_result_panicking_on_drop_aborts_with_a_message() {
     });
     assert!(!out.completed(), "the child should have aborted: {out:#?}");
     assert!(out.stderr.contains("a detached task's result panicked on drop; aborting"), "{out:#?}");
+}
+
+/// A submission the pool refuses gives back every reference it took: the
+/// task (and the closure in it) is freed, and the error is the OS's.
+#[test]
+fn a_refused_submission_frees_the_task_and_reports_the_error() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let counted = Counted(Arc::clone(&dropped));
+    windows_threadpool::task::fail_next_submits(1);
+    let r = try_spawn_blocking(move || drop(counted));
+    let err = r.err().expect("the injected failure is reported");
+    assert_eq!(err.raw_os_error(), Some(windows_sys::Win32::Foundation::ERROR_NOT_ENOUGH_MEMORY as i32));
+    assert_eq!(dropped.load(SeqCst), 1, "the refused task was not freed");
+    // The next submission is not refused.
+    assert_eq!(try_spawn_blocking(|| 3).unwrap().join().unwrap(), 3);
 }
