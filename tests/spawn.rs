@@ -492,7 +492,7 @@ fn a_refused_submission_frees_the_task_and_reports_the_error() {
     let counted = Counted(Arc::clone(&dropped));
     windows_threadpool::task::fail_next_submits(1);
     let r = try_spawn_blocking(move || drop(counted));
-    let err = r.err().expect("the injected failure is reported");
+    let err = r.expect_err("the injected failure is reported");
     assert_eq!(err.raw_os_error(), Some(windows_sys::Win32::Foundation::ERROR_NOT_ENOUGH_MEMORY as i32));
     assert_eq!(dropped.load(SeqCst), 1, "the refused task was not freed");
     // The next submission is not refused.
