@@ -498,3 +498,80 @@ fn a_refused_submission_frees_the_task_and_reports_the_error() {
     // The next submission is not refused.
     assert_eq!(try_spawn_blocking(|| 3).unwrap().join().unwrap(), 3);
 }
+
+/// The same for a scoped task's handle.
+#[test]
+fn a_scoped_handle_is_finished_once_its_task_has_returned() {
+    let gate = Gate::default();
+    windows_threadpool::scope(|s| {
+        let h = s.spawn(|| {
+            gate.wait();
+            5
+        });
+        let early = h.is_finished();
+        // Opened before asserting: the scope waits for the task.
+        gate.open();
+        assert!(!early, "finished while its gate was shut");
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while !h.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "never finished");
+            std::thread::yield_now();
+        }
+        assert_eq!(h.join().unwrap(), 5);
+    });
+}
+
+/// A scope ends even when a task's handle was forgotten (its task's result
+/// is then dropped in the scope's last round), and drops that result.
+#[test]
+fn a_scope_with_a_forgotten_handle_ends_and_drops_the_result() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let (tx, rx) = mpsc::channel();
+    // On its own thread: a scope that never ends fails the test, not hangs it.
+    let d2 = Arc::clone(&dropped);
+    std::thread::spawn(move || {
+        // Only the forgotten one: its first round drops nothing.
+        windows_threadpool::scope(|s| std::mem::forget(s.spawn(move || Counted(d))));
+        tx.send(()).unwrap();
+        // With a joined sibling, whose result is taken, never dropped again.
+        windows_threadpool::scope(|s| {
+            std::mem::forget(s.spawn(move || Counted(d2)));
+            let joined = Arc::new(AtomicUsize::new(0));
+            drop(s.spawn(move || Counted(joined)).join().unwrap());
+        });
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(PATIENCE).expect("the scope ended");
+    rx.recv_timeout(PATIENCE).expect("the second scope ended");
+    assert_eq!(dropped.load(SeqCst), 2, "each forgotten task's result was dropped once");
+}
+
+/// A scoped task on a private pool gives up its pool reference when its
+/// handle and the scope are done with it: the pool, dropped by its owner
+/// meanwhile, is then closed.
+#[cfg(feature = "trace")]
+#[test]
+fn a_scoped_task_releases_its_private_pool() {
+    let out = support::traced_child("a_scoped_task_releases_its_private_pool", "pool", || {
+        let pool = Pool::new().unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        drop(pool);
+        windows_threadpool::scope_in(
+            |s| {
+                // Dropped unjoined.
+                drop(s.spawn(|| 1));
+            },
+            &env,
+        );
+        drop(env);
+        support::pool_closer();
+    });
+    out.assert_completed();
+}
