@@ -389,3 +389,22 @@ fn an_abandoned_task_hands_its_pools_close_off() {
     });
     out.assert_completed();
 }
+
+/// Polling a `JoinHandle` again after it returned `Ready` is a bug of the
+/// caller, reported as a panic (not a `Pending` that never wakes).
+#[test]
+fn a_join_handle_polled_after_completion_panics() {
+    let mut h = task::spawn(async { 1 });
+    let (_, waker) = counting_waker();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        if let Poll::Ready(r) = executors::poll_once(&mut h, &waker) {
+            assert_eq!(r.unwrap(), 1);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never completed");
+        std::thread::yield_now();
+    }
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| executors::poll_once(&mut h, &waker)));
+    assert!(again.is_err(), "a second poll after Ready did not panic");
+}

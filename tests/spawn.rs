@@ -575,3 +575,51 @@ fn a_scoped_task_releases_its_private_pool() {
     });
     out.assert_completed();
 }
+
+/// A task callback's instance is forgotten when it returns: a work callback
+/// that runs next on the same (only) pool thread is not a task, and
+/// `may_run_long` there answers `None`.
+#[test]
+fn may_run_long_forgets_the_instance_when_the_task_returns() {
+    use windows_threadpool::task::may_run_long;
+    let pool = Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    pool.set_min_threads(1).unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
+    let (tx, rx) = mpsc::channel();
+    let t = tx.clone();
+    drop(spawn_blocking_in(move || t.send(("task", may_run_long())).unwrap(), &env));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), ("task", Some(false)));
+    let work = windows_threadpool::Work::new_in(move |_| tx.send(("work", may_run_long())).unwrap(), &env).unwrap();
+    work.submit();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), ("work", None));
+    work.wait();
+}
+
+/// `for_each` over an iterator that cannot say how long it is (`size_hint`
+/// of `(0, None)`) runs every item once.
+#[test]
+fn for_each_over_an_iterator_of_unknown_length_runs_every_item_once() {
+    let mut next = 0usize;
+    let items = std::iter::from_fn(move || {
+        next += 1;
+        (next <= 1000).then_some(next)
+    });
+    assert_eq!(items.size_hint(), (0, None));
+    let seen: Vec<AtomicU8> = (0..=1000).map(|_| AtomicU8::new(0)).collect();
+    windows_threadpool::for_each(items, |i| {
+        seen[i].fetch_add(1, SeqCst);
+    });
+    assert_eq!(seen[0].load(SeqCst), 0);
+    assert!(seen[1..].iter().all(|s| s.load(SeqCst) == 1), "an item ran other than once");
+}
+
+/// One item: no helper is needed, and the item runs (here).
+#[test]
+fn for_each_over_one_item_runs_it() {
+    let ran = AtomicUsize::new(0);
+    windows_threadpool::for_each([7usize], |i| {
+        ran.fetch_add(i, SeqCst);
+    });
+    assert_eq!(ran.load(SeqCst), 7);
+}
