@@ -32,7 +32,19 @@
 //!   spawned task (captured by `spawn`).
 //!
 //! A span with no span current at the cause is a root: a pool thread's own
-//! current span (normally none) is never used.
+//! current span (normally none) is never used. A submit or arm made while
+//! no subscriber is interested clears the slot, so an earlier capture never
+//! parents the callbacks of a later cause.
+//!
+//! # A subscriber that panics
+//!
+//! Subscriber code runs when a span is created, entered, exited and closed.
+//! In a task (`spawn`, `task`) that happens inside the task's unwind
+//! boundary, so the subscriber's panic is the task's, handed to its joiner:
+//! a closure task may run on a joiner's own thread (a scope's waiter), where
+//! an unwind escaping past the scope's wait would leave siblings borrowing a
+//! stack frame that is gone. In the callbacks of long-lived objects it
+//! aborts the process, like a panic of the callback itself.
 //!
 //! # Cost
 //!
@@ -195,6 +207,11 @@ impl Parent {
             let old = core::mem::replace(&mut *self.slot(), new);
             // Closing the old spans runs subscriber code: not under the lock.
             drop(old);
+        } else if let Some(slot) = self.slot.get() {
+            // Nobody is interested now: an earlier capture must not parent
+            // the callbacks of this submit or arm.
+            let old = core::mem::take(&mut *slot.lock().unwrap_or_else(PoisonError::into_inner));
+            drop(old);
         }
     }
 
@@ -329,6 +346,12 @@ fn enter_interested(kind: Kind, object: usize, parent: Captured, outcome: Option
     drop(parent);
     Entered { span: ManuallyDrop::new(Some(span.entered())) }
 }
+
+// An I/O operation block carries a `Captured` across threads.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Captured>();
+};
 
 // Without the feature everything here is zero-sized.
 #[cfg(not(feature = "tracing"))]

@@ -335,3 +335,76 @@ fn wakes_from_another_thread_racing_the_poll_are_never_lost() {
     assert_eq!(rx.recv_timeout(PATIENCE * 2).expect("a wake was lost: the task hangs"), N);
     producer.join().unwrap();
 }
+
+/// `block_on` wakes for `wake_by_ref` as for `wake`: a future woken by
+/// reference from another thread is polled again and completes.
+#[test]
+fn block_on_wakes_for_a_wake_by_reference() {
+    for by_ref in [true, false] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // On its own thread, so that a lost wake fails the test instead of hanging it.
+        std::thread::spawn(move || {
+            let mut woken = false;
+            let out = task::block_on(std::future::poll_fn(|cx| {
+                if woken {
+                    return Poll::Ready(7);
+                }
+                woken = true;
+                let waker = cx.waker().clone();
+                std::thread::spawn(move || if by_ref { waker.wake_by_ref() } else { waker.wake() });
+                Poll::Pending
+            }));
+            tx.send(out).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(PATIENCE), Ok(7), "by_ref: {by_ref}");
+    }
+}
+
+/// An async task whose last reference goes away in its own pool callback
+/// (its handle dropped, its poll pending with no waker kept) is freed there,
+/// and the close of its private pool is handed to another thread.
+#[cfg(feature = "trace")]
+#[test]
+fn an_abandoned_task_hands_its_pools_close_off() {
+    use windows_sys::Win32::System::Threading::GetCurrentThreadId;
+    let out = support::traced_child("an_abandoned_task_hands_its_pools_close_off", "pool", || {
+        let pool = Pool::new().unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let gate = Arc::new(support::Gate::default());
+        let g = Arc::clone(&gate);
+        let (tx, rx) = std::sync::mpsc::channel();
+        drop(task::spawn_in(
+            std::future::poll_fn(move |_| {
+                g.wait();
+                // SAFETY: no preconditions.
+                tx.send(unsafe { GetCurrentThreadId() }).unwrap();
+                Poll::<()>::Pending
+            }),
+            &env,
+        ));
+        drop((env, pool));
+        gate.open();
+        let task_thread = rx.recv_timeout(PATIENCE).unwrap().to_string();
+        assert_ne!(support::pool_closer(), task_thread, "the pool was closed from its own task's callback");
+    });
+    out.assert_completed();
+}
+
+/// Polling a `JoinHandle` again after it returned `Ready` is a bug of the
+/// caller, reported as a panic (not a `Pending` that never wakes).
+#[test]
+fn a_join_handle_polled_after_completion_panics() {
+    let mut h = task::spawn(async { 1 });
+    let (_, waker) = counting_waker();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        if let Poll::Ready(r) = executors::poll_once(&mut h, &waker) {
+            assert_eq!(r.unwrap(), 1);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never completed");
+        std::thread::yield_now();
+    }
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| executors::poll_once(&mut h, &waker)));
+    assert!(again.is_err(), "a second poll after Ready did not panic");
+}

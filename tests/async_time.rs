@@ -139,3 +139,36 @@ fn sleeps_in_pool_tasks() {
         assert!(h.join().unwrap() >= Duration::from_millis(i as u64 % 10 + 1));
     }
 }
+
+/// An interval reports the period and the missed-tick behaviour it was given.
+#[test]
+fn an_interval_reports_its_period_and_behaviour() {
+    let mut i = time::interval(7 * MS);
+    assert_eq!(i.period(), 7 * MS);
+    for b in [MissedTickBehavior::Skip, MissedTickBehavior::Delay, MissedTickBehavior::Burst] {
+        i.set_missed_tick_behavior(b);
+        assert_eq!(i.missed_tick_behavior(), b);
+    }
+}
+
+/// `reset` moves the next tick to a period from now. Here the next tick was
+/// due 0.1 s after the first; after `reset` it is 2 s away, so a 1 s timeout
+/// on it elapses (timers fire late, never early: the outcome does not depend
+/// on timing).
+#[test]
+fn reset_moves_the_next_tick_a_period_from_now() {
+    task::block_on(async {
+        let period = Duration::from_secs(2);
+        let start = Instant::now() - Duration::from_millis(1900);
+        let mut i = time::interval_at(start, period);
+        assert_eq!(i.tick().await, start);
+        let before = Instant::now();
+        i.reset();
+        assert!(
+            time::timeout(Duration::from_secs(1), i.tick()).await.is_err(),
+            "ticked before a period from the reset"
+        );
+        let t = i.tick().await;
+        assert!(t >= before + period, "the tick after the reset was scheduled at {:?} after it", t - before);
+    });
+}

@@ -11,7 +11,7 @@
 #![cfg(windows)]
 
 mod support;
-use support::Gate;
+use support::{Counter, Gate};
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -263,6 +263,75 @@ fn periodic_timer_stopped_and_dropped_from_a_tick() {
     slot.lock().unwrap().insert(timer).arm(Duration::from_millis(1));
     freed.wait_freed_once();
     assert!(ticks.load(SeqCst) >= 3);
+}
+
+/// Another thread stops the timer (a disarm, not a drain) while a tick runs;
+/// that tick then drops it. The tick's own teardown needs no drain of it, and
+/// the stop left nothing armed, so nothing is owed: no `fail-fast` report.
+#[test]
+fn periodic_timer_disarmed_elsewhere_then_dropped_from_a_tick() {
+    let out = support::child("periodic_timer_disarmed_elsewhere_then_dropped_from_a_tick", &[], || {
+        // Ticks queued before the disarm may still run (on Wine) and find the slot empty.
+        let (cap, freed) = Captured::new(1);
+        let slot: Slot<PeriodicTimer> = Slot::default();
+        let (entered, gate) = (Arc::new(Counter::default()), Arc::new(Gate::default()));
+        let (s, e, g) = (Arc::clone(&slot), Arc::clone(&entered), Arc::clone(&gate));
+        let first = AtomicBool::new(true);
+        let timer = PeriodicTimer::new(Duration::from_millis(1), move |_| {
+            if first.swap(false, SeqCst) {
+                e.bump();
+                g.wait();
+                assert!(drop_from(&s));
+            }
+            cap.returning();
+        })
+        .unwrap();
+        slot.lock().unwrap().insert(timer).arm(Duration::from_millis(1));
+        entered.wait_for(1);
+        slot.lock().unwrap().as_ref().expect("only the first tick drops it").disarm();
+        gate.open();
+        freed.wait_freed_once();
+    });
+    assert_freed_once_in_child(&out, "self-teardown: captured state freed after");
+    out.assert_completed();
+}
+
+/// Another thread arms a one-shot timer for later while its firing runs; the
+/// firing then drops it. That arming was owed a drain (a drop is not a
+/// drain), so with `fail-fast` the teardown reports it.
+#[test]
+fn one_shot_timer_armed_elsewhere_then_dropped_from_its_firing() {
+    let out = support::child("one_shot_timer_armed_elsewhere_then_dropped_from_its_firing", &[], || {
+        let (cap, freed) = Captured::new(1);
+        let slot: Slot<Timer> = Slot::default();
+        let (entered, gate) = (Arc::new(Counter::default()), Arc::new(Gate::default()));
+        let (s, e, g) = (Arc::clone(&slot), Arc::clone(&entered), Arc::clone(&gate));
+        let timer = Timer::new(move |_| {
+            e.bump();
+            g.wait();
+            assert!(drop_from(&s));
+            cap.returning();
+        })
+        .unwrap();
+        slot.lock().unwrap().insert(timer).arm(Duration::ZERO);
+        entered.wait_for(1);
+        slot.lock().unwrap().as_ref().expect("the firing has not dropped it yet").arm(Duration::from_secs(3600));
+        gate.open();
+        freed.wait_freed_once();
+        if cfg!(feature = "fail-fast") {
+            await_abort();
+        }
+    });
+    assert_freed_once_in_child(&out, "self-teardown: captured state freed after");
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(
+            &out,
+            support::AbortKind::CannotUnwind,
+            "Timer was torn down with a drain still owed",
+        );
+    } else {
+        out.assert_completed();
+    }
 }
 
 /// A tick drops its running timer without stopping it first: the teardown

@@ -43,7 +43,14 @@ struct Recorder {
     clones: AtomicUsize,
     /// `(span, the span it follows from)`.
     follows: Mutex<Vec<(u64, u64)>>,
+    /// References held to each span (created, cloned, closed).
+    refs: Mutex<HashMap<u64, usize>>,
+    /// A callback span `kind` whose creation panics, as a subscriber may.
+    panic_on: Mutex<Option<&'static str>>,
 }
+
+/// What the recorder panics with when `panic_on` matches.
+const SUBSCRIBER_PANIC: &str = "the subscriber panicked";
 
 thread_local! {
     static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
@@ -80,6 +87,13 @@ impl Subscriber for &'static Recorder {
         };
         let mut fields = BTreeMap::new();
         attrs.record(&mut Fields(&mut fields));
+        let panic_on = *self.panic_on.lock().unwrap();
+        if attrs.metadata().name() == "threadpool.callback"
+            && panic_on.is_some()
+            && fields.get("kind").map(String::as_str) == panic_on
+        {
+            panic!("{SUBSCRIBER_PANIC}");
+        }
         let rec = SpanRec {
             name: attrs.metadata().name(),
             parent,
@@ -88,6 +102,7 @@ impl Subscriber for &'static Recorder {
             meta: attrs.metadata(),
         };
         self.spans.lock().unwrap().insert(id, rec);
+        self.refs.lock().unwrap().insert(id, 1);
         Id::from_u64(id)
     }
 
@@ -116,7 +131,15 @@ impl Subscriber for &'static Recorder {
 
     fn clone_span(&self, id: &Id) -> Id {
         self.clones.fetch_add(1, SeqCst);
+        *self.refs.lock().unwrap().entry(id.into_u64()).or_default() += 1;
         id.clone()
+    }
+
+    fn try_close(&self, id: Id) -> bool {
+        let mut refs = self.refs.lock().unwrap();
+        let n = refs.entry(id.into_u64()).or_default();
+        *n -= 1;
+        *n == 0
     }
 
     fn current_span(&self) -> tracing_core::span::Current {
@@ -140,6 +163,8 @@ fn recorder() -> &'static Recorder {
             pool_spans: AtomicBool::new(true),
             clones: AtomicUsize::new(0),
             follows: Mutex::new(Vec::new()),
+            refs: Mutex::new(HashMap::new()),
+            panic_on: Mutex::new(None),
         }));
         tracing::subscriber::set_global_default(r).expect("no other global subscriber in this test binary");
         r
@@ -517,4 +542,135 @@ fn async_task_polls_run_in_spans_parented_to_the_spawner() {
     let spans = kind_spans("task");
     assert_eq!(spans.len(), 2, "one span per poll: {spans:?}");
     check(&spans, request, &seen);
+}
+
+/// Panics in the recorder at callback spans of `kind` while alive.
+struct PanicOn;
+
+impl PanicOn {
+    fn kind(kind: &'static str) -> Self {
+        *recorder().panic_on.lock().unwrap() = Some(kind);
+        Self
+    }
+}
+
+impl Drop for PanicOn {
+    fn drop(&mut self) {
+        *recorder().panic_on.lock().unwrap() = None;
+    }
+}
+
+/// The message of a panic payload.
+fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// A subscriber may panic. In a closure task's span that panic is the
+/// task's, handed to its joiner like any panic of the task: on a pool thread
+/// (where it would otherwise abort the process) and on a scope's waiting
+/// thread, which runs tasks the pool has not started (where it must not
+/// unwind out of the scope while other tasks still borrow its stack).
+#[test]
+fn a_subscriber_panic_in_a_closure_task_span_is_the_tasks_panic() {
+    let _l = serial();
+    recorder();
+    let _p = PanicOn::kind("spawn");
+    // Joined from another thread, so the pool runs it.
+    let h = windows_threadpool::task::spawn_blocking(|| 7);
+    let r = std::thread::spawn(move || h.join()).join().unwrap();
+    let payload = r.expect_err("the subscriber's panic is the task's");
+    assert_eq!(message(&*payload), SUBSCRIBER_PANIC);
+    // Every task of a scope panics in its span; the scope panics (as
+    // `std::thread::scope` does) once all of them are done with the borrowed
+    // counter.
+    let ran = AtomicUsize::new(0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        windows_threadpool::for_each(0..64, |_| {
+            ran.fetch_add(1, SeqCst);
+        })
+    }));
+    let payload = r.expect_err("the scope panics when a task panicked");
+    assert_eq!(message(&*payload), "a scoped task panicked");
+}
+
+/// The same for an async task's poll: the subscriber's panic completes the
+/// task with that panic (a pool thread would otherwise abort).
+#[test]
+fn a_subscriber_panic_in_a_task_poll_span_is_the_tasks_panic() {
+    let _l = serial();
+    recorder();
+    let _p = PanicOn::kind("task");
+    let h = windows_threadpool::task::spawn(async { 5 });
+    let payload = h.join().expect_err("the subscriber's panic is the task's");
+    assert_eq!(message(&*payload), SUBSCRIBER_PANIC);
+}
+
+/// A submit made while nobody is interested forgets the parent an earlier
+/// submit captured: its callback is not put under that earlier request.
+#[test]
+fn a_submit_nobody_is_interested_in_forgets_the_earlier_parent() {
+    let _l = serial();
+    let r = recorder();
+    // One pool thread: the second callback waits for the first.
+    let pool = windows_threadpool::Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    pool.set_min_threads(1).unwrap();
+    let env = windows_threadpool::CallbackEnviron::new().with_pool(&pool);
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate_rx = Mutex::new(gate_rx);
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let started_tx = Mutex::new(started_tx);
+    let (tx, rx) = mpsc::channel();
+    let runs = AtomicUsize::new(0);
+    let work = Work::new_in(
+        move |_| {
+            if runs.fetch_add(1, SeqCst) == 0 {
+                started_tx.lock().unwrap().send(()).unwrap();
+                gate_rx.lock().unwrap().recv_timeout(PATIENCE).unwrap();
+            }
+            tx.send(current_id()).unwrap();
+        },
+        &env,
+    )
+    .unwrap();
+    let (request, ()) = in_request("stale", || work.submit());
+    // The first callback runs in its span, holding the one thread.
+    started_rx.recv_timeout(PATIENCE).unwrap();
+    r.pool_spans.store(false, SeqCst);
+    work.submit();
+    r.pool_spans.store(true, SeqCst);
+    gate_tx.send(()).unwrap();
+    work.wait();
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans = callback_spans("work", work.as_raw() as usize);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert_eq!(spans[0].1.parent, Some(request));
+    assert_eq!(spans[1].1.parent, None, "the second callback's span is a root, not under the first request");
+    assert_eq!(seen, [Some(spans[0].0), Some(spans[1].0)]);
+}
+
+/// An operation the issue refused is handed back without the span captured
+/// for it: holding it does not keep the request's span open.
+#[test]
+fn a_refused_io_operation_does_not_keep_the_issuing_span_open() {
+    let _l = serial();
+    let r = recorder();
+    let path = std::env::temp_dir().join(format!("wtp-spans-refused-{}", std::process::id()));
+    std::fs::write(&path, [7u8; 64]).unwrap();
+    let mut read = std::fs::OpenOptions::new();
+    read.read(true);
+    let io = Io::new(io::open_file(&path, &read).unwrap(), |_: &IoCompletion| {}).unwrap();
+    let (request, refused) = in_request("refused", || {
+        // SAFETY: the issue starts no I/O and says so.
+        let r = unsafe { io.submit(io::Operation::new(0u8), |_, _, _| Err(std::io::Error::from_raw_os_error(5))) };
+        r.expect_err("the issue refused it").into_payload()
+    });
+    assert_eq!(r.refs.lock().unwrap()[&request], 0, "the refused operation still holds the request's span");
+    drop(refused);
+    drop(io);
+    let _ = std::fs::remove_file(&path);
 }

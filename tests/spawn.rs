@@ -402,20 +402,7 @@ fn a_task_holding_the_last_pool_reference_hands_the_close_off() {
         drop((env, pool));
         gate.open();
         let task_thread = rx.recv_timeout(PATIENCE).unwrap().to_string();
-        let deadline = std::time::Instant::now() + PATIENCE;
-        let closer = loop {
-            let dump = windows_threadpool::trace::dump();
-            let row = dump.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.get(2..4) == Some(&["pool", "closed"][..])).then(|| f[1].to_string())
-            });
-            if let Some(t) = row {
-                break t;
-            }
-            assert!(std::time::Instant::now() < deadline, "the pool was never closed:\n{dump}");
-            std::thread::yield_now();
-        };
-        assert_ne!(closer, task_thread, "the pool was closed from its own task's callback");
+        assert_ne!(support::pool_closer(), task_thread, "the pool was closed from its own task's callback");
     });
     out.assert_completed();
 }
@@ -489,4 +476,150 @@ fn a_detached_result_panicking_on_drop_aborts_with_a_message() {
     });
     assert!(!out.completed(), "the child should have aborted: {out:#?}");
     assert!(out.stderr.contains("a detached task's result panicked on drop; aborting"), "{out:#?}");
+}
+
+/// A submission the pool refuses gives back every reference it took: the
+/// task (and the closure in it) is freed, and the error is the OS's.
+#[test]
+fn a_refused_submission_frees_the_task_and_reports_the_error() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let counted = Counted(Arc::clone(&dropped));
+    windows_threadpool::task::fail_next_submits(1);
+    let r = try_spawn_blocking(move || drop(counted));
+    let err = r.expect_err("the injected failure is reported");
+    assert_eq!(err.raw_os_error(), Some(windows_sys::Win32::Foundation::ERROR_NOT_ENOUGH_MEMORY as i32));
+    assert_eq!(dropped.load(SeqCst), 1, "the refused task was not freed");
+    // The next submission is not refused.
+    assert_eq!(try_spawn_blocking(|| 3).unwrap().join().unwrap(), 3);
+}
+
+/// The same for a scoped task's handle.
+#[test]
+fn a_scoped_handle_is_finished_once_its_task_has_returned() {
+    let gate = Gate::default();
+    windows_threadpool::scope(|s| {
+        let h = s.spawn(|| {
+            gate.wait();
+            5
+        });
+        let early = h.is_finished();
+        // Opened before asserting: the scope waits for the task.
+        gate.open();
+        assert!(!early, "finished while its gate was shut");
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while !h.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "never finished");
+            std::thread::yield_now();
+        }
+        assert_eq!(h.join().unwrap(), 5);
+    });
+}
+
+/// A scope ends even when a task's handle was forgotten (its task's result
+/// is then dropped in the scope's last round), and drops that result.
+#[test]
+fn a_scope_with_a_forgotten_handle_ends_and_drops_the_result() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let (tx, rx) = mpsc::channel();
+    // On its own thread: a scope that never ends fails the test, not hangs it.
+    let d2 = Arc::clone(&dropped);
+    std::thread::spawn(move || {
+        // Only the forgotten one: its first round drops nothing.
+        windows_threadpool::scope(|s| std::mem::forget(s.spawn(move || Counted(d))));
+        tx.send(()).unwrap();
+        // With a joined sibling, whose result is taken, never dropped again.
+        windows_threadpool::scope(|s| {
+            std::mem::forget(s.spawn(move || Counted(d2)));
+            let joined = Arc::new(AtomicUsize::new(0));
+            drop(s.spawn(move || Counted(joined)).join().unwrap());
+        });
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(PATIENCE).expect("the scope ended");
+    rx.recv_timeout(PATIENCE).expect("the second scope ended");
+    assert_eq!(dropped.load(SeqCst), 2, "each forgotten task's result was dropped once");
+}
+
+/// A scoped task on a private pool gives up its pool reference when its
+/// handle and the scope are done with it: the pool, dropped by its owner
+/// meanwhile, is then closed.
+#[cfg(feature = "trace")]
+#[test]
+fn a_scoped_task_releases_its_private_pool() {
+    let out = support::traced_child("a_scoped_task_releases_its_private_pool", "pool", || {
+        let pool = Pool::new().unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        drop(pool);
+        windows_threadpool::scope_in(
+            |s| {
+                // Dropped unjoined.
+                drop(s.spawn(|| 1));
+            },
+            &env,
+        );
+        drop(env);
+        support::pool_closer();
+    });
+    out.assert_completed();
+}
+
+/// A task callback's instance is forgotten when it returns: a work callback
+/// that runs next on the same (only) pool thread is not a task, and
+/// `may_run_long` there answers `None`.
+#[test]
+fn may_run_long_forgets_the_instance_when_the_task_returns() {
+    use windows_threadpool::task::may_run_long;
+    let pool = Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    pool.set_min_threads(1).unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
+    let (tx, rx) = mpsc::channel();
+    let t = tx.clone();
+    drop(spawn_blocking_in(move || t.send(("task", may_run_long())).unwrap(), &env));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), ("task", Some(false)));
+    let work = windows_threadpool::Work::new_in(move |_| tx.send(("work", may_run_long())).unwrap(), &env).unwrap();
+    work.submit();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), ("work", None));
+    work.wait();
+}
+
+/// `for_each` over an iterator that cannot say how long it is (`size_hint`
+/// of `(0, None)`) runs every item once.
+#[test]
+fn for_each_over_an_iterator_of_unknown_length_runs_every_item_once() {
+    let mut next = 0usize;
+    let items = std::iter::from_fn(move || {
+        next += 1;
+        (next <= 1000).then_some(next)
+    });
+    assert_eq!(items.size_hint(), (0, None));
+    let seen: Vec<AtomicU8> = (0..=1000).map(|_| AtomicU8::new(0)).collect();
+    windows_threadpool::for_each(items, |i| {
+        seen[i].fetch_add(1, SeqCst);
+    });
+    assert_eq!(seen[0].load(SeqCst), 0);
+    assert!(seen[1..].iter().all(|s| s.load(SeqCst) == 1), "an item ran other than once");
+}
+
+/// One item: no helper is needed, and the item runs (here).
+#[test]
+fn for_each_over_one_item_runs_it() {
+    let ran = AtomicUsize::new(0);
+    windows_threadpool::for_each([7usize], |i| {
+        ran.fetch_add(i, SeqCst);
+    });
+    assert_eq!(ran.load(SeqCst), 7);
 }

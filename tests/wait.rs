@@ -1286,3 +1286,33 @@ fn as_raw_is_the_live_wait_object() {
     unsafe { WaitForThreadpoolWaitCallbacks(a.as_raw(), 0) };
     assert_eq!(count.get(), 1);
 }
+
+/// A wait whose every arming has activated owes Wine no flush at teardown
+/// (the flush needs a free thread in the wait's pool): it can be dropped
+/// from a callback holding the only thread of its pool. On Windows no
+/// teardown flushes; under Wine this pins that only an outstanding arming does.
+#[test]
+fn a_settled_wait_drops_on_the_only_thread_of_its_pool() {
+    let pool = Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    pool.set_min_threads(1).unwrap();
+    let env = CallbackEnviron::new().with_pool(&pool);
+    let event = Event::auto_reset().unwrap();
+    let (wait, count) = counting_wait(&event, Some(&env));
+    wait.arm(Deadline::NEVER);
+    event.set().unwrap();
+    count.wait_for(1);
+    let slot = Mutex::new(Some(wait));
+    let (tx, rx) = mpsc::channel();
+    let work = Work::new_in(
+        move |_| {
+            drop(slot.lock().unwrap().take());
+            tx.send(()).unwrap();
+        },
+        &env,
+    )
+    .unwrap();
+    work.submit();
+    rx.recv_timeout(PATIENCE).expect("the settled wait's drop returned on the pool's only thread");
+    work.wait();
+}

@@ -150,15 +150,19 @@ impl IoCore {
     {
         // SAFETY: the block is owned by `op`; the OVERLAPPED is plain data.
         unsafe { (*op.block.as_ptr()).header.overlapped = OVERLAPPED::default() };
-        // Before the issue: from then on the completion may own the block.
-        // SAFETY: as above; the old value is dropped here, on the issuer.
-        unsafe { (*op.block.as_ptr()).header.parent = spans::Captured::current() };
         // SAFETY: as above; the reference is derived from the block's raw
         // pointer, so pointers `prepare` derives from it stay valid after.
         let x = match prepare(unsafe { &mut (*op.block.as_ptr()).payload }) {
             Ok(x) => x,
             Err(error) => return Err(SubmitError { error, payload: op }),
         };
+        // Before the block is registered and issued: until then `op` owns it
+        // alone, and the registry's lock orders this write before the
+        // completion's read. The field always holds a value (`NONE` from
+        // `Operation::new` or after a completion or a refused issue took it),
+        // which this assignment drops once.
+        // SAFETY: the block is owned by `op`; nothing else can reach it yet.
+        unsafe { (*op.block.as_ptr()).header.parent = spans::Captured::current() };
         let block = op.into_raw();
         let header = self.header();
         let _issuing = self.issuing.read().unwrap_or_else(|e| e.into_inner());
@@ -192,7 +196,12 @@ impl IoCore {
                 lock(&header.registry).remove(slot);
                 header.obligation.dispatched();
                 header.finish_one();
-                // SAFETY: no completion will arrive, so the block is ours again.
+                // No completion will run under it: the span is not kept
+                // open by an operation handed back to the caller.
+                // SAFETY: no completion will arrive and the entry is out of
+                // the registry, so the block is ours again.
+                unsafe { (*block.as_ptr()).header.parent = spans::Captured::NONE };
+                // SAFETY: as above.
                 Err(SubmitError { error, payload: unsafe { Operation::from_raw(block) } })
             }
         }
@@ -470,8 +479,9 @@ pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
     // this object whose completion is being delivered (the caller's
     // guarantee); removing it made the block ours alone.
     let type_id = unsafe { (*block).type_id };
-    // SAFETY: as above; taken so the span is released with the callback, not
-    // kept alive by a claimed block.
+    // SAFETY: as above. Taken out of the block: the callback span (entered
+    // below) holds its own reference to the parent, and a block the callback
+    // claims does not keep the parent open.
     let parent = unsafe { core::mem::take(&mut (*block).parent) };
     header.obligation.dispatched();
     let completion = IoCompletion {

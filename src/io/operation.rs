@@ -85,7 +85,8 @@ pub struct Operation<P: Send + 'static> {
 }
 
 // SAFETY: the block is owned; its `OVERLAPPED` is plain data (the event
-// handle in it is usable from any thread), so sending it is sending `P`.
+// handle in it is usable from any thread) and its captured span parent is
+// `Send + Sync` (asserted in `spans`), so sending it is sending `P`.
 unsafe impl<P: Send + 'static> Send for Operation<P> {}
 // SAFETY: shared access only reads the payload and the plain `OVERLAPPED`.
 unsafe impl<P: Send + Sync + 'static> Sync for Operation<P> {}

@@ -8,6 +8,8 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+#[cfg(feature = "test-hooks")]
+use std::sync::atomic::Ordering;
 
 use windows_sys::Win32::System::Threading::{
     PTP_CALLBACK_INSTANCE, TP_CALLBACK_ENVIRON_V3, TrySubmitThreadpoolCallback,
@@ -52,10 +54,16 @@ unsafe fn run<F: FnOnce() -> T + Send, T: Send>(h: NonNull<Header>) {
     let task = unsafe { h.cast::<Task<F, T>>().as_ref() };
     // On a pool thread or a waiter's: either way the task's own span.
     let header = &task.prefix.header;
-    let _span = spans::enter(Kind::Spawn, h.as_ptr().addr(), || header.parent.clone(), None);
     // SAFETY: the claim makes this thread the only one touching `f`.
     let f = unsafe { (*task.f.get()).take() };
-    let r = catch_unwind(AssertUnwindSafe(move || f.map(|f| f())));
+    // The span is entered and exited inside the unwind boundary: a
+    // subscriber may panic, and on a joiner's thread (a scope's or `join`'s
+    // waiter) nothing may unwind past `finish` while siblings still borrow
+    // the caller's stack. Its panic is the task's.
+    let r = catch_unwind(AssertUnwindSafe(move || {
+        let _span = spans::enter(Kind::Spawn, h.as_ptr().addr(), || header.parent.clone(), None);
+        f.map(|f| f())
+    }));
     // `f` is always there: a task is claimed once.
     let r = r.map(|r| r.unwrap_or_else(|| unreachable!("task claimed twice")));
     // SAFETY: this thread claimed the task, so it is its only runner, and
@@ -124,7 +132,7 @@ where
     // SAFETY: the trampoline is instantiated for the task's type and owns one
     // reference exactly when the submission succeeds; `env_ptr` is null or a
     // valid environment for the call.
-    if unsafe { TrySubmitThreadpoolCallback(Some(trampoline::<F, T>), p.cast(), env_ptr) } == 0 {
+    if unsafe { try_submit(Some(trampoline::<F, T>), p.cast(), env_ptr) } == 0 {
         let err = io::Error::last_os_error();
         // SAFETY: `p` came from `into_raw` and held `extra + 2` references,
         // which nobody else has seen: all are given back.
@@ -137,6 +145,41 @@ where
     }
     // SAFETY: from `Arc::into_raw`, never null.
     Ok(unsafe { NonNull::new_unchecked(p.cast::<Header>()) })
+}
+
+/// `TrySubmitThreadpoolCallback`; with the `test-hooks` feature, the
+/// submissions [`fail_next_submits`] asks for fail as the call does when out
+/// of memory, so the tests reach the failure path.
+///
+/// # Safety
+/// As for `TrySubmitThreadpoolCallback`.
+unsafe fn try_submit(
+    callback: windows_sys::Win32::System::Threading::PTP_SIMPLE_CALLBACK,
+    context: *mut c_void,
+    env: *const TP_CALLBACK_ENVIRON_V3,
+) -> windows_sys::core::BOOL {
+    #[cfg(feature = "test-hooks")]
+    if FAIL_SUBMITS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+        // SAFETY: no preconditions.
+        unsafe {
+            windows_sys::Win32::Foundation::SetLastError(windows_sys::Win32::Foundation::ERROR_NOT_ENOUGH_MEMORY)
+        };
+        return 0;
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { TrySubmitThreadpoolCallback(callback, context, env) }
+}
+
+/// Closure-task submissions still to fail (a test hook).
+#[cfg(feature = "test-hooks")]
+static FAIL_SUBMITS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Makes the next `n` closure-task submissions of this process fail with
+/// `ERROR_NOT_ENOUGH_MEMORY`. A test hook, not API.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub fn fail_next_submits(n: usize) {
+    FAIL_SUBMITS.store(n, Ordering::SeqCst);
 }
 
 /// A copy of the environment at `raw_env` (null: none) that names no cleanup

@@ -210,16 +210,16 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     // SAFETY: the vtable's functions are those of `AsyncTask<F>`.
     let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(p.cast(), &AsyncTask::<F>::WAKER)) });
     let header = &task.prefix.header;
-    let span = spans::enter(Kind::Task, p.addr(), || header.parent.clone(), None);
     let polled = catch_unwind(AssertUnwindSafe(|| {
+        // The span covers the poll, inside the unwind boundary: a subscriber
+        // that panics completes the task with its panic, as a poll would.
+        let _span = spans::enter(Kind::Task, p.addr(), || header.parent.clone(), None);
         // SAFETY: only the callback that moved the task to `POLLING` touches
         // the future, and the block never moves, so pinning it is sound.
         let fut = unsafe { (*task.future.get()).as_mut() }.expect("a task is polled only until it completes");
         // SAFETY: as above.
         unsafe { Pin::new_unchecked(fut) }.poll(&mut Context::from_waker(&waker))
     }));
-    // The span covers the poll, not what follows it on this thread.
-    drop(span);
     let result = match polled {
         Ok(Poll::Pending) => {
             if task.sched.compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {

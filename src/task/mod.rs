@@ -178,6 +178,9 @@ mod header;
 mod parallel;
 mod scoped;
 
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub use blocking::fail_next_submits;
 pub use blocking::{spawn_blocking, spawn_blocking_in, try_spawn_blocking, try_spawn_blocking_in};
 pub use current_thread::block_on;
 pub use future::{spawn, spawn_in, try_spawn, try_spawn_in};

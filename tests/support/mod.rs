@@ -429,4 +429,22 @@ pub fn cancel_racing_a_drain(
             _ => "the cancellation",
         }
     );
+/// In a `traced_child` scenario tracing `pool`: the thread (as the dump
+/// prints it) that recorded the first pool close, once one is recorded.
+/// Panics after [`PATIENCE`] without one.
+#[cfg(feature = "trace")]
+pub fn pool_closer() -> String {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let dump = windows_threadpool::trace::dump();
+        let row = dump.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2..4) == Some(&["pool", "closed"][..])).then(|| f[1].to_string())
+        });
+        if let Some(t) = row {
+            return t;
+        }
+        assert!(std::time::Instant::now() < deadline, "the pool was never closed:\n{dump}");
+        std::thread::yield_now();
+    }
 }

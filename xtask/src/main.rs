@@ -87,7 +87,7 @@ fn main() -> ExitCode {
                  \n  trace-view DUMP [-o OUT.html]: one self-contained HTML timeline from a trace dump (text or Chrome JSON);\
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\
                  \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
-                 \n  mutants    mutation testing per module (--module NAME, --shard k/n, --timeout S; --report rewrites docs/mutants.md)\
+                 \n  mutants    mutation testing per module (--module NAME, --shard k/n, --timeout S, --iterate: only what the last run missed; --report rewrites docs/mutants.md)\
                  \n\n--target: on Windows, test that target natively instead of the host's";
             if asked {
                 println!("{usage}");
