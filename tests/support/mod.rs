@@ -429,6 +429,8 @@ pub fn cancel_racing_a_drain(
             _ => "the cancellation",
         }
     );
+}
+
 /// In a `traced_child` scenario tracing `pool`: the thread (as the dump
 /// prints it) that recorded the first pool close, once one is recorded.
 /// Panics after [`PATIENCE`] without one.
