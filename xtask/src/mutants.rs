@@ -216,9 +216,13 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn read(dir: &Path) -> Option<Self> {
+        // Each mutant once: a list can name one twice (seen in heal's missed.txt).
         let lines = |f: &str| -> Option<Vec<String>> {
             let text = std::fs::read_to_string(dir.join("mutants.out").join(f)).ok()?;
-            Some(text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
+            let mut v: Vec<String> = text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
+            v.sort();
+            v.dedup();
+            Some(v)
         };
         // An `--iterate` run keeps the earlier runs' caught mutants apart.
         let mut caught = lines("caught.txt")?;
@@ -376,7 +380,7 @@ mod tests {
         for (f, text) in [
             ("caught.txt", "new\n"),
             ("previously_caught.txt", "old\nnew\n"),
-            ("missed.txt", "m\n"),
+            ("missed.txt", "m\nm\n"),
             ("timeout.txt", ""),
             ("unviable.txt", "u\n"),
         ] {
