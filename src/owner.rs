@@ -97,9 +97,10 @@ pub(crate) trait Released: Lifecycle {
     fn free(self);
 }
 
-/// Serialises an object's cancelling drains with its other drains: a
-/// cancellation (`WaitFor*Callbacks(.., TRUE)`) holds it exclusively, every
-/// other drain shared. Each kind's [`Lifecycle::drain`] goes through it.
+/// Under Wine, serialises an object's cancelling drains with its other
+/// drains: a cancellation (`WaitFor*Callbacks(.., TRUE)`) holds it
+/// exclusively, every other drain shared. Each kind's [`Lifecycle::drain`]
+/// goes through it; on Windows it does nothing.
 ///
 /// Under Wine 8 a cancellation discards the queued callbacks without waking
 /// a drain that another thread is blocked in on them (`tp_object_cancel`
@@ -109,12 +110,18 @@ pub(crate) trait Released: Lifecycle {
 /// again (docs/wine.md; a `cancel_pending` racing a `stop_and_drain` hung
 /// the timer lifecycle model). Serialised, a cancellation comes either
 /// before a drain, which then finds nothing queued, or after it, once the
-/// callbacks it waited for have run. The cost: a cancellation waits for the
-/// drains already in progress, and a drain that starts meanwhile waits for
-/// the cancellation (which waits only for callbacks already running). No
-/// callback takes the lock, and a drain cannot be issued from the object's
-/// own callback, so it adds no cycle. Taken on Windows too, where the race
-/// is not measured: one uncontended lock per drain.
+/// callbacks it waited for have run.
+///
+/// The price, Wine only: a cancellation that meets a drain already in
+/// progress waits for that drain, and so for the object's queued callbacks,
+/// not only its running ones. A `cancel_pending` issued from another
+/// object's callback on a pool with no other free thread, or while holding a
+/// lock the object's callbacks take, can then deadlock, where without the
+/// drain in progress it would not (documented on `cancel_pending`). Only a
+/// system call runs under the lock, no callback takes it, and a drain is
+/// never issued from the object's own callback, so the lock alone closes no
+/// cycle. On Windows the race has not been measured, so nothing is
+/// serialised there and a cancellation keeps its documented behaviour.
 #[derive(Default)]
 pub(crate) struct DrainLock(RwLock<()>);
 
@@ -123,8 +130,12 @@ impl DrainLock {
         Self(RwLock::new(()))
     }
 
-    /// Runs the drain `f`, a cancelling one if `cancel`, under the lock.
+    /// Runs the drain `f`, a cancelling one if `cancel`: under the lock
+    /// under Wine, as it is on Windows.
     pub(crate) fn drain<R>(&self, cancel: bool, f: impl FnOnce() -> R) -> R {
+        if !crate::sys::on_wine() {
+            return f();
+        }
         // Nothing panics while it is held (a drain is a system call and
         // bookkeeping); recover rather than add a panic path.
         if cancel {

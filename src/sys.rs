@@ -127,6 +127,12 @@ pub(crate) fn set_wait_ex() -> Option<SetWaitExFn> {
     })
 }
 
+/// Whether this process runs under Wine (ntdll exports `wine_get_version`).
+pub(crate) fn on_wine() -> bool {
+    static WINE: OnceLock<bool> = OnceLock::new();
+    *WINE.get_or_init(|| system_export(SystemDll::Ntdll, c"wine_get_version").is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -469,7 +469,7 @@ pub(crate) struct TimerCore {
     owner: &'static str,
     /// A periodic timer's period.
     period: Option<Period>,
-    /// Serialises a cancelling drain with the others (see [`DrainLock`]).
+    /// Under Wine, serialises a cancelling drain with the others (see [`DrainLock`]).
     drains: DrainLock,
 }
 
@@ -894,10 +894,13 @@ impl TimerObject {
     /// running one (`WaitForThreadpoolTimerCallbacks(.., TRUE)`). The timer
     /// stays armed: a future due time still fires.
     ///
-    /// One that races a drain of the same object on another thread (`wait`,
-    /// `stop_and_drain`, another cancellation) waits for it to return first;
-    /// under Wine 8 the raw cancellation would leave that drain blocked (see
-    /// `docs/wine.md`).
+    /// Under Wine, one that races a drain of the same object on another
+    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
+    /// drain to return first, since Wine 8's raw cancellation would leave it
+    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
+    /// drain waits for, queued ones included, so issued from a callback on a
+    /// pool with no other free thread it can deadlock. On Windows it waits
+    /// only for running callbacks.
     ///
     /// # Panics
     /// If called from this timer's own callback: it would wait for itself.

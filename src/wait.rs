@@ -92,7 +92,7 @@ use core::time::Duration;
 use std::io;
 use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, IntoRawHandle, OwnedHandle};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use windows_sys::Win32::Foundation::{DuplicateHandle, FILETIME, HANDLE, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{
@@ -530,12 +530,6 @@ fn duplicate_synchronize(handle: BorrowedHandle<'_>) -> io::Result<OwnedHandle> 
     Ok(unsafe { OwnedHandle::from_raw_handle(out) })
 }
 
-/// Whether this process runs under Wine (ntdll exports `wine_get_version`).
-fn on_wine() -> bool {
-    static WINE: OnceLock<bool> = OnceLock::new();
-    *WINE.get_or_init(|| sys::system_export(sys::SystemDll::Ntdll, c"wine_get_version").is_some())
-}
-
 /// How an activation came about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitResult {
@@ -717,7 +711,7 @@ pub(crate) struct WaitCore {
     /// meets another stop's disarm or a cancellation of its activation.
     /// Callbacks never take it.
     stopping: Mutex<()>,
-    /// Serialises a cancelling drain with the others, `wait` among them
+    /// Under Wine, serialises a cancelling drain with the others, `wait` among them
     /// (see [`DrainLock`]); `stopping` already orders it with stops.
     drains: DrainLock,
     /// This wait's claim on its pool's self-heal registry entry.
@@ -818,7 +812,7 @@ impl WaitCore {
         let h = self.header();
         let flush = h.arming.begin_stop(|state| {
             let _ = self.set_null();
-            on_wine() && state.armings > h.activations.load(Ordering::SeqCst)
+            sys::on_wine() && state.armings > h.activations.load(Ordering::SeqCst)
         });
         trace_record!("wait", "suppress-and-disarm", self.raw, flush);
         flush
@@ -1112,10 +1106,13 @@ impl WaitObject {
     /// self-heal repair that `try_cancel_pending` schedules. It does not
     /// disarm.
     ///
-    /// One that races a drain of the same object on another thread (`wait`,
-    /// `stop_and_drain`, another cancellation) waits for it to return first;
-    /// under Wine 8 the raw cancellation would leave that drain blocked (see
-    /// `docs/wine.md`).
+    /// Under Wine, one that races a drain of the same object on another
+    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
+    /// drain to return first, since Wine 8's raw cancellation would leave it
+    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
+    /// drain waits for, queued ones included, so issued from a callback on a
+    /// pool with no other free thread it can deadlock. On Windows it waits
+    /// only for running callbacks.
     ///
     /// # Liveness
     /// On Windows a cancelled wait callback can leave the wait's pool with no
@@ -1137,10 +1134,13 @@ impl WaitObject {
     /// 250 ms; see `docs/self-heal.md`). It does not disarm. Requires the
     /// default `self-heal` feature.
     ///
-    /// One that races a drain of the same object on another thread (`wait`,
-    /// `stop_and_drain`, another cancellation) waits for it to return first;
-    /// under Wine 8 the raw cancellation would leave that drain blocked (see
-    /// `docs/wine.md`).
+    /// Under Wine, one that races a drain of the same object on another
+    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
+    /// drain to return first, since Wine 8's raw cancellation would leave it
+    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
+    /// drain waits for, queued ones included, so issued from a callback on a
+    /// pool with no other free thread it can deadlock. On Windows it waits
+    /// only for running callbacks.
     ///
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.

@@ -86,7 +86,7 @@ pub(crate) struct WorkCore {
     pool: PoolRef,
     /// The public type owning it, for reports and panics.
     owner: &'static str,
-    /// Serialises a cancelling drain with the others (see [`DrainLock`]).
+    /// Under Wine, serialises a cancelling drain with the others (see [`DrainLock`]).
     drains: DrainLock,
 }
 
@@ -307,10 +307,13 @@ impl WorkObject {
     /// Discards queued invocations that have not started and waits for the
     /// running ones (`WaitForThreadpoolWorkCallbacks(.., TRUE)`).
     ///
-    /// One that races a drain of the same object on another thread (`wait`,
-    /// `stop_and_drain`, another cancellation) waits for it to return first;
-    /// under Wine 8 the raw cancellation would leave that drain blocked (see
-    /// `docs/wine.md`).
+    /// Under Wine, one that races a drain of the same object on another
+    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
+    /// drain to return first, since Wine 8's raw cancellation would leave it
+    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
+    /// drain waits for, queued ones included, so issued from a callback on a
+    /// pool with no other free thread it can deadlock. On Windows it waits
+    /// only for running callbacks.
     ///
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.

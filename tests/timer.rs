@@ -394,9 +394,8 @@ fn cancel_pending_racing_a_drain_strands_neither() {
 #[test]
 fn raw_cancel_racing_a_wait_strands_it_on_wine() {
     use windows_sys::Win32::System::Threading::WaitForThreadpoolTimerCallbacks;
+    // A pool object handle (an integer in windows-sys) may be used from any thread.
     struct Raw(windows_sys::Win32::System::Threading::PTP_TIMER);
-    // SAFETY: a pool object handle may be used from any thread.
-    unsafe impl Sync for Raw {}
     let mut outcomes = Vec::new();
     for _ in 0..5 {
         let held = support::held_pool();

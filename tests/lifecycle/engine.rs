@@ -422,6 +422,14 @@ impl Probe {
         self.check(what);
     }
 
+    /// Before handing an object brought to rest (by a drain no other thread
+    /// raced) to its own callback: that drain is a fence, and exactly one
+    /// more callback must run before its context is freed.
+    pub fn rested_for_one_more(&self) {
+        self.drained(true);
+        self.expect_runs.store(self.runs() + 1, SeqCst);
+    }
+
     /// Hands `obj` to its own callback, which drops it ([`Self::take_self`]):
     /// `trigger` (which makes the callback run) is called with the hand-over
     /// slot locked, so the callback finds the object there.
@@ -480,6 +488,14 @@ pub fn tear_down(f: impl FnOnce()) {
 }
 
 // ---- slots -----------------------------------------------------------------
+
+/// A model's object as the engine's slot helpers handle it.
+pub trait Owned {
+    fn probe(&self) -> &Arc<Probe>;
+    /// Drops the owner on this thread, checking what a drop must; returns
+    /// the object's probe.
+    fn drop_owner(self) -> Arc<Probe>;
+}
 
 /// A model's objects: each slot holds an object and its probe. Operations
 /// that use an object take the read lock; a drop takes the write lock, so
@@ -558,5 +574,30 @@ impl<T> Slots<T> {
     /// Takes every object out (for the final teardown).
     pub fn drain_all(&self) -> Vec<T> {
         self.slots.iter().filter_map(|s| s.write().unwrap_or_else(|e| e.into_inner()).take()).collect()
+    }
+}
+
+impl<T: Owned> Slots<T> {
+    /// `Drop`: drops the object in `slot` (if any) from this thread.
+    pub fn drop_slot(&self, slot: usize) {
+        if let Some(o) = self.take(slot) {
+            let probe = o.drop_owner();
+            self.retire(&probe, false);
+        }
+    }
+
+    /// The end of a case: drops every object left and checks every probe.
+    #[track_caller]
+    pub fn finish(&self, model: &str) {
+        for o in self.drain_all() {
+            let probe = o.drop_owner();
+            self.retire(&probe, false);
+        }
+        self.check_retired(&format!("{model} (final)"));
+    }
+
+    /// Callbacks started so far, per slot (0 for an empty one).
+    pub fn runs(&self) -> Vec<usize> {
+        (0..SLOTS).map(|s| self.with(s, |o| o.probe().runs()).unwrap_or(0)).collect()
     }
 }

@@ -14,9 +14,10 @@
 //! (draining), `close_members_cancelling` (discards queued callbacks, then
 //! self-heal), and dropping the group for a new one.
 //!
-//! Invariants, besides the engine's ([`Probe`]): no member callback starts
-//! after the release that took its member returned, and each member's
-//! context is freed exactly once, by that release; a work member's
+//! Invariants, besides the engine's ([`Probe`]): each member's context is
+//! freed exactly once, by the release that took it (checked as that release
+//! returns; a callback starting after it would also be caught by its probe,
+//! but the probes are checked right away, so that check is a weak one); a work member's
 //! submissions all run by a draining release (or by a `wait` or
 //! `stop_and_drain` no other thread raced) and never more than submitted; a
 //! timer's or wait's callbacks never outnumber its armings; at the end,
@@ -206,7 +207,12 @@ impl<'g> Member<'g> {
                 match object {
                     Object::Work(w) => w.cancel_pending(),
                     Object::Timer(t) => t.cancel_pending(),
-                    // A wait has no queue of its own to cancel.
+                    #[cfg(feature = "self-heal")]
+                    Object::Wait(w) => w.try_cancel_pending(),
+                    // Without self-heal only the unhealed cancellation
+                    // exists, which may leave a Windows pool without a
+                    // worker: not in a random sequence.
+                    #[cfg(not(feature = "self-heal"))]
                     Object::Wait(_) => {}
                 }
             }
@@ -306,15 +312,21 @@ fn start_the_healer() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     #[cfg(feature = "self-heal")]
     STARTED.call_once(|| {
+        let contexts = windows_threadpool::live_contexts();
         let mut group = CleanupGroup::new().expect("CleanupGroup::new");
         drop(group.create_work(|_| {}).expect("create_work"));
         group.close_members_cancelling();
         assert!(windows_threadpool::heal::testing::healer_running());
         // The default pool's entry (and its repair object) retires once the
         // repair has run: not part of any case either.
+        // Its repair object is freed just after the entry leaves the
+        // registry: wait for the count too (the healer's timer stays).
         engine::wait_until(
             || "the warm-up's self-heal entry to retire".into(),
-            || windows_threadpool::heal::testing::entry(0).is_none(),
+            || {
+                windows_threadpool::heal::testing::entry(0).is_none()
+                    && windows_threadpool::live_contexts() == contexts + 1
+            },
         );
     });
 }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 use windows_threadpool::io::{Io, OperationId, pipe_pair};
 
-use crate::engine::{self, Model, Probe, Slots, Step, tear_down};
+use crate::engine::{self, Model, Owned, Probe, Slots, Step, tear_down};
 
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -87,6 +87,12 @@ impl Obj {
         assert_eq!(runs, issued, "{what}: completions vs issued reads");
         assert_eq!(self.reader.outstanding(), 0, "{what}: operations outstanding after a run-down");
     }
+}
+
+impl Owned for Obj {
+    fn probe(&self) -> &Arc<Probe> {
+        &self.probe
+    }
 
     fn drop_owner(self) -> Arc<Probe> {
         let Self { reader, writer, probe, issued, .. } = self;
@@ -149,18 +155,12 @@ impl Model for IoModel {
                     }
                 });
             }
-            Op::Drop(_) => {
-                if let Some(o) = self.slots.take(slot) {
-                    let probe = o.drop_owner();
-                    self.slots.retire(&probe, false);
-                }
-            }
+            Op::Drop(_) => self.slots.drop_slot(slot),
             Op::DropFromCallback(_) => {
                 if let Some(o) = self.slots.take(slot) {
                     o.reader.run_down();
-                    o.probe.drained(true);
                     o.reconcile(&format!("io slot {slot} (before a drop from the callback)"));
-                    o.probe.expect_runs.store(o.probe.runs() + 1, SeqCst);
+                    o.probe.rested_for_one_more();
                     let probe = Arc::clone(&o.probe);
                     self.slots.retire(&probe, true);
                     let Obj { reader, writer, .. } = o;
@@ -190,11 +190,7 @@ impl Model for IoModel {
     }
 
     fn finish(&self) {
-        for o in self.slots.drain_all() {
-            let probe = o.drop_owner();
-            self.slots.retire(&probe, false);
-        }
-        self.slots.check_retired("io (final)");
+        self.slots.finish("io");
     }
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use windows_threadpool::PeriodicTimer;
 
-use crate::engine::{self, Model, Probe, Slots, Step, tear_down};
+use crate::engine::{self, Model, Owned, Probe, Slots, Step, tear_down};
 use crate::timer::{Due, due};
 
 #[derive(Debug, Clone)]
@@ -76,6 +76,12 @@ impl Obj {
         })
         .expect("PeriodicTimer::new");
         Self { timer, probe, disarm_next }
+    }
+}
+
+impl Owned for Obj {
+    fn probe(&self) -> &Arc<Probe> {
+        &self.probe
     }
 
     fn drop_owner(self) -> Arc<Probe> {
@@ -137,12 +143,7 @@ impl Model for PeriodicModel {
                     o.probe.drained(alone);
                 });
             }
-            Op::Drop(_) => {
-                if let Some(o) = self.slots.take(slot) {
-                    let probe = o.drop_owner();
-                    self.slots.retire(&probe, false);
-                }
-            }
+            Op::Drop(_) => self.slots.drop_slot(slot),
             Op::DropFromCallback(_) => {
                 if let Some(o) = self.slots.take(slot) {
                     o.timer.stop_and_drain();
@@ -156,11 +157,7 @@ impl Model for PeriodicModel {
     }
 
     fn before_step(&self, _step: &Step<Op>) {
-        let mut before = self.before.lock().unwrap();
-        before.clear();
-        for s in 0..engine::SLOTS {
-            before.push(self.slots.with(s, |o| o.probe.runs()).unwrap_or(0));
-        }
+        *self.before.lock().unwrap() = self.slots.runs();
     }
 
     fn after_step(&self, step: &Step<Op>) {
@@ -183,11 +180,7 @@ impl Model for PeriodicModel {
     }
 
     fn finish(&self) {
-        for o in self.slots.drain_all() {
-            let probe = o.drop_owner();
-            self.slots.retire(&probe, false);
-        }
-        self.slots.check_retired("periodic (final)");
+        self.slots.finish("periodic");
     }
 }
 

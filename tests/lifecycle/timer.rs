@@ -28,7 +28,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use windows_threadpool::Timer;
 
-use crate::engine::{self, Model, Probe, Slots, Step, tear_down};
+use crate::engine::{self, Model, Owned, Probe, Slots, Step, tear_down};
 
 #[derive(Debug, Clone, Copy)]
 pub enum Due {
@@ -127,6 +127,12 @@ impl Obj {
         }
         self.probe.arming(|| self.timer.arm(due.duration()));
     }
+}
+
+impl Owned for Obj {
+    fn probe(&self) -> &Arc<Probe> {
+        &self.probe
+    }
 
     fn drop_owner(self) -> Arc<Probe> {
         let Self { timer, probe, .. } = self;
@@ -195,21 +201,15 @@ impl Model for TimerModel {
                     o.probe.drained(alone);
                 });
             }
-            Op::Drop(_) => {
-                if let Some(o) = self.slots.take(slot) {
-                    let probe = o.drop_owner();
-                    self.slots.retire(&probe, false);
-                }
-            }
+            Op::Drop(_) => self.slots.drop_slot(slot),
             Op::DropFromCallback(_) => {
                 if let Some(o) = self.slots.take(slot) {
                     // Bring it to rest so that the one firing below is all
                     // that is left (nothing owed when the callback drops it).
                     o.timer.stop_and_drain();
-                    o.probe.drained(true);
                     o.acct.budget.store(0, SeqCst);
                     o.acct.deliverable.fetch_add(1, SeqCst);
-                    o.probe.expect_runs.store(o.probe.runs() + 1, SeqCst);
+                    o.probe.rested_for_one_more();
                     let probe = Arc::clone(&o.probe);
                     self.slots.retire(&probe, true);
                     probe.hand_to_callback(o.timer, |t| probe.arming(|| t.arm(Duration::ZERO)));
@@ -219,11 +219,7 @@ impl Model for TimerModel {
     }
 
     fn before_step(&self, _step: &Step<Op>) {
-        let mut before = self.before.lock().unwrap();
-        before.clear();
-        for s in 0..engine::SLOTS {
-            before.push(self.slots.with(s, |o| o.probe.runs()).unwrap_or(0));
-        }
+        *self.before.lock().unwrap() = self.slots.runs();
     }
 
     fn after_step(&self, step: &Step<Op>) {
@@ -258,11 +254,7 @@ impl Model for TimerModel {
     }
 
     fn finish(&self) {
-        for o in self.slots.drain_all() {
-            let probe = o.drop_owner();
-            self.slots.retire(&probe, false);
-        }
-        self.slots.check_retired("timer (final)");
+        self.slots.finish("timer");
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use proptest::prelude::*;
 use windows_threadpool::Work;
 
-use crate::engine::{self, Model, Probe, Slots, Step, tear_down};
+use crate::engine::{self, Model, Owned, Probe, Slots, Step, tear_down};
 
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -98,6 +98,12 @@ impl Obj {
             self.work.submit();
         });
     }
+}
+
+impl Owned for Obj {
+    fn probe(&self) -> &Arc<Probe> {
+        &self.probe
+    }
 
     /// Drops the work object from this thread; a drop drains and excludes
     /// every other operation, so it reconciles.
@@ -155,21 +161,15 @@ impl Model for WorkModel {
                     o.work.cancel_pending();
                 });
             }
-            Op::Drop(_) => {
-                if let Some(o) = self.slots.take(slot) {
-                    let probe = o.drop_owner();
-                    self.slots.retire(&probe, false);
-                }
-            }
+            Op::Drop(_) => self.slots.drop_slot(slot),
             Op::DropFromCallback(_) => {
                 if let Some(o) = self.slots.take(slot) {
                     // Nothing else may be owed when the callback drops it
                     // (with `fail-fast` that would abort in the handed-off
                     // teardown): drain first, then one submission.
                     o.work.stop_and_drain();
-                    o.probe.drained(true);
                     o.acct.reconcile(&o.probe);
-                    o.probe.expect_runs.store(o.probe.runs() + 1, SeqCst);
+                    o.probe.rested_for_one_more();
                     let probe = Arc::clone(&o.probe);
                     self.slots.retire(&probe, true);
                     probe.hand_to_callback(o.work, |w| probe.arming(|| w.submit()));
@@ -187,11 +187,7 @@ impl Model for WorkModel {
     }
 
     fn finish(&self) {
-        for o in self.slots.drain_all() {
-            let probe = o.drop_owner();
-            self.slots.retire(&probe, false);
-        }
-        self.slots.check_retired("work (final)");
+        self.slots.finish("work");
     }
 }
 

@@ -213,19 +213,24 @@ fn raw_io_cycle() {
     let (server, client) = pipe_pair().unwrap();
     let (s, c) = (server.into_owned().into_raw_handle(), client.into_owned().into_raw_handle());
     let (tx, rx) = mpsc::channel::<()>();
-    // SAFETY: both handles are open and overlapped; `tx` outlives the read's
-    // I/O object (drained and closed before it is dropped); the buffers and
-    // OVERLAPPEDs outlive their operations (completed, then drained).
+    let (wtx, wrx) = mpsc::channel::<()>();
+    // SAFETY: both handles are open and overlapped; the senders outlive their
+    // I/O objects (drained and closed before they are dropped); the buffers
+    // and OVERLAPPEDs outlive their operations: both completions are awaited
+    // (and a panic before that aborts rather than unwind past them).
     unsafe {
         let read = raw::io(s, Some(raw::send_completion), (&raw const tx).cast_mut().cast());
-        let write = raw::io(c, Some(raw::ignore_completion), core::ptr::null_mut());
+        let write = raw::io(c, Some(raw::send_completion), (&raw const wtx).cast_mut().cast());
         let (mut rov, mut wov) = (raw::overlapped(), raw::overlapped());
         let (mut rbuf, wbuf) = ([0u8; 1], [1u8; 1]);
+        let pending = raw::AbortOnUnwind;
         raw::start_read(read, s, &mut rbuf, &mut rov);
         raw::start_write(write, c, &wbuf, &mut wov);
-        recv(&rx, "raw io");
+        recv(&rx, "raw io read");
+        recv(&wrx, "raw io write");
         raw::close(write, c);
         raw::close(read, s);
+        core::mem::forget(pending);
     }
 }
 
@@ -254,9 +259,11 @@ fn raw_file_read_cycle() {
         let io = raw::io(f, Some(raw::send_completion), (&raw const tx).cast_mut().cast());
         let mut ov = raw::overlapped();
         let mut buf = [0u8; 4];
+        let pending = raw::AbortOnUnwind;
         raw::start_read(io, f, &mut buf, &mut ov);
         recv(&rx, "raw file read");
         raw::close(io, f);
+        core::mem::forget(pending);
         assert_eq!(&buf, b"leak");
     }
 }
@@ -287,14 +294,15 @@ mod raw {
         let _ = tx.send(());
     }
 
-    pub unsafe extern "system" fn ignore_completion(
-        _: PTP_CALLBACK_INSTANCE,
-        _: *mut c_void,
-        _: *mut c_void,
-        _: u32,
-        _: usize,
-        _: PTP_IO,
-    ) {
+    /// Held while an operation on stack memory may still complete: a panic
+    /// then aborts, since unwinding would free that memory under the I/O.
+    pub struct AbortOnUnwind;
+
+    impl Drop for AbortOnUnwind {
+        fn drop(&mut self) {
+            eprintln!("a raw leak baseline failed with I/O outstanding on its stack; aborting");
+            std::process::abort();
+        }
     }
 
     pub fn overlapped() -> OVERLAPPED {

@@ -413,7 +413,13 @@ pub fn cancel_racing_a_drain(
         if stranded != (false, false) {
             // Repeated: a callback that runs before a stranded waiter went
             // back to sleep would not be enough on its own.
+            let give_up = Instant::now() + PATIENCE;
             while !(drained.load(SeqCst) && cancelled.load(SeqCst)) {
+                if Instant::now() > give_up {
+                    // The threads cannot be joined: end the process, saying why.
+                    eprintln!("cancel_racing_a_drain: {stranded:?} (drain, cancel) still blocked after a rescue");
+                    std::process::exit(101);
+                }
                 rescue();
                 std::thread::sleep(Duration::from_millis(10));
             }
