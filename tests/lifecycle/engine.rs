@@ -596,6 +596,18 @@ impl<T: Owned> Slots<T> {
         self.check_retired(&format!("{model} (final)"));
     }
 
+    /// After a step: waits until the object in `slot` (if any) has started
+    /// `want` callbacks more than `before`; `what` names them for the failure.
+    #[track_caller]
+    pub fn await_runs(&self, slot: usize, before: usize, want: usize, what: &str) {
+        self.with(slot, |o| {
+            wait_until(
+                || format!("slot {slot}: {want} {what} (saw {})", o.probe().runs() - before),
+                || o.probe().runs() >= before + want,
+            )
+        });
+    }
+
     /// Callbacks started so far, per slot (0 for an empty one).
     pub fn runs(&self) -> Vec<usize> {
         (0..SLOTS).map(|s| self.with(s, |o| o.probe().runs()).unwrap_or(0)).collect()

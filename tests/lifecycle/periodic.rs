@@ -167,12 +167,7 @@ impl Model for PeriodicModel {
             if let [Op::Arm(_, due)] = mine.as_slice()
                 && due.within_case()
             {
-                self.slots.with(slot, |o| {
-                    engine::wait_until(
-                        || format!("periodic slot {slot}: a tick after {mine:?}"),
-                        || o.probe.runs() > runs_before,
-                    )
-                });
+                self.slots.await_runs(slot, runs_before, 1, &format!("periodic tick after {mine:?}"));
             }
         }
         self.slots.each(|i, o| o.probe.check(&format!("periodic slot {i}")));

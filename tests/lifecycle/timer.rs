@@ -232,17 +232,7 @@ impl Model for TimerModel {
                 _ => 0,
             };
             if want > 0 {
-                self.slots.with(slot, |o| {
-                    engine::wait_until(
-                        || {
-                            format!(
-                                "timer slot {slot}: {want} firings after {mine:?} (saw {})",
-                                o.probe.runs() - runs_before
-                            )
-                        },
-                        || o.probe.runs() >= runs_before + want,
-                    )
-                });
+                self.slots.await_runs(slot, runs_before, want, &format!("timer firings after {mine:?}"));
             }
         }
         self.slots.each(|i, o| {
