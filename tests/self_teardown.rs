@@ -110,6 +110,22 @@ fn assert_freed_once_in_child(out: &support::ChildOutcome, freed: &str) {
     assert!(out.stderr.contains(freed), "{out:#?}");
 }
 
+/// The outcome of a child whose teardown owed a drain of `type_name`: with
+/// `fail-fast` the report (a panic where no unwind may pass, so an abort);
+/// without it, a normal end.
+#[track_caller]
+fn assert_owed_drain_reported(out: &support::ChildOutcome, type_name: &str) {
+    if cfg!(feature = "fail-fast") {
+        support::assert_panicked_and_aborted(
+            out,
+            support::AbortKind::CannotUnwind,
+            &format!("{type_name} was torn down with a drain still owed"),
+        );
+    } else {
+        out.assert_completed();
+    }
+}
+
 /// In a child process whose scenario should end in an abort: gives the abort
 /// time to come, then returns (and the child exits normally, which fails the
 /// parent).
@@ -212,15 +228,7 @@ fn work_on_a_one_thread_pool_dropped_with_submissions_queued() {
         }
     });
     assert_freed_once_in_child(&out, "self-teardown: captured state freed after 3 callbacks returned");
-    if cfg!(feature = "fail-fast") {
-        support::assert_panicked_and_aborted(
-            &out,
-            support::AbortKind::CannotUnwind,
-            "Work was torn down with a drain still owed",
-        );
-    } else {
-        out.assert_completed();
-    }
+    assert_owed_drain_reported(&out, "Work");
 }
 
 /// The firing also asks to be re-armed; the drop refuses that re-arm, so the
@@ -323,15 +331,7 @@ fn one_shot_timer_armed_elsewhere_then_dropped_from_its_firing() {
         }
     });
     assert_freed_once_in_child(&out, "self-teardown: captured state freed after");
-    if cfg!(feature = "fail-fast") {
-        support::assert_panicked_and_aborted(
-            &out,
-            support::AbortKind::CannotUnwind,
-            "Timer was torn down with a drain still owed",
-        );
-    } else {
-        out.assert_completed();
-    }
+    assert_owed_drain_reported(&out, "Timer");
 }
 
 /// A tick drops its running timer without stopping it first: the teardown
@@ -355,15 +355,7 @@ fn periodic_timer_dropped_running_from_a_tick() {
         }
     });
     assert_freed_once_in_child(&out, "self-teardown: captured state freed after");
-    if cfg!(feature = "fail-fast") {
-        support::assert_panicked_and_aborted(
-            &out,
-            support::AbortKind::CannotUnwind,
-            "PeriodicTimer was torn down with a drain still owed",
-        );
-    } else {
-        out.assert_completed();
-    }
+    assert_owed_drain_reported(&out, "PeriodicTimer");
 }
 
 /// After the drop, the activation's re-arm is refused: the wait is torn down.
@@ -449,15 +441,7 @@ fn io_on_a_one_thread_pool_dropped_with_a_read_outstanding() {
         }
     });
     assert_freed_once_in_child(&out, "self-teardown: captured state freed after 2 callbacks returned");
-    if cfg!(feature = "fail-fast") {
-        support::assert_panicked_and_aborted(
-            &out,
-            support::AbortKind::CannotUnwind,
-            "Io was torn down with a drain still owed",
-        );
-    } else {
-        out.assert_completed();
-    }
+    assert_owed_drain_reported(&out, "Io");
 }
 
 /// A member's callback drops the group: the release, which waits for that
