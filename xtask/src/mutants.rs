@@ -205,6 +205,9 @@ fn out_root() -> PathBuf {
     setup::layout().map(|l| l.target_dir.join("mutants")).unwrap_or_else(|_| workspace_root().join("target/mutants"))
 }
 
+/// Every unviable mutant of a module's runs so far (see [`Outcome::read`]).
+const UNVIABLE_ALL: &str = "unviable-all.txt";
+
 /// What cargo-mutants recorded for a module.
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {
@@ -217,24 +220,37 @@ pub struct Outcome {
 impl Outcome {
     pub fn read(dir: &Path) -> Option<Self> {
         // Each mutant once: a list can name one twice (seen in heal's missed.txt).
-        let lines = |f: &str| -> Option<Vec<String>> {
-            let text = std::fs::read_to_string(dir.join("mutants.out").join(f)).ok()?;
+        let file = |path: PathBuf| -> Option<Vec<String>> {
+            let text = std::fs::read_to_string(path).ok()?;
             let mut v: Vec<String> = text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
             v.sort();
             v.dedup();
             Some(v)
         };
-        // An `--iterate` run keeps the earlier runs' caught mutants apart.
+        let lines = |f: &str| file(dir.join("mutants.out").join(f));
+        // An `--iterate` run lists the earlier runs' caught *and unviable*
+        // mutants together in `previously_caught.txt`, and its own
+        // `unviable.txt` only the new ones: the unviable ones are known from
+        // the run before (`mutants.out.old`) and from what this command kept
+        // of earlier iterations (`unviable-all.txt`).
+        let mut unviable = lines("unviable.txt")?;
+        unviable.extend(file(dir.join("mutants.out.old").join("unviable.txt")).unwrap_or_default());
+        unviable.extend(file(dir.join(UNVIABLE_ALL)).unwrap_or_default());
+        unviable.sort();
+        unviable.dedup();
         let mut caught = lines("caught.txt")?;
         caught.extend(lines("previously_caught.txt").unwrap_or_default());
+        caught.retain(|m| unviable.binary_search(m).is_err());
         caught.sort();
         caught.dedup();
-        Some(Self {
-            caught,
-            missed: lines("missed.txt")?,
-            timeout: lines("timeout.txt")?,
-            unviable: lines("unviable.txt")?,
-        })
+        Some(Self { caught, missed: lines("missed.txt")?, timeout: lines("timeout.txt")?, unviable })
+    }
+
+    /// Keeps this outcome's unviable mutants for the next `--iterate` run
+    /// of the module in `dir`, which will not list them again.
+    fn keep_unviable(&self, dir: &Path) -> Result<()> {
+        std::fs::write(dir.join(UNVIABLE_ALL), self.unviable.join("\n") + "\n")
+            .map_err(|e| format!("{}: {e}", dir.join(UNVIABLE_ALL).display()))
     }
 
     /// One line: the counts and the score.
@@ -256,6 +272,11 @@ impl Outcome {
     }
 }
 
+/// Whether an explanation says its mutant is equivalent (cannot change a result).
+fn is_equivalent(why: &str) -> bool {
+    !why.starts_with("Not equivalent")
+}
+
 /// `<mutant> | <why>` lines of `xtask/mutants-equivalent.txt`.
 pub fn explanations(text: &str) -> BTreeMap<String, String> {
     text.lines()
@@ -273,22 +294,30 @@ pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, St
          missed mutant is listed below, explained (`xtask/mutants-equivalent.txt`: why it cannot change a result, or \
          why no deterministic test can reach it) or \
          marked *open* until a test catches it.\n\n\
-         | module | caught | timeout | missed | unviable | caught of viable |\n|---|---|---|---|---|---|\n",
+         The last column leaves out the missed mutants explained as equivalent (they cannot change a result), as \
+         mutation scores conventionally do; an explanation starting \"Not equivalent\" still counts as missed.\n\n\
+         | module | caught | timeout | missed | of which equivalent | unviable | caught of viable | caught of viable, equivalents left out |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for (m, o) in outcomes {
         match o {
             Some(o) => {
+                let equivalent = o.missed.iter().filter(|m| why.get(*m).is_some_and(|w| is_equivalent(w))).count();
+                let killed = (o.caught.len() + o.timeout.len()) as f64;
+                let without = killed + (o.missed.len() - equivalent) as f64;
                 s += &format!(
-                    "| {} | {} | {} | {} | {} | {:.1} % |\n",
+                    "| {} | {} | {} | {} | {} | {} | {:.1} % | {:.1} % |\n",
                     m.name,
                     o.caught.len(),
                     o.timeout.len(),
                     o.missed.len(),
+                    equivalent,
                     o.unviable.len(),
-                    o.score()
+                    o.score(),
+                    if without == 0.0 { 100.0 } else { 100.0 * killed / without }
                 )
             }
-            None => s += &format!("| {} | not run yet | | | | |\n", m.name),
+            None => s += &format!("| {} | not run yet | | | | | | |\n", m.name),
         }
     }
     for (m, o) in outcomes {
@@ -345,6 +374,7 @@ pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
             }
             let status = c.status().map_err(|e| format!("cargo mutants: {e}"))?;
             let o = Outcome::read(&out_dir(m)).ok_or_else(|| format!("cargo mutants wrote no results ({status})"))?;
+            o.keep_unviable(&out_dir(m))?;
             println!("mutants: {}: {}", m.name, o.summary());
         }
     }
@@ -375,21 +405,26 @@ mod tests {
     #[test]
     fn an_iterated_run_counts_the_earlier_catches() {
         let dir = std::env::temp_dir().join(format!("xtask-mutants-{}", std::process::id()));
-        let out = dir.join("mutants.out");
+        let (out, old) = (dir.join("mutants.out"), dir.join("mutants.out.old"));
         std::fs::create_dir_all(&out).unwrap();
+        std::fs::create_dir_all(&old).unwrap();
+        // The earlier runs' unviable `u0` and `u1` are among the previously caught.
         for (f, text) in [
             ("caught.txt", "new\n"),
-            ("previously_caught.txt", "old\nnew\n"),
+            ("previously_caught.txt", "old\nnew\nu0\nu1\n"),
             ("missed.txt", "m\nm\n"),
             ("timeout.txt", ""),
             ("unviable.txt", "u\n"),
         ] {
             std::fs::write(out.join(f), text).unwrap();
         }
+        std::fs::write(old.join("unviable.txt"), "u0\n").unwrap();
+        std::fs::write(dir.join(UNVIABLE_ALL), "u1\n").unwrap();
         let o = Outcome::read(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(o.caught, ["new", "old"]);
-        assert_eq!((o.missed.len(), o.unviable.len()), (1, 1));
+        assert_eq!(o.missed, ["m"]);
+        assert_eq!(o.unviable, ["u", "u0", "u1"]);
     }
 
     #[test]
@@ -404,7 +439,11 @@ mod tests {
         assert!((o.score() - 66.666).abs() < 0.01);
         let why = explanations("# header\nx | it only changes a log line\n");
         let r = report(&[(m, Some(o)), (&MODULES[1], None)], &why);
-        assert!(r.contains("| obligation | 3 | 1 | 2 | 1 | 66.7 % |"), "{r}");
+        // x is equivalent, y open: 4 of 6 viable, 4 of 5 without x.
+        assert!(r.contains("| obligation | 3 | 1 | 2 | 1 | 1 | 66.7 % | 80.0 % |"), "{r}");
+        let why2 = explanations("x | Not equivalent: no test reaches it\n");
+        let r2 = report(&[(m, Some(Outcome { missed: vec!["x".into()], ..Outcome::default() }))], &why2);
+        assert!(r2.contains("| obligation | 0 | 0 | 1 | 0 | 0 | 0.0 % | 0.0 % |"), "{r2}");
         assert!(r.contains("- `x`: explained: it only changes a log line"));
         assert!(r.contains("- `y`: *open*"));
         assert!(r.contains("| waker_slot | not run yet |"));
