@@ -162,6 +162,18 @@ pub fn module(name: &str) -> Result<&'static Module> {
     })
 }
 
+/// The mutants of `m` in the code as it is now (`cargo mutants --list`), or
+/// `None` if cargo-mutants cannot list them.
+fn current_mutants(m: &Module) -> Option<std::collections::BTreeSet<String>> {
+    let mut c = cargo();
+    c.args(["mutants", "--list", "--package", LIB]);
+    for f in m.files {
+        c.args(["--file", f]);
+    }
+    let out = c.output().ok().filter(|o| o.status.success())?;
+    Some(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect())
+}
+
 /// Installs cargo-mutants from crates.io if it is missing.
 pub fn ensure_installed() -> Result<()> {
     setup::cargo_install_if_missing("mutants", "cargo-mutants")
@@ -253,6 +265,13 @@ impl Outcome {
             .map_err(|e| format!("{}: {e}", dir.join(UNVIABLE_ALL).display()))
     }
 
+    /// Keeps only the mutants `current` names.
+    fn retain(&mut self, current: &std::collections::BTreeSet<String>) {
+        for list in [&mut self.caught, &mut self.missed, &mut self.timeout, &mut self.unviable] {
+            list.retain(|m| current.contains(m));
+        }
+    }
+
     /// One line: the counts and the score.
     pub fn summary(&self) -> String {
         format!(
@@ -301,6 +320,9 @@ pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, St
     );
     for (m, o) in outcomes {
         match o {
+            Some(o) if o.caught.len() + o.missed.len() + o.timeout.len() + o.unviable.len() == 0 => {
+                s += &format!("| {} | results stale: its code moved since its last run | | | | | | |\n", m.name)
+            }
             Some(o) => {
                 let equivalent = o.missed.iter().filter(|m| why.get(*m).is_some_and(|w| is_equivalent(w))).count();
                 let killed = (o.caught.len() + o.timeout.len()) as f64;
@@ -381,7 +403,20 @@ pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
     let why = explanations(
         &std::fs::read_to_string(workspace_root().join("xtask/mutants-equivalent.txt")).unwrap_or_default(),
     );
-    let outcomes: Vec<_> = MODULES.iter().map(|m| (m, Outcome::read(&out_dir(m)))).collect();
+    let outcomes: Vec<_> = MODULES
+        .iter()
+        .map(|m| {
+            let o = Outcome::read(&out_dir(m)).map(|mut o| {
+                // Results of earlier runs name mutants by line: those whose
+                // code has moved since are counted under their new names.
+                if let Some(current) = current_mutants(m) {
+                    o.retain(&current);
+                }
+                o
+            });
+            (m, o)
+        })
+        .collect();
     std::fs::write(workspace_root().join("docs/mutants.md"), report(&outcomes, &why))
         .map_err(|e| format!("docs/mutants.md: {e}"))?;
     println!("mutants: wrote docs/mutants.md");
@@ -447,5 +482,7 @@ mod tests {
         assert!(r.contains("- `x`: explained: it only changes a log line"));
         assert!(r.contains("- `y`: *open*"));
         assert!(r.contains("| waker_slot | not run yet |"));
+        let r3 = report(&[(m, Some(Outcome::default()))], &why);
+        assert!(r3.contains("| obligation | results stale"), "{r3}");
     }
 }
