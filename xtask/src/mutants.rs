@@ -46,7 +46,8 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "ctx",
         files: &["src/ctx.rs"],
-        tests: &["--lib", "--test", "work", "--test", "alloc"],
+        // lifecycle: the context count the models and leak checks rely on.
+        tests: &["--lib", "--test", "work", "--test", "alloc", "--test", "lifecycle"],
         features: "",
     },
     Module {
