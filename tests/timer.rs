@@ -352,7 +352,7 @@ fn cancel_pending_discards_a_queued_firing() {
 
 /// A `cancel_pending` racing a `wait` or a `stop_and_drain` on another
 /// thread, with a firing queued, leaves neither blocked. Under Wine 8 the
-/// raw calls do (`raw_cancel_racing_a_wait_strands_it_on_wine`): the crate
+/// raw calls do (docs/wine.md): the crate
 /// serialises a cancelling drain with the object's other drains. Without
 /// that, the lifecycle model hung in `stop_and_drain` racing `cancel_pending`.
 #[test]
@@ -379,73 +379,6 @@ fn cancel_pending_racing_a_drain_strands_neither() {
             || timer.arm(Duration::ZERO),
         );
         assert!(count.get() <= 1, "one arming fired {} times", count.get());
-    }
-}
-
-/// The raw calls (no crate serialisation): `WaitForThreadpoolTimerCallbacks(..,
-/// TRUE)` racing `WaitForThreadpoolTimerCallbacks(.., FALSE)` on another
-/// thread, with a firing queued. Wine 8 discards the queued firing
-/// (`tp_object_cancel` zeroes the object's pending count) without waking the
-/// other drain, which sleeps until a later callback of the timer finishes
-/// (`tp_object_wait`); on Windows (not yet measured) both return. The
-/// stranded drain is told from a slow one by waiting 2 s after the pool was
-/// released; a run where the cancellation came first strands nothing and is
-/// tried again (up to 5 times).
-#[test]
-fn raw_cancel_racing_a_wait_strands_it_on_wine() {
-    use windows_sys::Win32::System::Threading::WaitForThreadpoolTimerCallbacks;
-    // A pool object handle (an integer in windows-sys) may be used from any thread.
-    struct Raw(windows_sys::Win32::System::Threading::PTP_TIMER);
-    let mut outcomes = Vec::new();
-    for _ in 0..5 {
-        let held = support::held_pool();
-        let timer = Timer::new_in(|_| {}, &held.env).unwrap();
-        let raw = Raw(timer.as_raw());
-        let due = SystemTime::now() + Duration::from_millis(20);
-        timer.arm(due);
-        witness_at(due + Duration::from_millis(5));
-        let (waited, cancelled) = (AtomicBool::new(false), AtomicBool::new(false));
-        let (cancel_returned, stranded) = std::thread::scope(|s| {
-            s.spawn(|| {
-                // SAFETY: a live timer (dropped after the scope).
-                unsafe { WaitForThreadpoolTimerCallbacks(raw.0, 0) };
-                waited.store(true, SeqCst);
-            });
-            std::thread::sleep(Duration::from_millis(50));
-            s.spawn(|| {
-                // SAFETY: as above.
-                unsafe { WaitForThreadpoolTimerCallbacks(raw.0, 1) };
-                cancelled.store(true, SeqCst);
-            });
-            let deadline = Instant::now() + PATIENCE;
-            while !cancelled.load(SeqCst) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let cancel_returned = cancelled.load(SeqCst);
-            held.release();
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while !waited.load(SeqCst) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let stranded = !waited.load(SeqCst);
-            // A firing that runs to completion wakes it (the pool is free now).
-            while !(waited.load(SeqCst) && cancelled.load(SeqCst)) {
-                timer.arm(Duration::ZERO);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            (cancel_returned, stranded)
-        });
-        timer.stop_and_drain();
-        assert!(cancel_returned, "the cancellation waited for a firing it should have discarded");
-        outcomes.push(stranded);
-        if stranded || !support::on_wine() {
-            break;
-        }
-    }
-    if support::on_wine() {
-        assert!(outcomes.contains(&true), "Wine 8: a cancellation strands a concurrent drain ({outcomes:?})");
-    } else {
-        assert_eq!(outcomes, [false], "Windows: a cancellation leaves a concurrent drain to return");
     }
 }
 

@@ -1203,8 +1203,7 @@ fn wait_records_its_life_in_order() {
 /// A cancellation racing a `wait` on another thread, with an activation
 /// queued, leaves neither blocked: the crate serialises a cancelling drain
 /// with the object's other drains, since under Wine 8 the raw cancellation
-/// does not wake a concurrent drain of the callback it discards (docs/wine.md;
-/// `tests/timer.rs::raw_cancel_racing_a_wait_strands_it_on_wine`).
+/// does not wake a concurrent drain of the callback it discards (docs/wine.md).
 #[test]
 fn try_cancel_pending_racing_a_wait_strands_neither() {
     let event = Event::manual_reset().unwrap();

@@ -170,8 +170,7 @@ fn cancel_pending_discards_queued_callbacks() {
 /// A `cancel_pending` racing a `wait` on another thread, with a callback
 /// queued, leaves neither blocked: the crate serialises a cancelling drain
 /// with the object's other drains, since under Wine 8 the raw cancellation
-/// does not wake a concurrent drain of the callback it discards (docs/wine.md;
-/// `tests/timer.rs::raw_cancel_racing_a_wait_strands_it_on_wine`).
+/// does not wake a concurrent drain of the callback it discards (docs/wine.md).
 #[test]
 fn cancel_pending_racing_a_wait_strands_neither() {
     let held = support::held_pool();
