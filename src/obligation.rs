@@ -56,12 +56,6 @@ impl DrainObligation {
     pub(crate) fn is_owed(&self) -> bool {
         self.owed.load(Ordering::SeqCst) != 0
     }
-
-    /// Dispatches still owed (for the models).
-    #[cfg(all(test, loom))]
-    fn owed(&self) -> usize {
-        self.owed.load(Ordering::SeqCst)
-    }
 }
 
 /// Reports a drain found owed at teardown, once the teardown has drained and
@@ -148,7 +142,7 @@ mod loom_tests {
             };
             o.publish_arming(|| armed.store(1, Release));
             let fired = pool.join().unwrap();
-            assert_eq!(o.is_owed(), !fired, "fired: {fired}, owed: {}", o.owed());
+            assert_eq!(o.is_owed(), !fired, "fired: {fired}, owed: {}", o.owed.load(Ordering::SeqCst));
         });
     }
 
@@ -176,7 +170,11 @@ mod loom_tests {
             for w in workers {
                 w.join().unwrap();
             }
-            assert_eq!(o.owed(), queued.load(Acquire), "the debt is not the undispatched submissions");
+            assert_eq!(
+                o.owed.load(Ordering::SeqCst),
+                queued.load(Acquire),
+                "the debt is not the undispatched submissions"
+            );
         });
     }
 }
