@@ -122,10 +122,9 @@ impl Driver {
         for entry in due.drain(..) {
             entry.waker.wake();
         }
-        let mut q = self.lock();
-        if q.due.capacity() < due.capacity() {
-            q.due = due;
-        }
+        // Kept for the next firing's reuse. A firing that overlapped this one
+        // may have put its own buffer back; either will do.
+        self.lock().due = due;
     }
 
     /// Entries waiting in the queue, for tests.
