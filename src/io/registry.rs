@@ -218,6 +218,38 @@ mod tests {
         }
         assert_eq!(r.take(0), None, "null is never live");
     }
+
+    #[test]
+    fn registry_deletes_correctly_in_runs_that_wrap_around() {
+        // At most 4 live, so the index keeps its 8 entries; every address
+        // hashes to one of the last two entries or the first, so probe runs
+        // wrap past the end and deletions shift entries across it.
+        let mut r = Registry::default();
+        r.insert(0, 0);
+        r.remove(0);
+        assert_eq!(r.index.len(), 8);
+        let pool: Vec<usize> = (0x1000..).step_by(16).filter(|&a| matches!(r.home(a), 6 | 7 | 0)).take(12).collect();
+        let mut model: HashMap<usize, (usize, u64)> = HashMap::new();
+        let mut seed = 0x9E37_79B9_u64;
+        let rounds = if cfg!(miri) { 1_000 } else { 20_000u64 };
+        for generation in 1..rounds {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let address = pool[(seed % pool.len() as u64) as usize];
+            if let Some(&(slot, g)) = model.get(&address) {
+                assert_eq!(r.take(address), Some((slot, g)), "live address {address:#x}");
+                model.remove(&address);
+            } else if model.len() < 4 {
+                assert_eq!(r.take(address), None, "address {address:#x} is not live");
+                model.insert(address, (r.insert(address, generation), generation));
+            }
+            for &a in &pool {
+                assert_eq!(r.position(a).is_some(), model.contains_key(&a), "address {a:#x} after step {generation}");
+            }
+        }
+        assert_eq!(r.index.len(), 8);
+    }
 }
 
 /// The slot/generation protocol under every interleaving loom explores
