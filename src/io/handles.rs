@@ -8,8 +8,8 @@ use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
 use std::path::Path;
 
 use windows_sys::Win32::Foundation::{
-    ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_CONNECTED, GENERIC_READ, GENERIC_WRITE,
-    INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
+    ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_BUSY, ERROR_PIPE_CONNECTED, GENERIC_READ,
+    GENERIC_WRITE, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX,
@@ -107,15 +107,11 @@ pub fn open_file_with_flags(path: impl AsRef<Path>, options: &OpenOptions, flags
 /// is never joined), rejects remote clients, and the client end is opened
 /// at identification level, so the server cannot impersonate it.
 pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
     /// Each end's buffer size hint.
     const BUFFER: u32 = 64 * 1024;
-    // SAFETY: no preconditions.
-    let pid = unsafe { GetCurrentProcessId() };
     let mut attempts = 0;
     let (server, name) = loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name: Vec<u16> = format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect();
+        let name = pipe_name(PIPE_SERIAL.fetch_add(1, Ordering::Relaxed));
         // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
         let h = unsafe {
             CreateNamedPipeW(
@@ -134,9 +130,13 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
             break (unsafe { OwnedHandle::from_raw_handle(h) }, name);
         }
         let err = io::Error::last_os_error();
-        // Someone else holds this name: take the next one.
+        // Someone else holds this name: take the next one. Windows refuses a
+        // first instance of a taken name (ERROR_ACCESS_DENIED); Wine ignores
+        // that flag and only refuses a pipe with no instance to spare
+        // (ERROR_PIPE_BUSY).
         attempts += 1;
-        if err.raw_os_error() != Some(ERROR_ACCESS_DENIED as i32) || attempts == 16 {
+        let taken = matches!(err.raw_os_error().map(|e| e as u32), Some(ERROR_ACCESS_DENIED | ERROR_PIPE_BUSY));
+        if !taken || attempts == 16 {
             return Err(err);
         }
     };
@@ -159,6 +159,16 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
     let client = unsafe { OwnedHandle::from_raw_handle(c) };
     connect(&server)?;
     Ok((OverlappedHandle(server), OverlappedHandle(client)))
+}
+
+/// The serial number in the name of the next pipe [`pipe_pair`] creates.
+pub(super) static PIPE_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// The NUL-terminated name [`pipe_pair`] gives its pipe with serial number `n`.
+pub(super) fn pipe_name(n: u64) -> Vec<u16> {
+    // SAFETY: no preconditions.
+    let pid = unsafe { GetCurrentProcessId() };
+    format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect()
 }
 
 /// Completes the server side of a connection the client has already made:

@@ -203,3 +203,92 @@ fn foreign_completions_are_traced() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Occupies the name `pipe_pair` gives its pipe with serial number `n`.
+fn squat_pipe_name(n: u64, instances: u32) -> std::os::windows::io::OwnedHandle {
+    use std::os::windows::io::FromRawHandle;
+    use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
+    use windows_sys::Win32::Storage::FileSystem::PIPE_ACCESS_DUPLEX;
+    use windows_sys::Win32::System::Pipes::{CreateNamedPipeW, PIPE_TYPE_BYTE};
+    let name = pipe_name(n);
+    // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
+    let h = unsafe {
+        CreateNamedPipeW(name.as_ptr(), PIPE_ACCESS_DUPLEX, PIPE_TYPE_BYTE, instances, 0, 0, 0, core::ptr::null())
+    };
+    assert_ne!(h, INVALID_HANDLE_VALUE, "{}", std::io::Error::last_os_error());
+    // SAFETY: a fresh handle that nothing else owns.
+    unsafe { std::os::windows::io::OwnedHandle::from_raw_handle(h) }
+}
+
+/// Whether `err` is one of the errors that say a pipe name is taken.
+fn says_name_taken(err: &std::io::Error) -> bool {
+    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_PIPE_BUSY};
+    matches!(err.raw_os_error().map(|e| e as u32), Some(ERROR_ACCESS_DENIED | ERROR_PIPE_BUSY))
+}
+
+#[test]
+fn pipe_pair_takes_the_next_name_when_one_is_taken() {
+    let n = PIPE_SERIAL.load(Ordering::SeqCst);
+    // Single-instance squatters: one more instance is refused on Windows and
+    // Wine alike (FILE_FLAG_FIRST_PIPE_INSTANCE alone is not honoured by Wine).
+    let _squatters = [squat_pipe_name(n, 1), squat_pipe_name(n + 1, 1)];
+    let (server, client) = pipe_pair().expect("the next name is free");
+    assert_eq!(PIPE_SERIAL.load(Ordering::SeqCst), n + 3, "two names skipped, the next one used");
+    // The pair is connected: a byte written at one end is read at the other.
+    use std::io::{Read, Write};
+    let mut client = std::fs::File::from(client.into_owned());
+    let mut server = std::fs::File::from(server.into_owned());
+    client.write_all(&[7]).unwrap();
+    let mut b = [0];
+    server.read_exact(&mut b).unwrap();
+    assert_eq!(b, [7]);
+}
+
+#[test]
+fn pipe_pair_gives_up_after_sixteen_taken_names() {
+    let n = PIPE_SERIAL.load(Ordering::SeqCst);
+    let squatters: Vec<_> = (n..n + 16).map(|n| squat_pipe_name(n, 1)).collect();
+    let err = pipe_pair().expect_err("sixteen names in a row are taken");
+    assert!(says_name_taken(&err), "{err}");
+    assert_eq!(PIPE_SERIAL.load(Ordering::SeqCst), n + 16, "exactly sixteen names tried");
+    drop(squatters);
+    drop(pipe_pair().expect("names are free again"));
+}
+
+/// Pins a Wine difference `pipe_pair` must not rely on: Windows refuses a
+/// `FILE_FLAG_FIRST_PIPE_INSTANCE` pipe whose name exists
+/// (`ERROR_ACCESS_DENIED`); Wine 8 creates another instance.
+#[test]
+fn a_first_instance_flag_on_a_taken_name_is_refused_except_on_wine() {
+    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, INVALID_HANDLE_VALUE};
+    use windows_sys::Win32::Storage::FileSystem::{FILE_FLAG_FIRST_PIPE_INSTANCE, PIPE_ACCESS_DUPLEX};
+    use windows_sys::Win32::System::Pipes::{CreateNamedPipeW, PIPE_TYPE_BYTE, PIPE_UNLIMITED_INSTANCES};
+    let n = PIPE_SERIAL.fetch_add(1, Ordering::SeqCst);
+    let _squatter = squat_pipe_name(n, PIPE_UNLIMITED_INSTANCES);
+    let name = pipe_name(n);
+    // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
+    let h = unsafe {
+        CreateNamedPipeW(
+            name.as_ptr(),
+            PIPE_ACCESS_DUPLEX | FILE_FLAG_FIRST_PIPE_INSTANCE,
+            PIPE_TYPE_BYTE,
+            PIPE_UNLIMITED_INSTANCES,
+            0,
+            0,
+            0,
+            core::ptr::null(),
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    if crate::sys::on_wine() {
+        assert_ne!(
+            h, INVALID_HANDLE_VALUE,
+            "Wine now honours FILE_FLAG_FIRST_PIPE_INSTANCE ({err}): update docs/wine.md"
+        );
+        // SAFETY: a fresh handle that nothing else owns.
+        drop(unsafe { <std::os::windows::io::OwnedHandle as std::os::windows::io::FromRawHandle>::from_raw_handle(h) });
+    } else {
+        assert_eq!(h, INVALID_HANDLE_VALUE, "a second first instance was created");
+        assert_eq!(err.raw_os_error(), Some(ERROR_ACCESS_DENIED as i32), "{err}");
+    }
+}
