@@ -104,8 +104,9 @@ pub fn open_file_with_flags(path: impl AsRef<Path>, options: &OpenOptions, flags
 ///
 /// The pipe has a unique local name (process id and a counter), admits one
 /// instance (`FILE_FLAG_FIRST_PIPE_INSTANCE`, so an existing pipe of that name
-/// is never joined), rejects remote clients, and the client end is opened
-/// at identification level, so the server cannot impersonate it.
+/// is never joined; except under Wine, which ignores that flag: see
+/// `docs/wine.md`), rejects remote clients, and the client end is opened at
+/// identification level, so the server cannot impersonate it.
 pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
     /// Each end's buffer size hint.
     const BUFFER: u32 = 64 * 1024;

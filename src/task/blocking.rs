@@ -152,7 +152,9 @@ where
 /// of memory, so the tests reach the failure path.
 ///
 /// # Safety
-/// As for `TrySubmitThreadpoolCallback`.
+/// `env` is null or points to a valid `TP_CALLBACK_ENVIRON_V3` for the call;
+/// `context` meets `callback`'s requirements until `callback` has run, which
+/// it does exactly once if this returns nonzero, and never if it returns 0.
 unsafe fn try_submit(
     callback: windows_sys::Win32::System::Threading::PTP_SIMPLE_CALLBACK,
     context: *mut c_void,
