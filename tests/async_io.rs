@@ -268,3 +268,24 @@ fn a_read_allocates_three_times() {
     }
     assert_eq!(counts, [3; 5]);
 }
+
+/// A read that fails for another reason than the end of its input is an
+/// error (only end of file and a gone writer read 0 bytes): here one
+/// cancelled with `CancelIoEx` on the object's raw handle.
+#[test]
+fn a_read_cancelled_through_the_raw_handle_is_an_error() {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
+    use windows_sys::Win32::System::IO::CancelIoEx;
+    let (server, _client) = io::pipe_pair().unwrap();
+    let server = AsyncIo::new(server).unwrap();
+    let mut read = server.read(vec![7u8; 16]);
+    let (_c, w) = counting_waker();
+    assert!(poll_once(&mut read, &w).is_pending());
+    // SAFETY: a live handle; a null OVERLAPPED cancels all its I/O.
+    let cancelled = unsafe { CancelIoEx(server.as_raw_handle(), core::ptr::null()) };
+    assert_ne!(cancelled, 0, "{}", std::io::Error::last_os_error());
+    let (n, buf) = futures::executor::block_on(read);
+    assert_eq!(n.map_err(|e| e.raw_os_error()), Err(Some(ERROR_OPERATION_ABORTED as i32)));
+    assert_eq!(buf, vec![7u8; 16], "the buffer comes back");
+}

@@ -292,3 +292,30 @@ fn a_first_instance_flag_on_a_taken_name_is_refused_except_on_wine() {
         assert_eq!(err.raw_os_error(), Some(ERROR_ACCESS_DENIED as i32), "{err}");
     }
 }
+
+/// `open_file_with_flags` keeps the handle overlapped when the caller's flags
+/// name `FILE_FLAG_OVERLAPPED` again: a read with no data pending is
+/// outstanding rather than blocking the caller (here on a pipe's client end,
+/// opened by name).
+#[test]
+fn open_file_with_flags_tolerates_the_overlapped_flag_repeated() {
+    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
+    let n = PIPE_SERIAL.fetch_add(1, Ordering::SeqCst);
+    let _server = squat_pipe_name(n, 1);
+    let name = pipe_name(n);
+    let path = String::from_utf16(&name[..name.len() - 1]).unwrap();
+    let client =
+        open_file_with_flags(&path, std::fs::OpenOptions::new().read(true).write(true), FILE_FLAG_OVERLAPPED).unwrap();
+    let aborted = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&aborted);
+    let io = super::Io::new(client, move |c: &IoCompletion| {
+        assert_eq!(c.io_result(), windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED);
+        seen.fetch_add(1, Ordering::SeqCst);
+    })
+    .unwrap();
+    let id = io.read(vec![0u8; 8]).map_err(std::io::Error::from).unwrap();
+    assert_eq!(io.outstanding(), 1, "the read is pending");
+    io.cancel(id).unwrap();
+    io.wait();
+    assert_eq!(aborted.load(Ordering::SeqCst), 1);
+}
