@@ -293,22 +293,13 @@ fn a_first_instance_flag_on_a_taken_name_is_refused_except_on_wine() {
     }
 }
 
-/// `open_file_with_flags` keeps the handle overlapped when the caller's flags
-/// name `FILE_FLAG_OVERLAPPED` again: a read with no data pending is
-/// outstanding rather than blocking the caller (here on a pipe's client end,
-/// opened by name).
-#[test]
-fn open_file_with_flags_tolerates_the_overlapped_flag_repeated() {
-    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
-    let n = PIPE_SERIAL.fetch_add(1, Ordering::SeqCst);
-    let _server = squat_pipe_name(n, 1);
-    let name = pipe_name(n);
-    let path = String::from_utf16(&name[..name.len() - 1]).unwrap();
-    let client =
-        open_file_with_flags(&path, std::fs::OpenOptions::new().read(true).write(true), FILE_FLAG_OVERLAPPED).unwrap();
+/// Shows `handle` is overlapped: bound to an `Io`, a read with nothing to
+/// read is outstanding (a synchronous handle would block the caller in the
+/// read) until it is cancelled.
+fn assert_a_read_with_nothing_to_read_pends(handle: OverlappedHandle) {
     let aborted = std::sync::Arc::new(AtomicUsize::new(0));
     let seen = std::sync::Arc::clone(&aborted);
-    let io = super::Io::new(client, move |c: &IoCompletion| {
+    let io = super::Io::new(handle, move |c: &IoCompletion| {
         assert_eq!(c.io_result(), windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED);
         seen.fetch_add(1, Ordering::SeqCst);
     })
@@ -318,4 +309,28 @@ fn open_file_with_flags_tolerates_the_overlapped_flag_repeated() {
     io.cancel(id).unwrap();
     io.wait();
     assert_eq!(aborted.load(Ordering::SeqCst), 1);
+}
+
+/// `open_file_with_flags` keeps the handle overlapped when the caller's flags
+/// name `FILE_FLAG_OVERLAPPED` again (here a pipe's client end, opened by name).
+#[test]
+fn open_file_with_flags_tolerates_the_overlapped_flag_repeated() {
+    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
+    let n = PIPE_SERIAL.fetch_add(1, Ordering::SeqCst);
+    let _server = squat_pipe_name(n, 1);
+    let name = pipe_name(n);
+    let path = String::from_utf16(&name[..name.len() - 1]).unwrap();
+    let client =
+        open_file_with_flags(&path, std::fs::OpenOptions::new().read(true).write(true), FILE_FLAG_OVERLAPPED).unwrap();
+    assert_a_read_with_nothing_to_read_pends(client);
+}
+
+/// Both ends `pipe_pair` returns are overlapped (each tested while the other
+/// end is open, so its read cannot see a broken pipe).
+#[test]
+fn both_pipe_pair_ends_are_overlapped() {
+    let (_server, client) = pipe_pair().unwrap();
+    assert_a_read_with_nothing_to_read_pends(client);
+    let (server, _client) = pipe_pair().unwrap();
+    assert_a_read_with_nothing_to_read_pends(server);
 }
