@@ -334,3 +334,21 @@ fn both_pipe_pair_ends_are_overlapped() {
     let (server, _client) = pipe_pair().unwrap();
     assert_a_read_with_nothing_to_read_pends(server);
 }
+
+/// `issue_result` reads the thread's last error only for `FALSE`: pending and
+/// more-data are issued operations (a completion is queued), anything else
+/// is the error.
+#[test]
+fn issue_result_classifies_the_last_error_of_a_false() {
+    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_IO_PENDING, SetLastError};
+    let after = |error: u32, ret: i32| {
+        // SAFETY: no preconditions.
+        unsafe { SetLastError(error) };
+        issue_result(ret).map_err(|e| e.raw_os_error())
+    };
+    assert_eq!(after(ERROR_ACCESS_DENIED, 1), Ok(()), "TRUE is success whatever the last error");
+    assert_eq!(after(ERROR_IO_PENDING, 0), Ok(()));
+    assert_eq!(after(ERROR_MORE_DATA, 0), Ok(()));
+    assert_eq!(after(ERROR_ACCESS_DENIED, 0), Err(Some(ERROR_ACCESS_DENIED as i32)));
+    assert_eq!(after(ERROR_HANDLE_EOF, 0), Err(Some(ERROR_HANDLE_EOF as i32)));
+}
