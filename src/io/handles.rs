@@ -8,21 +8,18 @@ use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
 use std::path::Path;
 
 use windows_sys::Win32::Foundation::{
-    ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_BUSY, ERROR_PIPE_CONNECTED, GENERIC_READ,
-    GENERIC_WRITE, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
+    ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_BUSY, GENERIC_READ, GENERIC_WRITE,
+    INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX,
     SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
 };
-use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
 use windows_sys::Win32::System::Pipes::{
-    ConnectNamedPipe, CreateNamedPipeW, PIPE_READMODE_BYTE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_BYTE, PIPE_WAIT,
+    CreateNamedPipeW, PIPE_READMODE_BYTE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_BYTE, PIPE_WAIT,
 };
-use windows_sys::Win32::System::Threading::{CreateEventW, GetCurrentProcessId};
+use windows_sys::Win32::System::Threading::GetCurrentProcessId;
 use windows_sys::core::BOOL;
-
-use crate::sys;
 
 /// An owned handle known to be fit for [`Io::new`](crate::io::Io::new): opened by this
 /// module with `FILE_FLAG_OVERLAPPED`, not inheritable, not bound to a
@@ -158,7 +155,9 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
     }
     // SAFETY: a fresh handle that nothing else owns.
     let client = unsafe { OwnedHandle::from_raw_handle(c) };
-    connect(&server)?;
+    // The client's open connected the pipe: `ConnectNamedPipe` would only
+    // report `ERROR_PIPE_CONNECTED`, which its documentation calls a good
+    // connection.
     Ok((OverlappedHandle(server), OverlappedHandle(client)))
 }
 
@@ -170,33 +169,6 @@ pub(super) fn pipe_name(n: u64) -> Vec<u16> {
     // SAFETY: no preconditions.
     let pid = unsafe { GetCurrentProcessId() };
     format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect()
-}
-
-/// Completes the server side of a connection the client has already made:
-/// `ConnectNamedPipe` then normally reports `ERROR_PIPE_CONNECTED`.
-pub(super) fn connect(server: &OwnedHandle) -> io::Result<()> {
-    // SAFETY: default attributes, manual reset, unsignalled, unnamed.
-    let event = unsafe { CreateEventW(core::ptr::null(), 1, 0, core::ptr::null()) };
-    if event.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh handle that nothing else owns.
-    let event = unsafe { OwnedHandle::from_raw_handle(event) };
-    let mut ov = OVERLAPPED { hEvent: event.as_raw_handle(), ..Default::default() };
-    // SAFETY: `ov` outlives the operation: a pending connect is waited for below.
-    if unsafe { ConnectNamedPipe(server.as_raw_handle(), &mut ov) } != 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error().map(|e| e as u32) {
-        Some(ERROR_PIPE_CONNECTED) => Ok(()),
-        Some(ERROR_IO_PENDING) => {
-            let mut n = 0;
-            // SAFETY: `ov` is the pending operation's; waiting makes it finish before `ov` dies.
-            sys::check(unsafe { GetOverlappedResult(server.as_raw_handle(), &ov, &mut n, 1) })
-        }
-        _ => Err(err),
-    }
 }
 
 /// Classifies the `BOOL` a Win32 overlapped call returned, reading the
