@@ -20,8 +20,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{
-    ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_MORE_DATA, ERROR_OPERATION_ABORTED, GENERIC_READ,
-    GENERIC_WRITE, INVALID_HANDLE_VALUE,
+    ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_MORE_DATA, ERROR_NOT_FOUND,
+    ERROR_OPERATION_ABORTED, GENERIC_READ, GENERIC_WRITE, INVALID_HANDLE_VALUE,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX, ReadFile,
@@ -1160,4 +1160,39 @@ fn teardown_closes_the_handle_before_the_io_object() {
         let delivered = rows[..handle_closed].iter().filter(|r| r.is("io", "trampoline-left")).count();
         assert_eq!(delivered, 4, "every completion was delivered before the handle was closed");
     });
+}
+
+/// `read_at` records its offset in the operation's `OVERLAPPED` where
+/// `ReadFile` would have put it, high half included (a pipe ignores offsets,
+/// so any offset reads the next bytes).
+#[test]
+fn an_operations_overlapped_records_its_offset() {
+    let p = pipe::<Vec<u8>>();
+    let offset = (3u64 << 32) + 5;
+    let id = p.server.read_at(offset, vec![0u8; 4]).unwrap();
+    p.client.write(b"abcd".to_vec()).unwrap();
+    let d = recv(&p.rx);
+    assert_eq!((d.id, d.result), (id, 0));
+    let op = d.op.expect("the read's operation");
+    // SAFETY: the offset view of the union, which read_at wrote.
+    let (low, high) =
+        unsafe { (op.overlapped().Anonymous.Anonymous.Offset, op.overlapped().Anonymous.Anonymous.OffsetHigh) };
+    assert_eq!((low, high), (5, 3));
+    assert_eq!(op.payload().as_slice(), b"abcd");
+}
+
+/// `CancelIoEx(handle, NULL)` with nothing to cancel: Windows documents
+/// `ERROR_NOT_FOUND`, which `Io::cancel_all` reports as success.
+#[test]
+fn raw_cancel_all_with_nothing_outstanding_differs_on_wine() {
+    let (s, _c) = io::pipe_pair().unwrap();
+    // SAFETY: a live handle; a null OVERLAPPED names all its I/O.
+    let r = unsafe { windows_sys::Win32::System::IO::CancelIoEx(s.as_raw_handle(), core::ptr::null()) };
+    let err = std::io::Error::last_os_error();
+    if support::on_wine() {
+        assert_ne!(r, 0, "Wine now fails a cancel with nothing to cancel ({err}): update docs/wine.md");
+    } else {
+        assert_eq!(r, 0, "a cancel with nothing to cancel succeeded");
+        assert_os_error(&err, ERROR_NOT_FOUND);
+    }
 }
