@@ -231,6 +231,9 @@ pub struct Outcome {
     pub missed: Vec<String>,
     pub timeout: Vec<String>,
     pub unviable: Vec<String>,
+    /// Mutants of the current code with no result: their code moved since
+    /// the module's last run. Counted as not caught.
+    pub untested: Vec<String>,
 }
 
 impl Outcome {
@@ -259,7 +262,7 @@ impl Outcome {
         caught.retain(|m| unviable.binary_search(m).is_err());
         caught.sort();
         caught.dedup();
-        Some(Self { caught, missed: lines("missed.txt")?, timeout: lines("timeout.txt")?, unviable })
+        Some(Self { caught, missed: lines("missed.txt")?, timeout: lines("timeout.txt")?, unviable, untested: vec![] })
     }
 
     /// Keeps this outcome's unviable mutants for the next `--iterate` run
@@ -269,11 +272,15 @@ impl Outcome {
             .map_err(|e| format!("{}: {e}", dir.join(UNVIABLE_ALL).display()))
     }
 
-    /// Keeps only the mutants `current` names.
+    /// Keeps only the mutants `current` names, and lists those of `current`
+    /// with no result as untested.
     fn retain(&mut self, current: &std::collections::BTreeSet<String>) {
         for list in [&mut self.caught, &mut self.missed, &mut self.timeout, &mut self.unviable] {
             list.retain(|m| current.contains(m));
         }
+        let known: std::collections::BTreeSet<&String> =
+            [&self.caught, &self.missed, &self.timeout, &self.unviable].into_iter().flatten().collect();
+        self.untested = current.iter().filter(|m| !known.contains(m)).cloned().collect();
     }
 
     /// One line: the counts and the score.
@@ -288,9 +295,10 @@ impl Outcome {
         )
     }
 
-    /// Caught (including by timeout) out of viable mutants, in percent.
+    /// Caught (including by timeout) out of viable mutants, in percent; an
+    /// untested mutant counts as viable and not caught.
     pub fn score(&self) -> f64 {
-        let viable = self.caught.len() + self.missed.len() + self.timeout.len();
+        let viable = self.caught.len() + self.missed.len() + self.timeout.len() + self.untested.len();
         if viable == 0 { 100.0 } else { 100.0 * (self.caught.len() + self.timeout.len()) as f64 / viable as f64 }
     }
 }
@@ -319,35 +327,44 @@ pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, St
          marked *open* until a test catches it.\n\n\
          The last column leaves out the missed mutants explained as equivalent (they cannot change a result), as \
          mutation scores conventionally do; an explanation starting \"Not equivalent\" still counts as missed.\n\n\
-         | module | caught | timeout | missed | of which equivalent | unviable | caught of viable | caught of viable, equivalents left out |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         A mutant of the current code that has no result yet (its code moved since the module's last run) is \
+         *untested* and counts as not caught.\n\n\
+         | module | caught | timeout | missed | of which equivalent | unviable | untested | caught of viable | caught of viable, equivalents left out |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for (m, o) in outcomes {
         match o {
             Some(o) if o.caught.len() + o.missed.len() + o.timeout.len() + o.unviable.len() == 0 => {
-                s += &format!("| {} | results stale: its code moved since its last run | | | | | | |\n", m.name)
+                s += &format!("| {} | results stale: its code moved since its last run | | | | | | | |\n", m.name)
             }
             Some(o) => {
                 let equivalent = o.missed.iter().filter(|m| why.get(*m).is_some_and(|w| is_equivalent(w))).count();
                 let killed = (o.caught.len() + o.timeout.len()) as f64;
-                let without = killed + (o.missed.len() - equivalent) as f64;
+                let without = killed + (o.missed.len() - equivalent + o.untested.len()) as f64;
                 s += &format!(
-                    "| {} | {} | {} | {} | {} | {} | {:.1} % | {:.1} % |\n",
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.1} % | {:.1} % |\n",
                     m.name,
                     o.caught.len(),
                     o.timeout.len(),
                     o.missed.len(),
                     equivalent,
                     o.unviable.len(),
+                    o.untested.len(),
                     o.score(),
                     if without == 0.0 { 100.0 } else { 100.0 * killed / without }
                 )
             }
-            None => s += &format!("| {} | not run yet | | | | | | |\n", m.name),
+            None => s += &format!("| {} | not run yet | | | | | | | |\n", m.name),
         }
     }
     for (m, o) in outcomes {
         let Some(o) = o else { continue };
+        if !o.untested.is_empty() {
+            s += &format!("\n## Untested in `{}` (code moved since its last run)\n\n", m.name);
+            for mutant in &o.untested {
+                s += &format!("- `{mutant}`\n");
+            }
+        }
         if o.missed.is_empty() {
             continue;
         }
@@ -474,19 +491,31 @@ mod tests {
             missed: vec!["x".into(), "y".into()],
             timeout: vec!["t".into()],
             unviable: vec!["u".into()],
+            untested: vec![],
         };
         assert!((o.score() - 66.666).abs() < 0.01);
         let why = explanations("# header\nx | it only changes a log line\n");
         let r = report(&[(m, Some(o)), (&MODULES[1], None)], &why);
         // x is equivalent, y open: 4 of 6 viable, 4 of 5 without x.
-        assert!(r.contains("| obligation | 3 | 1 | 2 | 1 | 1 | 66.7 % | 80.0 % |"), "{r}");
+        assert!(r.contains("| obligation | 3 | 1 | 2 | 1 | 1 | 0 | 66.7 % | 80.0 % |"), "{r}");
         let why2 = explanations("x | Not equivalent: no test reaches it\n");
         let r2 = report(&[(m, Some(Outcome { missed: vec!["x".into()], ..Outcome::default() }))], &why2);
-        assert!(r2.contains("| obligation | 0 | 0 | 1 | 0 | 0 | 0.0 % | 0.0 % |"), "{r2}");
+        assert!(r2.contains("| obligation | 0 | 0 | 1 | 0 | 0 | 0 | 0.0 % | 0.0 % |"), "{r2}");
         assert!(r.contains("- `x`: explained: it only changes a log line"));
         assert!(r.contains("- `y`: *open*"));
         assert!(r.contains("| waker_slot | not run yet |"));
         let r3 = report(&[(m, Some(Outcome::default()))], &why);
         assert!(r3.contains("| obligation | results stale"), "{r3}");
+    }
+
+    #[test]
+    fn mutants_whose_code_moved_are_untested_and_not_caught() {
+        let mut o = Outcome { caught: vec!["a:1".into(), "b:1".into()], ..Outcome::default() };
+        // `b` moved to line 2 and `c` is new; `a` kept its place.
+        o.retain(&["a:1".to_string(), "b:2".into(), "c:1".into()].into());
+        assert_eq!((o.caught.clone(), o.untested.clone()), (vec!["a:1".to_string()], vec!["b:2".into(), "c:1".into()]));
+        let r = report(&[(&MODULES[0], Some(o))], &BTreeMap::new());
+        assert!(r.contains("| obligation | 1 | 0 | 0 | 0 | 0 | 2 | 33.3 % | 33.3 % |"), "{r}");
+        assert!(r.contains("## Untested in `obligation`") && r.contains("- `c:1`"), "{r}");
     }
 }
