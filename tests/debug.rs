@@ -104,3 +104,30 @@ fn tasks_and_futures_show_their_state() {
     shows(&aio.write(vec![0u8; 4]), &["WriteFuture"]);
     shows(&windows_threadpool::time::sleep(Duration::from_secs(1)), &["Sleep"]);
 }
+
+/// An I/O operation shows its payload; a submission error its error and
+/// payload type, and displays and chains its error.
+#[test]
+fn io_operations_and_submit_errors_show_their_parts() {
+    use std::error::Error as _;
+    let path = std::env::temp_dir().join(format!("wtp-debug-{}", std::process::id()));
+    std::fs::write(&path, b"0123").unwrap();
+    let read_only = io::open_file(&path, std::fs::OpenOptions::new().read(true)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let io = Io::new(read_only, move |c: &IoCompletion| tx.send(c.claim::<Vec<u8>>()).unwrap()).unwrap();
+    let err = io.write_at(0, vec![1u8; 2]).expect_err("a write through a read-only handle fails at once");
+    shows(&err, &["SubmitError", "error", "Vec<u8>"]);
+    let display = err.to_string();
+    assert!(display.starts_with("the operation was not issued: "), "{display}");
+    assert!(display.ends_with(&err.error().to_string()), "{display}");
+    let source = err.source().expect("the error is the source");
+    assert_eq!(source.to_string(), err.error().to_string());
+    drop(err);
+    io.read_at(0, vec![0u8; 4]).unwrap();
+    let op = rx.recv_timeout(support::PATIENCE).unwrap().expect("the read's operation");
+    shows(&op, &["Operation", "payload", "[48, 49, 50, 51]"]);
+    drop(op);
+    io.wait();
+    drop(io);
+    std::fs::remove_file(&path).unwrap();
+}
