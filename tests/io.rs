@@ -1174,7 +1174,7 @@ fn an_operations_overlapped_records_its_offset() {
     let d = recv(&p.rx);
     assert_eq!((d.id, d.result), (id, 0));
     let op = d.op.expect("the read's operation");
-    // SAFETY: the offset view of the union, which read_at wrote.
+    // SAFETY: both views are plain u32s over an initialised OVERLAPPED (any bits are valid); read_at wrote these.
     let (low, high) =
         unsafe { (op.overlapped().Anonymous.Anonymous.Offset, op.overlapped().Anonymous.Anonymous.OffsetHigh) };
     assert_eq!((low, high), (5, 3));
