@@ -133,9 +133,3 @@ impl Driver {
         self.lock().entries.len()
     }
 }
-
-impl core::fmt::Debug for Driver {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Driver").finish_non_exhaustive()
-    }
-}
