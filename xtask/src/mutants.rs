@@ -308,11 +308,17 @@ fn is_equivalent(why: &str) -> bool {
     !why.starts_with("Not equivalent")
 }
 
-/// `<mutant> | <why>` lines of `xtask/mutants-equivalent.txt`.
+/// `<mutant> | <why>` lines of `xtask/mutants-equivalent.txt`. A mutant's
+/// name can itself hold ` | ` (`replace | with ^`), never followed by a
+/// capital: the reason starts with one, after the first such separator.
 pub fn explanations(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| l.split_once(" | ").map(|(m, why)| (m.trim().to_string(), why.trim().to_string())))
+        .filter_map(|l| {
+            let (at, _) =
+                l.match_indices(" | ").find(|&(i, _)| l[i + 3..].starts_with(|c: char| c.is_ascii_uppercase()))?;
+            Some((l[..at].trim().to_string(), l[at + 3..].trim().to_string()))
+        })
         .collect()
 }
 
@@ -494,18 +500,30 @@ mod tests {
             untested: vec![],
         };
         assert!((o.score() - 66.666).abs() < 0.01);
-        let why = explanations("# header\nx | it only changes a log line\n");
+        let why = explanations("# header\nx | It only changes a log line\n");
         let r = report(&[(m, Some(o)), (&MODULES[1], None)], &why);
         // x is equivalent, y open: 4 of 6 viable, 4 of 5 without x.
         assert!(r.contains("| obligation | 3 | 1 | 2 | 1 | 1 | 0 | 66.7 % | 80.0 % |"), "{r}");
         let why2 = explanations("x | Not equivalent: no test reaches it\n");
         let r2 = report(&[(m, Some(Outcome { missed: vec!["x".into()], ..Outcome::default() }))], &why2);
         assert!(r2.contains("| obligation | 0 | 0 | 1 | 0 | 0 | 0 | 0.0 % | 0.0 % |"), "{r2}");
-        assert!(r.contains("- `x`: explained: it only changes a log line"));
+        assert!(r.contains("- `x`: explained: It only changes a log line"));
         assert!(r.contains("- `y`: *open*"));
         assert!(r.contains("| waker_slot | not run yet |"));
         let r3 = report(&[(m, Some(Outcome::default()))], &why);
         assert!(r3.contains("| obligation | results stale"), "{r3}");
+    }
+
+    #[test]
+    fn an_explained_mutant_may_hold_the_separator() {
+        let why = explanations(
+            "f.rs:1:2: replace | with ^ in g | Equivalent: ^ and | agree here\nh.rs:3:4: replace || with && in k | Not equivalent\n",
+        );
+        assert_eq!(
+            why.get("f.rs:1:2: replace | with ^ in g").map(String::as_str),
+            Some("Equivalent: ^ and | agree here")
+        );
+        assert_eq!(why.get("h.rs:3:4: replace || with && in k").map(String::as_str), Some("Not equivalent"));
     }
 
     #[test]
