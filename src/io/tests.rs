@@ -204,8 +204,9 @@ fn foreign_completions_are_traced() {
     );
 }
 
-/// Occupies the name `pipe_pair` gives its pipe with serial number `n`.
-fn squat_pipe_name(n: u64, instances: u32) -> std::os::windows::io::OwnedHandle {
+/// Creates a pipe under the name `pipe_pair` gives its pipe with serial
+/// number `n`, with `open_flags` besides `PIPE_ACCESS_DUPLEX`.
+fn create_pipe(n: u64, open_flags: u32, instances: u32) -> std::io::Result<std::os::windows::io::OwnedHandle> {
     use std::os::windows::io::FromRawHandle;
     use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
     use windows_sys::Win32::Storage::FileSystem::PIPE_ACCESS_DUPLEX;
@@ -213,11 +214,27 @@ fn squat_pipe_name(n: u64, instances: u32) -> std::os::windows::io::OwnedHandle 
     let name = pipe_name(n);
     // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
     let h = unsafe {
-        CreateNamedPipeW(name.as_ptr(), PIPE_ACCESS_DUPLEX, PIPE_TYPE_BYTE, instances, 0, 0, 0, core::ptr::null())
+        CreateNamedPipeW(
+            name.as_ptr(),
+            PIPE_ACCESS_DUPLEX | open_flags,
+            PIPE_TYPE_BYTE,
+            instances,
+            0,
+            0,
+            0,
+            core::ptr::null(),
+        )
     };
-    assert_ne!(h, INVALID_HANDLE_VALUE, "{}", std::io::Error::last_os_error());
+    if h == INVALID_HANDLE_VALUE {
+        return Err(std::io::Error::last_os_error());
+    }
     // SAFETY: a fresh handle that nothing else owns.
-    unsafe { std::os::windows::io::OwnedHandle::from_raw_handle(h) }
+    Ok(unsafe { std::os::windows::io::OwnedHandle::from_raw_handle(h) })
+}
+
+/// Occupies the name `pipe_pair` gives its pipe with serial number `n`.
+fn squat_pipe_name(n: u64, instances: u32) -> std::os::windows::io::OwnedHandle {
+    create_pipe(n, 0, instances).unwrap()
 }
 
 /// Whether `err` is one of the errors that say a pipe name is taken.
@@ -260,35 +277,16 @@ fn pipe_pair_gives_up_after_sixteen_taken_names() {
 /// (`ERROR_ACCESS_DENIED`); Wine 8 creates another instance.
 #[test]
 fn a_first_instance_flag_on_a_taken_name_is_refused_except_on_wine() {
-    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, INVALID_HANDLE_VALUE};
-    use windows_sys::Win32::Storage::FileSystem::{FILE_FLAG_FIRST_PIPE_INSTANCE, PIPE_ACCESS_DUPLEX};
-    use windows_sys::Win32::System::Pipes::{CreateNamedPipeW, PIPE_TYPE_BYTE, PIPE_UNLIMITED_INSTANCES};
+    use windows_sys::Win32::Foundation::ERROR_ACCESS_DENIED;
+    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_FIRST_PIPE_INSTANCE;
+    use windows_sys::Win32::System::Pipes::PIPE_UNLIMITED_INSTANCES;
     let n = PIPE_SERIAL.fetch_add(1, Ordering::SeqCst);
     let _squatter = squat_pipe_name(n, PIPE_UNLIMITED_INSTANCES);
-    let name = pipe_name(n);
-    // SAFETY: `name` is NUL-terminated; a null security descriptor is the default.
-    let h = unsafe {
-        CreateNamedPipeW(
-            name.as_ptr(),
-            PIPE_ACCESS_DUPLEX | FILE_FLAG_FIRST_PIPE_INSTANCE,
-            PIPE_TYPE_BYTE,
-            PIPE_UNLIMITED_INSTANCES,
-            0,
-            0,
-            0,
-            core::ptr::null(),
-        )
-    };
-    let err = std::io::Error::last_os_error();
-    let created = h != INVALID_HANDLE_VALUE;
-    if created {
-        // SAFETY: a fresh handle that nothing else owns.
-        drop(unsafe { <std::os::windows::io::OwnedHandle as std::os::windows::io::FromRawHandle>::from_raw_handle(h) });
-    }
+    let second = create_pipe(n, FILE_FLAG_FIRST_PIPE_INSTANCE, PIPE_UNLIMITED_INSTANCES);
     if crate::sys::on_wine() {
-        assert!(created, "Wine now honours FILE_FLAG_FIRST_PIPE_INSTANCE ({err}): update docs/wine.md");
+        assert!(second.is_ok(), "Wine now honours FILE_FLAG_FIRST_PIPE_INSTANCE ({second:?}): update docs/wine.md");
     } else {
-        assert!(!created, "a second first instance was created");
+        let err = second.expect_err("a second first instance was created");
         assert_eq!(err.raw_os_error(), Some(ERROR_ACCESS_DENIED as i32), "{err}");
     }
 }

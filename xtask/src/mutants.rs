@@ -340,9 +340,6 @@ pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, St
     );
     for (m, o) in outcomes {
         match o {
-            Some(o) if o.caught.len() + o.missed.len() + o.timeout.len() + o.unviable.len() == 0 => {
-                s += &format!("| {} | results stale: its code moved since its last run | | | | | | | |\n", m.name)
-            }
             Some(o) => {
                 let equivalent = o.missed.iter().filter(|m| why.get(*m).is_some_and(|w| is_equivalent(w))).count();
                 let killed = (o.caught.len() + o.timeout.len()) as f64;
@@ -510,8 +507,6 @@ mod tests {
         assert!(r.contains("- `x`: explained: It only changes a log line"));
         assert!(r.contains("- `y`: *open*"));
         assert!(r.contains("| waker_slot | not run yet |"));
-        let r3 = report(&[(m, Some(Outcome::default()))], &why);
-        assert!(r3.contains("| obligation | results stale"), "{r3}");
     }
 
     #[test]
