@@ -40,7 +40,11 @@
 //! may not cross the FFI boundary. One-off tasks ([`task`]: [`task::spawn`], [`task::spawn_blocking`],
 //! [`scope`], [`join`], [`for_each`]) differ: a task runs once and someone
 //! waits for its outcome, so its panic is caught inside the callback and
-//! handed to that waiter.
+//! handed to that waiter. A waker the crate wakes when a pool callback
+//! completes a future (every future of [`time`], [`wait`] and [`io`], and a
+//! [`JoinHandle`]) must not panic either: no unwind may leave the callback,
+//! so the process aborts, printing `windows-threadpool: a waker panicked;
+//! aborting` after the panic's message.
 //!
 //! Modules: [`callback_env`] (the `TP_CALLBACK_ENVIRON_V3` an object is
 //! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
@@ -120,6 +124,8 @@ pub mod time;
 #[cfg(windows)]
 pub mod timer;
 #[cfg(windows)]
+mod unwind;
+#[cfg(windows)]
 pub mod wait;
 #[cfg(windows)]
 mod waker_slot;
@@ -142,6 +148,10 @@ pub use io::{Io, IoCompletion};
 pub use placement::ProcessorSet;
 #[cfg(windows)]
 pub use pool::Pool;
+/// How many teardowns were handed to another thread (a test hook).
+#[cfg(all(windows, any(test, feature = "test-hooks")))]
+#[doc(hidden)]
+pub use reentry::handoffs;
 #[cfg(windows)]
 pub use task::{JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, scope, scope_in};
 #[cfg(windows)]

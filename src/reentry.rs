@@ -39,6 +39,15 @@
 //! only once its callback has returned (`FreeLibraryWhenCallbackReturns`):
 //! the close it performs may release the last reference an environment's
 //! `with_library` gave the object.
+//!
+//! **Async wrappers.** A future-facing type over a pool object (`AsyncIo`,
+//! the armed wait of a wait future) is dropped by executors, in tasks, and
+//! by its own completions (a buffer holding the wrapper's last `Arc`). Its
+//! drop must never wait for a callback that is not running yet: the thread
+//! dropping it may be the one that callback needs (the only thread of a busy
+//! pool), or the callback itself. [`drop_unblocking`] is the one rule: an
+//! object that is [`Settle::settled`] (at most a running callback left) is
+//! dropped in place; any other is settled and dropped by a [`hand_off`].
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -183,6 +192,47 @@ pub(crate) fn tear_down<T: Send + 'static>(
     }
 }
 
+/// A pool object behind a future-facing type (an [`AsyncIo`](crate::io::AsyncIo),
+/// the armed wait of a [`Signalled`](crate::wait::Signalled)), whose drop
+/// must never block: it may run on an executor's thread, or in a task on a
+/// pool whose every thread is busy, where a drain that waits for a queued
+/// callback would wait for the very thread it holds.
+pub(crate) trait Settle: Send + Sized + 'static {
+    /// Whether nothing of the object is queued or outstanding, so that its
+    /// drop waits at most for a callback already running.
+    fn settled(&self) -> bool;
+    /// Brings the object to rest without cancelling a queued callback, so
+    /// that its drop owes nothing (`fail-fast` reports a drop that does).
+    fn settle(&self);
+}
+
+/// Drops `object` without blocking on its callbacks: here if it is
+/// [settled](Settle::settled), otherwise [`settle`](Settle::settle) and the
+/// drop run on another thread ([`hand_off`]). The one teardown rule of every
+/// async wrapper over a pool object.
+pub(crate) fn drop_unblocking<T: Settle>(object: T) {
+    if object.settled() {
+        drop(object);
+    } else {
+        hand_off(move || {
+            object.settle();
+            drop(object);
+        });
+    }
+}
+
+/// Teardowns handed off so far in this process.
+#[cfg(any(test, feature = "test-hooks"))]
+static HANDOFFS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// How many teardowns this process has handed to another thread. A test
+/// hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn handoffs() -> usize {
+    HANDOFFS.load(Ordering::SeqCst)
+}
+
 /// A teardown handed to another thread, owned through a raw pointer.
 struct HandoffPtr<F>(*mut F);
 
@@ -202,16 +252,6 @@ impl<F: FnOnce()> HandoffPtr<Handoff<F>> {
         let Handoff { module, teardown } = *h;
         teardown();
         module
-    }
-}
-
-/// Aborts the process if dropped: armed on the fallback thread, so a panic
-/// there (a `fail-fast` report) ends the process as it would on a pool thread.
-struct AbortOnUnwind;
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        std::process::abort();
     }
 }
 
@@ -250,6 +290,8 @@ fn pin_own_module() -> HMODULE {
 /// be had, what `teardown` owns is leaked, which is safe (nothing is freed
 /// while a callback may use it).
 pub(crate) fn hand_off<F: FnOnce() + Send + 'static>(teardown: F) {
+    #[cfg(any(test, feature = "test-hooks"))]
+    HANDOFFS.fetch_add(1, Ordering::SeqCst);
     let h = Box::into_raw(Box::new(Handoff { module: pin_own_module(), teardown }));
     // SAFETY: `run_handoff::<F>` takes ownership of `h` exactly when the
     // submission succeeds; a null environment is the process default pool.
@@ -261,7 +303,9 @@ pub(crate) fn hand_off<F: FnOnce() + Send + 'static>(teardown: F) {
     let h = HandoffPtr(h);
     // On failure the closure is dropped unrun, holding only the raw pointer.
     let _ = std::thread::Builder::new().name("windows-threadpool teardown".into()).spawn(move || {
-        let abort = AbortOnUnwind;
+        // A panic here (a `fail-fast` report) ends the process, as it would
+        // on a pool thread.
+        let abort = crate::unwind::AbortOnUnwind;
         // SAFETY: the submission failed, so this thread owns the handoff.
         let _kept_for_good = unsafe { h.run() };
         core::mem::forget(abort);

@@ -475,7 +475,7 @@ fn a_detached_result_panicking_on_drop_aborts_with_a_message() {
         std::thread::sleep(PATIENCE);
     });
     assert!(!out.completed(), "the child should have aborted: {out:#?}");
-    assert!(out.stderr.contains("a detached task's result panicked on drop; aborting"), "{out:#?}");
+    assert!(out.stderr.contains("dropping a detached task's result in a pool callback panicked; aborting"), "{out:#?}");
 }
 
 /// A submission the pool refuses gives back every reference it took: the

@@ -26,6 +26,7 @@ use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
 use crate::sys;
+use crate::unwind::AbortOnUnwind;
 
 use super::{handles::*, operation::*, registry::*};
 
@@ -84,16 +85,6 @@ pub(crate) struct IoCore {
     /// `cancel_all`, so a cancel-all never falls between the two.
     pub(super) issuing: RwLock<()>,
     pub(super) pool: PoolRef,
-}
-
-/// Aborts the process if dropped: armed while a caller's `issue` runs, after
-/// which it cannot be known whether the kernel owns the operation.
-pub(super) struct AbortOnUnwind;
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        std::process::abort();
-    }
 }
 
 impl IoCore {
@@ -176,6 +167,8 @@ impl IoCore {
             // SAFETY: `self.raw` is a live I/O object.
             trace_call!("StartThreadpoolIo", self.raw, 0, { unsafe { StartThreadpoolIo(self.raw) } });
             trace_record!("io", "started", address, generation);
+            // After a panic in `issue` it cannot be known whether the kernel
+            // owns the operation.
             let guard = AbortOnUnwind;
             let r = issue(handle, overlapped, x);
             core::mem::forget(guard);

@@ -161,8 +161,20 @@
 //! The futures borrow the `AsyncIo`, so it cannot be dropped under them.
 //! Dropping an unfinished future cancels its operation (`CancelIoEx`, which
 //! does not wait) and leaves the buffer with the crate: the cancelled
-//! completion frees it once the kernel is done. Dropping the `AsyncIo` runs
-//! down what is left, as `Io` does.
+//! completion frees it once the kernel is done.
+//!
+//! Dropping the `AsyncIo` never waits for a completion (see
+//! [`AsyncIo`'s docs](AsyncIo#dropping)): it may run on an executor's thread, or in a task
+//! on a pool whose only thread it holds, where the cancelled completion of a
+//! future dropped a moment before still needs that thread. With operations
+//! whose results have not reached their futures, the rundown and close go
+//! to another thread, as every async wrapper over a pool object does
+//! (`reentry::drop_unblocking`). An [`Io`] itself drains in its drop,
+//! [`run_down`](Io::run_down) and [`stop_and_drain`](Io::stop_and_drain):
+//! called from a callback of another object on the same pool while every
+//! thread of that pool is busy (a pool with a maximum of one thread, from
+//! any of its callbacks), that drain waits for a completion that needs one
+//! of those threads, and never returns.
 //!
 //! The callback is one closure for the whole object, so the payload is one
 //! type per direction: the buffer boxed behind a trait object (downcast

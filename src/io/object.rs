@@ -229,6 +229,11 @@ impl Io {
     /// been delivered and every callback has returned. Idempotent; the object
     /// stays usable. Operations issued while it runs are cancelled too.
     ///
+    /// Called from a callback on this object's pool while every other thread
+    /// of that pool is busy, it waits for a completion only those threads
+    /// can deliver, and deadlocks (see [Async I/O](crate::io#async-io));
+    /// an [`AsyncIo`](crate::io::AsyncIo) drop hands its rundown off instead.
+    ///
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn run_down(&self) {
@@ -241,6 +246,11 @@ impl Io {
     /// with operations outstanding (the `fail-fast` feature reports a drop
     /// that still owed this).
     ///
+    /// Called from a callback on this object's pool while every other thread
+    /// of that pool is busy, it waits for a completion only those threads
+    /// can deliver, and deadlocks (see [Async I/O](crate::io#async-io));
+    /// an [`AsyncIo`](crate::io::AsyncIo) drop hands its rundown off instead.
+    ///
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
@@ -250,6 +260,11 @@ impl Io {
     /// Returns once every outstanding operation has completed and every
     /// callback has returned, without cancelling anything: a pipe read no
     /// one satisfies makes it wait forever.
+    ///
+    /// Called from a callback on this object's pool while every other thread
+    /// of that pool is busy, it waits for a completion only those threads
+    /// can deliver, and deadlocks (see [Async I/O](crate::io#async-io));
+    /// an [`AsyncIo`](crate::io::AsyncIo) drop hands its rundown off instead.
     ///
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.

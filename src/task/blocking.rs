@@ -100,11 +100,7 @@ unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
     let task = unsafe { Arc::from_raw(h.cast::<Task<F, T>>().as_ptr()) };
     // The last reference drops a detached task's result (or panic payload),
     // whose `Drop` may panic: no unwind may leave this callback.
-    let released = catch_unwind(AssertUnwindSafe(move || drop(task)));
-    if released.is_err() {
-        eprintln!("windows-threadpool: a detached task's result panicked on drop; aborting");
-        std::process::abort();
-    }
+    crate::unwind::or_abort("dropping a detached task's result in a pool callback", move || drop(task));
 }
 
 /// Creates a task for `f` and submits it; returns it with `extra + 1`

@@ -29,6 +29,8 @@ use core::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::cell::UnsafeCell;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::unwind::or_abort;
 use std::sync::Arc;
 
 use windows_sys::Win32::System::Threading::{
@@ -180,14 +182,6 @@ where
     unsafe { Arc::decrement_strong_count(p.cast::<AsyncTask<F>>()) };
 }
 
-/// Aborts the process if `f` panics: no unwind may leave a pool callback.
-fn or_abort(what: &str, f: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        eprintln!("windows-threadpool: {what} panicked in a pool callback; aborting");
-        std::process::abort();
-    }
-}
-
 /// The work callback: polls the task once.
 unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     instance: PTP_CALLBACK_INSTANCE,
@@ -225,7 +219,7 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
             if task.sched.compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 // SAFETY: this callback's reference, given up once; the task
                 // is not touched after it.
-                or_abort("dropping an unfinished task", || unsafe { release_ref(p) });
+                or_abort("dropping an unfinished task in a pool callback", || unsafe { release_ref(p) });
                 return;
             }
             // Woken during the poll: submit again, handing this callback's
@@ -242,7 +236,7 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     // moved out first: the pin guarantee holds until the drop, and a future
     // that registered its own address (an intrusive waiter) finds it there.
     // SAFETY: as for the poll; the future is not touched again.
-    or_abort("dropping a completed future", || unsafe { *task.future.get() = None });
+    or_abort("dropping a completed future in a pool callback", || unsafe { *task.future.get() = None });
     task.sched.swap(COMPLETE, Ordering::AcqRel);
     let work = task.work.swap(0, Ordering::Relaxed);
     // SAFETY: closed once, from its own callback, with nothing else queued:
@@ -253,7 +247,7 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     unsafe { finish(&task.prefix, result) };
     // The last reference drops a detached task's result.
     // SAFETY: this callback's reference, given up once, last.
-    or_abort("dropping a detached task's result", || unsafe { release_ref(p) });
+    or_abort("dropping a detached task's result in a pool callback", || unsafe { release_ref(p) });
 }
 
 /// Gives up one reference to the task.

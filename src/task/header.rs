@@ -17,7 +17,6 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use core::task::{Context, Poll};
 use std::cell::UnsafeCell;
 use std::io;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::thread;
 
 use windows_sys::Win32::System::Threading::{
@@ -138,10 +137,7 @@ pub(super) unsafe fn discard<T>(h: NonNull<Header>) -> bool {
     let panicked = matches!(r, Some(Err(_)));
     // A result or payload that panics on drop would unwind out of the scope
     // before it had finished; std aborts there too.
-    if catch_unwind(AssertUnwindSafe(move || drop(r))).is_err() {
-        eprintln!("windows-threadpool: a task's result panicked on drop; aborting");
-        std::process::abort();
-    }
+    crate::unwind::or_abort("dropping a task's result", move || drop(r));
     panicked
 }
 

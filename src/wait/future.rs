@@ -37,12 +37,29 @@ impl Shared {
     }
 }
 
+/// An armed wait and what its callback completes.
+struct Armed {
+    wait: Wait,
+    shared: Arc<Shared>,
+}
+
+impl reentry::Settle for Armed {
+    /// The callback has published: it is at most finishing its wake.
+    fn settled(&self) -> bool {
+        self.shared.outcome().is_some()
+    }
+    fn settle(&self) {
+        // Disarm and drain, never cancel.
+        self.wait.stop_and_drain();
+    }
+}
+
 /// Where the future stands.
 enum State {
     /// Not polled yet: the wait object does not exist.
     Unarmed { handle: WaitableHandle, env: Option<Box<CallbackEnviron>> },
     /// Armed; the callback completes `shared`.
-    Armed { wait: Wait, shared: Arc<Shared> },
+    Armed(Armed),
     /// The output was returned (or creating the wait failed).
     Done,
 }
@@ -99,7 +116,7 @@ impl core::fmt::Debug for Signalled {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let state = match &self.state {
             State::Unarmed { .. } => "unarmed",
-            State::Armed { .. } => "armed",
+            State::Armed(_) => "armed",
             State::Done => "done",
         };
         f.debug_struct("Signalled").field("deadline", &self.deadline).field("state", &state).finish()
@@ -127,7 +144,7 @@ impl Signalled {
             Some(env) => Wait::new_in(handle, callback, env)?,
         };
         wait.arm(self.deadline);
-        self.state = State::Armed { wait, shared };
+        self.state = State::Armed(Armed { wait, shared });
         Ok(())
     }
 }
@@ -143,7 +160,7 @@ impl Future for Signalled {
             };
             this.arm(handle, env.as_deref())?;
         }
-        let State::Armed { shared, .. } = &this.state else {
+        let State::Armed(Armed { shared, .. }) = &this.state else {
             panic!("`Signalled` polled after completion");
         };
         shared.waker.register(cx.waker());
@@ -163,20 +180,11 @@ impl Future for Signalled {
 
 impl Drop for Signalled {
     fn drop(&mut self) {
-        if let State::Armed { wait, shared } = core::mem::replace(&mut self.state, State::Done) {
-            if shared.outcome().is_some() {
-                return; // dropped here: the callback has run (see `poll`)
-            }
-            // The wait's own drop disarms and drains, which waits for a queued
-            // callback to get a pool thread (and, under Wine, for a flush):
-            // never on the executor's thread.
-            shared.waker.clear();
-            reentry::hand_off(move || {
-                // Disarm and drain (never cancel) explicitly, so the drop
-                // owes nothing (`fail-fast` reports a drop that does).
-                wait.stop_and_drain();
-                drop(wait);
-            });
+        if let State::Armed(armed) = core::mem::replace(&mut self.state, State::Done) {
+            armed.shared.waker.clear();
+            // A drain waits for a queued callback to get a pool thread (and,
+            // under Wine, for a flush): never on the executor's thread.
+            reentry::drop_unblocking(armed);
         }
     }
 }
