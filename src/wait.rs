@@ -514,6 +514,39 @@ impl AsHandle for WaitOnlyEvent {
     }
 }
 
+/// What [`signalled`] waits on: a [`WaitableHandle`], or anything that
+/// converts into one ([`Event`], [`WaitOnlyEvent`], a `Child`, a thread's
+/// `JoinHandle`), given up; or an event borrowed (`&Event`,
+/// `&WaitOnlyEvent`), which is duplicated with `SYNCHRONIZE` access alone at
+/// the call. The future owns what it waits on either way: a dropped future's
+/// teardown, which finishes on another thread, may outlive any borrow.
+pub trait WaitTarget {
+    /// The handle to wait on; for a borrowed event, its duplicate.
+    ///
+    /// # Errors
+    /// The OS error if `DuplicateHandle` fails.
+    fn into_waitable(self) -> io::Result<WaitableHandle>;
+}
+
+impl<T: Into<WaitableHandle>> WaitTarget for T {
+    fn into_waitable(self) -> io::Result<WaitableHandle> {
+        Ok(self.into())
+    }
+}
+
+impl WaitTarget for &Event {
+    fn into_waitable(self) -> io::Result<WaitableHandle> {
+        Ok(self.wait_only()?.into())
+    }
+}
+
+impl WaitTarget for &WaitOnlyEvent {
+    fn into_waitable(self) -> io::Result<WaitableHandle> {
+        let handle = duplicate_synchronize(self.as_handle())?;
+        Ok(WaitOnlyEvent { handle }.into())
+    }
+}
+
 /// A new handle to the object behind `handle` with `SYNCHRONIZE` access
 /// alone: enough to wait on it, nothing else.
 fn duplicate_synchronize(handle: BorrowedHandle<'_>) -> io::Result<OwnedHandle> {

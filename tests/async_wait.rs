@@ -24,7 +24,7 @@ use windows_threadpool::{CallbackEnviron, Deadline, Pool};
 fn a_set_event_resolves_signalled() {
     on_each_executor(|| async {
         let event = Event::manual_reset().unwrap();
-        let fut = wait::signalled(event.try_clone().unwrap().into(), None);
+        let fut = wait::signalled(event.try_clone().unwrap(), Deadline::NEVER);
         let setter = std::thread::spawn(move || event.set().unwrap());
         assert_eq!(fut.await.unwrap(), WaitResult::Signalled);
         setter.join().unwrap();
@@ -35,7 +35,7 @@ fn a_set_event_resolves_signalled() {
 fn an_event_never_set_times_out() {
     on_each_executor(|| async {
         let event = Event::manual_reset().unwrap();
-        let fut = wait::signalled(event.try_clone().unwrap().into(), Some(Duration::from_millis(10)));
+        let fut = wait::signalled(event.try_clone().unwrap(), Duration::from_millis(10));
         assert_eq!(fut.await.unwrap(), WaitResult::TimedOut);
     });
 }
@@ -47,7 +47,7 @@ fn signalled_in_runs_on_the_given_pool() {
         let env = CallbackEnviron::new().with_pool(&pool);
         let event = Event::auto_reset().unwrap();
         event.set().unwrap();
-        let fut = wait::signalled_in(event.try_clone().unwrap().into(), Some(PATIENCE), &env);
+        let fut = wait::signalled_in(event.try_clone().unwrap(), PATIENCE, &env);
         drop(env);
         assert_eq!(fut.await.unwrap(), WaitResult::Signalled);
     });
@@ -73,6 +73,42 @@ fn process_exit_of_a_child_already_gone() {
     });
 }
 
+/// One event awaited again and again by reference: each future waits on its
+/// own `SYNCHRONIZE` duplicate, and the event stays the caller's.
+#[test]
+fn an_event_awaited_by_reference_again_and_again() {
+    let event = Event::auto_reset().unwrap();
+    for _ in 0..3 {
+        let fut = wait::signalled(&event, PATIENCE);
+        event.set().unwrap();
+        assert_eq!(futures::executor::block_on(fut).unwrap(), WaitResult::Signalled);
+    }
+    // An auto-reset event is reset by the wait it released.
+    let idle = wait::signalled(&event, Duration::from_millis(5));
+    assert_eq!(futures::executor::block_on(idle).unwrap(), WaitResult::TimedOut);
+    let wait_only = event.wait_only().unwrap();
+    let fut = wait::signalled(&wait_only, Instant::now() + PATIENCE);
+    event.set().unwrap();
+    assert_eq!(futures::executor::block_on(fut).unwrap(), WaitResult::Signalled);
+}
+
+/// A borrowed event's future outlives the borrow: dropping the event and
+/// the future, armed and unsignalled, in that order, is sound (the future
+/// owns its duplicate), and the future still resolves when set through
+/// another handle.
+#[test]
+fn a_future_on_a_borrowed_event_outlives_the_event() {
+    let event = Event::manual_reset().unwrap();
+    let setter = event.try_clone().unwrap();
+    let mut fut = wait::signalled(&event, Deadline::NEVER);
+    let (woken, w) = counting_waker();
+    assert!(poll_once(&mut fut, &w).is_pending());
+    drop(event);
+    setter.set().unwrap();
+    woken.0.wait_for(1);
+    assert_eq!(poll_once(&mut fut, &w).map(Result::unwrap), Poll::Ready(WaitResult::Signalled));
+}
+
 /// The deadline counts from the call, not from the first poll: a future
 /// first polled after its deadline has passed arms an expired timeout. Under
 /// Wine an expired timeout always reports `TimedOut`, even on a signalled
@@ -83,7 +119,7 @@ fn the_deadline_counts_from_the_call() {
     let event = Event::manual_reset().unwrap();
     let timeout = Duration::from_millis(20);
     let created = Instant::now();
-    let fut = wait::signalled(event.try_clone().unwrap().into(), Some(timeout));
+    let fut = wait::signalled(event.try_clone().unwrap(), timeout);
     while created.elapsed() <= timeout {
         std::thread::yield_now();
     }
@@ -98,7 +134,7 @@ fn the_deadline_counts_from_the_call() {
 #[test]
 fn only_the_latest_waker_is_woken_once() {
     let event = Event::manual_reset().unwrap();
-    let mut fut = wait::signalled(event.try_clone().unwrap().into(), None);
+    let mut fut = wait::signalled(event.try_clone().unwrap(), Deadline::NEVER);
     let (a, wa) = counting_waker();
     let (b, wb) = counting_waker();
     assert!(poll_once(&mut fut, &wa).is_pending());
@@ -116,7 +152,7 @@ fn only_the_latest_waker_is_woken_once() {
 #[test]
 fn nothing_waits_before_the_first_poll() {
     let event = Event::auto_reset().unwrap();
-    let mut fut = wait::signalled(event.try_clone().unwrap().into(), None);
+    let mut fut = wait::signalled(event.try_clone().unwrap(), Deadline::NEVER);
     event.set().unwrap();
     // A wait armed now takes the signal: the future has no wait yet.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -144,7 +180,7 @@ fn dropping_an_unfinished_future_does_not_block() {
     let (env, gate) = (held.env.clone(), Arc::clone(&held.gate));
 
     let event = Event::manual_reset().unwrap();
-    let mut fut = wait::signalled_in(event.try_clone().unwrap().into(), None, &env);
+    let mut fut = wait::signalled_in(event.try_clone().unwrap(), Deadline::NEVER, &env);
     let (woken, w) = counting_waker();
     assert!(poll_once(&mut fut, &w).is_pending());
     event.set().unwrap();
@@ -177,12 +213,12 @@ fn dropping_an_unfinished_future_does_not_block() {
 fn dropping_then_setting_the_event() {
     on_each_executor(|| async {
         let event = Event::manual_reset().unwrap();
-        let mut fut = wait::signalled(event.try_clone().unwrap().into(), None);
+        let mut fut = wait::signalled(event.try_clone().unwrap(), Deadline::NEVER);
         assert!(std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut fut).poll(cx))).await.is_pending());
         drop(fut);
         event.set().unwrap();
         // The event still works for a new wait.
-        assert_eq!(wait::signalled(event.try_clone().unwrap().into(), None).await.unwrap(), WaitResult::Signalled);
+        assert_eq!(wait::signalled(event.try_clone().unwrap(), Deadline::NEVER).await.unwrap(), WaitResult::Signalled);
     });
 }
 
@@ -194,7 +230,7 @@ fn futures_dropped_while_their_events_are_set() {
     const N: usize = 500;
     let events: Arc<Vec<Event>> = Arc::new((0..N).map(|_| Event::manual_reset().unwrap()).collect());
     let (_c, w) = counting_waker();
-    let mut futs: Vec<_> = events.iter().map(|e| wait::signalled(e.try_clone().unwrap().into(), None)).collect();
+    let mut futs: Vec<_> = events.iter().map(|e| wait::signalled(e.try_clone().unwrap(), Deadline::NEVER)).collect();
     for f in &mut futs {
         assert!(poll_once(f, &w).is_pending());
     }
@@ -204,7 +240,7 @@ fn futures_dropped_while_their_events_are_set() {
     };
     drop(futs);
     setter.join().unwrap();
-    let last = wait::signalled(events[N - 1].try_clone().unwrap().into(), None);
+    let last = wait::signalled(events[N - 1].try_clone().unwrap(), Deadline::NEVER);
     assert_eq!(futures::executor::block_on(last).unwrap(), WaitResult::Signalled);
 }
 
@@ -215,7 +251,7 @@ fn ten_thousand_concurrent_waits() {
     on_each_executor(|| async {
         let start = Instant::now();
         let events: Vec<Event> = (0..N).map(|_| Event::manual_reset().unwrap()).collect();
-        let futs: Vec<_> = events.iter().map(|e| wait::signalled(e.try_clone().unwrap().into(), None)).collect();
+        let futs: Vec<_> = events.iter().map(|e| wait::signalled(e.try_clone().unwrap(), Deadline::NEVER)).collect();
         let setter = std::thread::spawn(move || {
             for e in &events {
                 e.set().unwrap();

@@ -97,7 +97,7 @@ fn tasks_and_futures_show_their_state() {
         shows(&h, &["ScopedJoinHandle", "finished"]);
     });
     let event = Event::manual_reset().unwrap();
-    shows(&wait::signalled(event.try_clone().unwrap().into(), None), &["Signalled"]);
+    shows(&wait::signalled(event.try_clone().unwrap(), Deadline::NEVER), &["Signalled"]);
     let (a, _b) = io::pipe_pair().unwrap();
     let aio = AsyncIo::new(a).unwrap();
     shows(&aio.read(vec![0u8; 4]), &["ReadFuture"]);

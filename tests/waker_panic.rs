@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use windows_threadpool::io::{self, AsyncIo};
 use windows_threadpool::wait::{self, Event};
-use windows_threadpool::{task, time};
+use windows_threadpool::{Deadline, task, time};
 
 struct Panicking;
 
@@ -65,7 +65,7 @@ fn a_panicking_waker_of_a_sleep_aborts_saying_so() {
 fn a_panicking_waker_of_a_wait_aborts_saying_so() {
     woken_in_child("a_panicking_waker_of_a_wait_aborts_saying_so", || {
         let event = Event::manual_reset().unwrap();
-        let signalled = wait::signalled(event.try_clone().unwrap().into(), None);
+        let signalled = wait::signalled(&event, Deadline::NEVER);
         (signalled, Box::new(move || event.set().unwrap()))
     });
 }

@@ -67,6 +67,15 @@ impl Deadline {
         }
     }
 
+    /// The same moment, with a delay counted from now instead of from the
+    /// arming (a delay too long to represent is never).
+    pub(crate) fn fixed_now(self) -> Self {
+        match self.0 {
+            Kind::After(d) => Instant::now().checked_add(d).map_or(Self::NEVER, Self::until),
+            _ => self,
+        }
+    }
+
     /// The due time for a timer, which has no "never" of its own (a null due
     /// time disarms): the farthest relative one.
     pub(crate) fn timer_due(self) -> i64 {
@@ -111,5 +120,18 @@ mod tests {
         let due = Deadline::from(Instant::now() + Duration::from_secs(60)).due().unwrap();
         assert!((-600_000_000..0).contains(&due), "{due}");
         assert!(!Deadline::NOW.is_never() && Deadline::NEVER.is_never());
+    }
+
+    #[test]
+    fn a_fixed_delay_counts_from_the_call() {
+        let before = Instant::now();
+        let Deadline(Kind::Until(at)) = Deadline::after(Duration::from_secs(60)).fixed_now() else {
+            panic!("a delay fixes to an instant");
+        };
+        assert!(at >= before + Duration::from_secs(60) && at <= Instant::now() + Duration::from_secs(60));
+        assert!(Deadline::after(Duration::MAX).fixed_now().is_never(), "too far is never");
+        for d in [Deadline::NEVER, Deadline::until(before), Deadline::at(SystemTime::UNIX_EPOCH)] {
+            assert_eq!(d.fixed_now(), d);
+        }
     }
 }

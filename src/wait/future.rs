@@ -4,13 +4,11 @@ use core::future::Future;
 use core::pin::Pin;
 use core::sync::atomic::{AtomicU8, Ordering};
 use core::task::{Context, Poll};
-use core::time::Duration;
 use std::io;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
-use std::time::Instant;
 
-use super::{Wait, WaitResult, WaitableHandle};
+use super::{Wait, WaitResult, WaitTarget, WaitableHandle};
 use crate::callback_env::CallbackEnviron;
 use crate::reentry;
 use crate::time::Deadline;
@@ -56,44 +54,52 @@ impl reentry::Settle for Armed {
 
 /// Where the future stands.
 enum State {
-    /// Not polled yet: the wait object does not exist.
-    Unarmed { handle: WaitableHandle, env: Option<Box<CallbackEnviron>> },
+    /// Not polled yet: the wait object does not exist. An error getting
+    /// the handle is the first poll's output.
+    Unarmed { handle: io::Result<WaitableHandle>, env: Option<Box<CallbackEnviron>> },
     /// Armed; the callback completes `shared`.
     Armed(Armed),
     /// The output was returned (or creating the wait failed).
     Done,
 }
 
-/// Resolves when `handle` is signalled or, with `timeout`, when the timeout
-/// expires, on the process default pool.
+/// Resolves when `target` is signalled or when `timeout` expires
+/// ([`Deadline::NEVER`] for no timeout), on the process default pool.
 ///
-/// The deadline is fixed now (`timeout` from this call, as `tokio::time::sleep`
+/// `target` is a [`WaitableHandle`] (or an [`Event`](super::Event), a
+/// `Child`, ... given up), or a borrowed event, duplicated here so that the
+/// same event can be awaited again and again ([`WaitTarget`]). The deadline
+/// is fixed now (a delay counts from this call, as `tokio::time::sleep`
 /// counts); the wait object is created and armed at the first poll, and an
-/// error creating it is the poll's output. See the
-/// [module docs](crate::wait#waits-as-futures) for what dropping it does.
+/// error duplicating the handle or creating the wait is the poll's output.
+/// See the [module docs](crate::wait#waits-as-futures) for what dropping it
+/// does.
 ///
 /// ```
 /// use std::time::Duration;
+/// use windows_threadpool::time::Deadline;
 /// use windows_threadpool::wait::{self, Event, WaitResult};
 ///
-/// let event = Event::manual_reset()?;
-/// let signalled = wait::signalled(event.try_clone()?.into(), None);
-/// event.set()?;
-/// assert_eq!(futures::executor::block_on(signalled)?, WaitResult::Signalled);
+/// let event = Event::auto_reset()?;
+/// for _ in 0..3 {
+///     let signalled = wait::signalled(&event, Deadline::NEVER);
+///     event.set()?;
+///     assert_eq!(futures::executor::block_on(signalled)?, WaitResult::Signalled);
+/// }
 ///
 /// let idle = Event::manual_reset()?;
-/// let timed = wait::signalled(idle.into(), Some(Duration::from_millis(1)));
+/// let timed = wait::signalled(idle, Duration::from_millis(1));
 /// assert_eq!(futures::executor::block_on(timed)?, WaitResult::TimedOut);
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn signalled(handle: WaitableHandle, timeout: Option<Duration>) -> Signalled {
-    Signalled::new(handle, timeout, None)
+pub fn signalled(target: impl WaitTarget, timeout: impl Into<Deadline>) -> Signalled {
+    Signalled::new(target.into_waitable(), timeout.into(), None)
 }
 
 /// [`signalled`] on the pool and with the settings of `env` (a clone of it is
 /// kept until the first poll creates the wait).
-pub fn signalled_in(handle: WaitableHandle, timeout: Option<Duration>, env: &CallbackEnviron) -> Signalled {
-    Signalled::new(handle, timeout, Some(Box::new(env.clone())))
+pub fn signalled_in(target: impl WaitTarget, timeout: impl Into<Deadline>, env: &CallbackEnviron) -> Signalled {
+    Signalled::new(target.into_waitable(), timeout.into(), Some(Box::new(env.clone())))
 }
 
 /// The future of [`signalled`]: resolves to how the wait ended.
@@ -124,10 +130,8 @@ impl core::fmt::Debug for Signalled {
 }
 
 impl Signalled {
-    fn new(handle: WaitableHandle, timeout: Option<Duration>, env: Option<Box<CallbackEnviron>>) -> Self {
-        // A deadline too far to represent is no deadline.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t)).map_or(Deadline::NEVER, Deadline::from);
-        Self { deadline, state: State::Unarmed { handle, env } }
+    fn new(handle: io::Result<WaitableHandle>, timeout: Deadline, env: Option<Box<CallbackEnviron>>) -> Self {
+        Self { deadline: timeout.fixed_now(), state: State::Unarmed { handle, env } }
     }
 
     /// Creates and arms the wait.
@@ -158,7 +162,7 @@ impl Future for Signalled {
             let State::Unarmed { handle, env } = core::mem::replace(&mut this.state, State::Done) else {
                 unreachable!()
             };
-            this.arm(handle, env.as_deref())?;
+            this.arm(handle?, env.as_deref())?;
         }
         let State::Armed(Armed { shared, .. }) = &this.state else {
             panic!("`Signalled` polled after completion");
@@ -234,7 +238,7 @@ impl Future for ProcessExit<'_> {
                 if let Some(status) = this.child.try_wait()? {
                     return Poll::Ready(Ok(status));
                 }
-                this.exit.insert(signalled(WaitableHandle::from_child(this.child)?, None))
+                this.exit.insert(signalled(WaitableHandle::from_child(this.child)?, Deadline::NEVER))
             }
         };
         match Pin::new(exit).poll(cx) {

@@ -396,7 +396,7 @@ fn sleep_cycle() {
 fn signalled_cycle() {
     let event = Event::manual_reset().unwrap();
     event.set().unwrap();
-    let r = task::block_on(wait::signalled(event.try_clone().unwrap().into(), Some(PATIENCE))).unwrap();
+    let r = task::block_on(wait::signalled(event.try_clone().unwrap(), PATIENCE)).unwrap();
     assert_eq!(r, wait::WaitResult::Signalled);
 }
 
