@@ -187,7 +187,9 @@ mod registry;
 mod tests;
 
 pub use future::{AsyncIo, ReadFuture, WriteFuture};
-pub use handles::{OverlappedHandle, issue_result, issue_status, open_file, open_file_with_flags, pipe_pair};
+pub use handles::{
+    OverlappedHandle, inbound_pipe, issue_result, issue_status, open_file, open_file_with_flags, outbound_pipe, pipe_pair,
+};
 pub use object::Io;
 #[cfg(any(test, feature = "test-hooks"))]
 pub use operation::live_operations;
