@@ -17,7 +17,9 @@ use windows_sys::Wdk::Storage::FileSystem::{
     FILE_MODE_INFORMATION, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT, FileModeInformation,
     NtQueryInformationFile,
 };
-use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, GetHandleInformation, HANDLE_FLAG_INHERIT};
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, GetHandleInformation, HANDLE_FLAG_INHERIT,
+};
 use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
 use windows_sys::Win32::System::Pipes::PeekNamedPipe;
 use windows_threadpool::io::{self, AsyncIo};
@@ -80,9 +82,8 @@ fn synchronous(h: RawHandle) -> bool {
 fn peek(h: RawHandle) -> std::io::Result<u32> {
     let mut avail = 0;
     // SAFETY: `h` is an open pipe handle; a null buffer of size 0 peeks no data.
-    let ok = unsafe {
-        PeekNamedPipe(h, core::ptr::null_mut(), 0, core::ptr::null_mut(), &mut avail, core::ptr::null_mut())
-    };
+    let ok =
+        unsafe { PeekNamedPipe(h, core::ptr::null_mut(), 0, core::ptr::null_mut(), &mut avail, core::ptr::null_mut()) };
     if ok == 0 { Err(std::io::Error::last_os_error()) } else { Ok(avail) }
 }
 
@@ -209,8 +210,7 @@ fn our_end_goes_one_way() {
 fn a_child_spawned_meanwhile_holds_back_no_end_of_file() {
     let (ours, theirs) = io::inbound_pipe().unwrap();
     // Runs until its stdin is closed, below (its own stdio is std's).
-    let mut bystander =
-        find("x").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut bystander = find("x").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let mut child = cmd("echo hello").stdout(theirs).spawn().unwrap();
     let stdout = AsyncIo::new(ours).unwrap();
     run_on("futures::executor::block_on", async move {
