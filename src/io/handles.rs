@@ -2,7 +2,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::fs::OpenOptions;
-use std::io;
+use std::io::{self, PipeReader, PipeWriter};
 use std::os::windows::fs::OpenOptionsExt;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
 use std::path::Path;
@@ -12,8 +12,9 @@ use windows_sys::Win32::Foundation::{
     INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
 };
 use windows_sys::Win32::Storage::FileSystem::{
-    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, PIPE_ACCESS_DUPLEX,
-    SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
+    CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES,
+    OPEN_EXISTING, PIPE_ACCESS_DUPLEX, PIPE_ACCESS_INBOUND, PIPE_ACCESS_OUTBOUND, SECURITY_IDENTIFICATION,
+    SECURITY_SQOS_PRESENT,
 };
 use windows_sys::Win32::System::Pipes::{
     CreateNamedPipeW, PIPE_READMODE_BYTE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_BYTE, PIPE_WAIT,
@@ -105,6 +106,106 @@ pub fn open_file_with_flags(path: impl AsRef<Path>, options: &OpenOptions, flags
 /// `docs/wine.md`), rejects remote clients, and the client end is opened at
 /// identification level, so the server cannot impersonate it.
 pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
+    let (server, client) = connected_pipe(PIPE_ACCESS_DUPLEX, GENERIC_READ | GENERIC_WRITE, FILE_FLAG_OVERLAPPED)?;
+    Ok((OverlappedHandle(server), OverlappedHandle(client)))
+}
+
+/// Creates a pipe whose data flows into this process: an overlapped read end
+/// for [`AsyncIo`](crate::io::AsyncIo) or [`Io`](crate::io::Io), and an
+/// ordinary, synchronous [`PipeWriter`] for a child process's stdout or
+/// stderr (or for a thread that writes with `std::io::Write`).
+///
+/// Returns `(ours, theirs)`. Reads on `ours` see `Ok(0)` once every handle to
+/// `theirs` is closed: the `PipeWriter`, the copy a child inherited (which
+/// its own children may inherit in turn), and the copy a
+/// [`Command`](std::process::Command) keeps until it is dropped or given
+/// another `stdout`. `ours` is read-only (a write through it fails with
+/// `ERROR_ACCESS_DENIED`).
+///
+/// Neither end is inheritable. [`Command`](std::process::Command) hands the
+/// child an inheritable duplicate of `theirs` made during the spawn, under
+/// the lock that keeps another `Command`'s spawn from inheriting it, and
+/// closes that duplicate once the child has it; an inheritable `theirs` would
+/// instead reach every child spawned while it is open, whose copy would hold
+/// back the end of file.
+///
+/// `theirs` may be lent, duplicated and inherited freely: it is the pipe's
+/// client end, a file object of its own, so no I/O on it (in this process or
+/// another, overlapped or not) can post a completion to the port `ours` is
+/// bound to (see [Completions that are not
+/// ours](crate::io#completions-that-are-not-ours)). It is synchronous, as a
+/// child expects its standard handles to be. The pipe is named and checked
+/// as [`pipe_pair`]'s is, and its one instance is connected, so no one else
+/// can open it.
+///
+/// ```
+/// use std::process::Command;
+/// use windows_threadpool::io::{self, AsyncIo};
+///
+/// let (ours, theirs) = io::inbound_pipe()?;
+/// // The `Command` is a temporary: dropped at the end of the statement, it
+/// // keeps no copy of `theirs` that would hold back the end of file.
+/// let mut child = Command::new("cmd").args(["/c", "echo hello"]).stdout(theirs).spawn()?;
+/// let stdout = AsyncIo::new(ours)?;
+/// let output = futures::executor::block_on(async {
+///     let mut output = Vec::new();
+///     loop {
+///         let (n, buf) = stdout.read(vec![0u8; 256]).await;
+///         match n? {
+///             0 => break Ok::<_, std::io::Error>(output),
+///             n => output.extend_from_slice(&buf[..n]),
+///         }
+///     }
+/// })?;
+/// assert_eq!(output, b"hello\r\n");
+/// assert!(child.wait()?.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[doc(alias = "child_stdout")]
+#[doc(alias = "child_stderr")]
+pub fn inbound_pipe() -> io::Result<(OverlappedHandle, PipeWriter)> {
+    let (server, client) = connected_pipe(PIPE_ACCESS_INBOUND, GENERIC_WRITE | FILE_READ_ATTRIBUTES, 0)?;
+    Ok((OverlappedHandle(server), PipeWriter::from(client)))
+}
+
+/// Creates a pipe whose data flows out of this process: an overlapped write
+/// end for [`AsyncIo`](crate::io::AsyncIo) or [`Io`](crate::io::Io), and an
+/// ordinary, synchronous [`PipeReader`] for a child process's stdin (or for
+/// a thread that reads with `std::io::Read`).
+///
+/// Returns `(ours, theirs)`. The reader sees the end of file once `ours` is
+/// closed (drop the `AsyncIo`), after the data already written. `ours` is
+/// write-only (a read through it fails with `ERROR_ACCESS_DENIED`).
+/// Inheritance, lending `theirs` and the pipe's name are as for
+/// [`inbound_pipe`].
+///
+/// ```
+/// use std::os::windows::process::CommandExt;
+/// use std::process::{Command, Stdio};
+/// use windows_threadpool::io::{self, AsyncIo};
+///
+/// let (ours, theirs) = io::outbound_pipe()?;
+/// // `find "child"` copies the lines of its input that contain "child".
+/// let child = Command::new("find").raw_arg("\"child\"").stdin(theirs).stdout(Stdio::piped()).spawn()?;
+/// let stdin = AsyncIo::new(ours)?;
+/// let (n, _) = futures::executor::block_on(stdin.write(b"to the child\r\nnot this\r\n".to_vec()));
+/// assert_eq!(n?, 24);
+/// drop(stdin); // the end of the child's input
+/// let output = child.wait_with_output()?;
+/// assert_eq!(output.stdout, b"to the child\r\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[doc(alias = "child_stdin")]
+pub fn outbound_pipe() -> io::Result<(OverlappedHandle, PipeReader)> {
+    let (server, client) = connected_pipe(PIPE_ACCESS_OUTBOUND, GENERIC_READ | FILE_WRITE_ATTRIBUTES, 0)?;
+    Ok((OverlappedHandle(server), PipeReader::from(client)))
+}
+
+/// Creates a uniquely named one-instance pipe, overlapped on the server side,
+/// with the server's `access` (`PIPE_ACCESS_*`), and connects a client end
+/// opened with `client_access` and `client_flags`. Both are not inheritable
+/// (null security attributes). Returns `(server, client)`.
+fn connected_pipe(access: u32, client_access: u32, client_flags: u32) -> io::Result<(OwnedHandle, OwnedHandle)> {
     /// Each end's buffer size hint.
     const BUFFER: u32 = 64 * 1024;
     let mut attempts = 0;
@@ -114,7 +215,7 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
         let h = unsafe {
             CreateNamedPipeW(
                 name.as_ptr(),
-                PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | FILE_FLAG_FIRST_PIPE_INSTANCE,
+                access | FILE_FLAG_OVERLAPPED | FILE_FLAG_FIRST_PIPE_INSTANCE,
                 PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS,
                 1,
                 BUFFER,
@@ -142,11 +243,11 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
     let c = unsafe {
         CreateFileW(
             name.as_ptr(),
-            GENERIC_READ | GENERIC_WRITE,
+            client_access,
             0,
             core::ptr::null(),
             OPEN_EXISTING,
-            FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
+            client_flags | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
             core::ptr::null_mut(),
         )
     };
@@ -158,13 +259,13 @@ pub fn pipe_pair() -> io::Result<(OverlappedHandle, OverlappedHandle)> {
     // The client's open connected the pipe: `ConnectNamedPipe` would only
     // report `ERROR_PIPE_CONNECTED`, which its documentation calls a good
     // connection.
-    Ok((OverlappedHandle(server), OverlappedHandle(client)))
+    Ok((server, client))
 }
 
-/// The serial number in the name of the next pipe [`pipe_pair`] creates.
+/// The serial number in the name of the next pipe [`connected_pipe`] creates.
 pub(super) static PIPE_SERIAL: AtomicU64 = AtomicU64::new(0);
 
-/// The NUL-terminated name [`pipe_pair`] gives its pipe with serial number `n`.
+/// The NUL-terminated name [`connected_pipe`] gives its pipe with serial number `n`.
 pub(super) fn pipe_name(n: u64) -> Vec<u16> {
     // SAFETY: no preconditions.
     let pid = unsafe { GetCurrentProcessId() };

@@ -104,6 +104,17 @@
 //! `unsafe` with this in its contract. (Synchronous I/O through `std`, in
 //! this process or a child, posts no packet.)
 //!
+//! A child's stdio therefore never shares our end's file object:
+//! [`inbound_pipe`] and [`outbound_pipe`] bind the pipe's server end and
+//! give the child its client end, which the kernel opens as a file object of
+//! its own. A port is reached only through the file object it is bound to,
+//! and the child (or anyone it passes its handle to) holds no handle to
+//! ours: whatever I/O it issues, synchronous or overlapped, completes on the
+//! client's object, which no port of ours is bound to. The client end can
+//! then be an ordinary `PipeReader` or `PipeWriter`, lent and inherited
+//! freely. (A client opened by name reaches a server instance, each a file
+//! object of its own; the pipe admits one, ours, and it is connected.)
+//!
 //! # Operation ids
 //! A block's address is reused once a completion frees it, so an
 //! [`OperationId`] carries a process-wide generation as well as the address.
@@ -144,9 +155,11 @@
 //! A handle must be opened for overlapped I/O, not already be bound to a
 //! completion port, and not have skip-on-success
 //! (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`) set, or completions go missing
-//! and the balance breaks. [`open_file`] and [`pipe_pair`] return an
-//! [`OverlappedHandle`] that is known to satisfy this; any other handle goes
-//! through the unsafe [`OverlappedHandle::assume_overlapped`].
+//! and the balance breaks. [`open_file`], [`pipe_pair`], [`inbound_pipe`]
+//! and [`outbound_pipe`] return an [`OverlappedHandle`] that is known to
+//! satisfy this; any other handle goes through the unsafe
+//! [`OverlappedHandle::assume_overlapped`] (a `std` `ChildStdout`, say: use
+//! [`inbound_pipe`] for the child's stdout instead).
 //!
 //! # Async I/O
 //! [`AsyncIo`] wraps an `Io` whose reads and writes are futures, completion
@@ -156,7 +169,8 @@
 //! poll; the object's one callback claims the payload, publishes the result
 //! and the buffer to the future's shared state, and wakes the latest poll's
 //! waker once. A read's end of file (and a pipe whose writer has gone)
-//! resolves to `Ok(0)`.
+//! resolves to `Ok(0)`. A child process's stdin, stdout and stderr are
+//! pipes made by [`outbound_pipe`] and [`inbound_pipe`].
 //!
 //! The futures borrow the `AsyncIo`, so it cannot be dropped under them.
 //! Dropping an unfinished future cancels its operation (`CancelIoEx`, which
@@ -199,7 +213,10 @@ mod registry;
 mod tests;
 
 pub use future::{AsyncIo, ReadFuture, WriteFuture};
-pub use handles::{OverlappedHandle, issue_result, issue_status, open_file, open_file_with_flags, pipe_pair};
+pub use handles::{
+    OverlappedHandle, inbound_pipe, issue_result, issue_status, open_file, open_file_with_flags, outbound_pipe,
+    pipe_pair,
+};
 pub use object::Io;
 #[cfg(any(test, feature = "test-hooks"))]
 pub use operation::live_operations;
