@@ -125,6 +125,9 @@ trait Member: Send + Sync {
     /// discards queued callbacks); returns the member type's name if it
     /// still owed a drain.
     fn before_release(&self, cancel: bool) -> Option<&'static str>;
+    /// Stops, without blocking, whatever could queue another callback
+    /// ([`Lifecycle::stop`]).
+    fn stop(&self);
     /// After the native release closed the object: frees what it owned.
     fn after_release(self: Box<Self>);
 }
@@ -135,6 +138,9 @@ impl<C: Released> Member for C {
     }
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
         owner::before_release(self, cancel).then(|| self.owner_name())
+    }
+    fn stop(&self) {
+        Lifecycle::stop(self);
     }
     fn after_release(self: Box<Self>) {
         owner::after_release(*self);
@@ -620,14 +626,20 @@ impl Drop for CleanupGroup {
     /// group open. A group whose members were all released by
     /// `close_members` (or a cancelling release) has nothing to report.
     fn drop(&mut self) {
-        if self.in_member_callback() {
-            // The release would wait for the callback running this drop: hand
-            // the whole ordinary teardown, members and all, to another thread.
-            let members = std::mem::take(&mut *self.lock());
-            let rest = CleanupGroup { raw: self.raw, members: Mutex::new(members) };
+        let mut members = self.lock();
+        if let Some(own) = members.iter().find(|m| reentry::in_own_callback(m.member().context())) {
+            // The release would wait for the callback running this drop: stop
+            // that member now, as an owner dropped in its own callback is
+            // stopped (a re-arm after the drop is refused, not owed), then
+            // hand the whole ordinary teardown, members and all, to another
+            // thread.
+            own.member().stop();
+            let rest = CleanupGroup { raw: self.raw, members: Mutex::new(std::mem::take(&mut *members)) };
+            drop(members);
             reentry::hand_off(move || drop(rest));
             return;
         }
+        drop(members);
         let owed = self.release(false, false);
         // SAFETY: the members were released above; the group is closed once.
         trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });

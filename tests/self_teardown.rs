@@ -22,7 +22,7 @@ use windows_threadpool::Deadline;
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::io::{self, Io, IoCompletion};
 use windows_threadpool::timer::{PeriodicTimer, Timer};
-use windows_threadpool::wait::{Event, Wait};
+use windows_threadpool::wait::{Event, Wait, WaitActivation};
 use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 /// How long a teardown may take before the test calls it a hang.
@@ -474,6 +474,35 @@ fn cleanup_group_dropped_from_a_members_callback() {
     freed.wait_freed_once();
     idle_freed.wait_freed_once();
     assert_eq!((freed.drops(), idle_freed.drops()), (1, 1));
+}
+
+/// A wait member's callback drops the group, then tries to re-arm: the
+/// member was stopped under the group's lock before the release was handed
+/// off, as an object dropped in its own callback is, so the re-arm is
+/// refused and the release owes nothing for it (under `fail-fast` an owed
+/// report would abort the hand-off thread, and this process with it).
+#[test]
+fn a_member_whose_callback_drops_the_group_refuses_rearms() {
+    let slot: Slot<CleanupGroup> = Slot::default();
+    let gate = Arc::new(Gate::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let event = Event::manual_reset().unwrap();
+    event.set().unwrap();
+    let group = CleanupGroup::new().unwrap();
+    {
+        let (s, g) = (Arc::clone(&slot), Arc::clone(&gate));
+        let member = group
+            .create_wait(event.try_clone().unwrap().into(), move |act: &WaitActivation<'_>| {
+                g.wait();
+                let dropped = drop_from(&s);
+                let _ = tx.send((dropped, act.rearm(Deadline::NEVER)));
+            })
+            .unwrap();
+        member.arm(Deadline::NEVER);
+    }
+    *slot.lock().unwrap() = Some(group);
+    gate.open();
+    assert_eq!(rx.recv_timeout(support::PATIENCE), Ok((true, false)), "(group dropped, re-armed)");
 }
 
 // ---------------------------------------------------------------------------
