@@ -1128,6 +1128,14 @@ impl WaitObject {
     /// again. On return nothing is armed, queued or running; the wait may be
     /// armed again.
     ///
+    /// A signal that races it (or `Drop`, which ends the same way) is not a
+    /// callback yet, and may never become one: the disarm can come first.
+    /// Under Wine the teardown's flush arms the wait with a zero timeout,
+    /// and a signal arriving then satisfies that arming instead, as its
+    /// acknowledgement (an auto-reset event is reset by it); the callback
+    /// never sees it (see `docs/wine.md`). What is waited for is every
+    /// callback queued by the time the wait is disarmed.
+    ///
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
     pub fn stop_and_drain(&self) {
