@@ -300,7 +300,7 @@ impl<T> core::fmt::Debug for JoinHandle<T> {
 impl<T> JoinHandle<T> {
     /// Blocks until the task has finished and returns its result, or the
     /// payload of its panic. A closure task no pool thread has started yet
-    /// runs here, on the calling thread (see the [module docs](super#design));
+    /// runs here, on the calling thread (see the [module docs](super#design-of-closure-tasks));
     /// an async task is only waited for. So joining an async task blocks the
     /// thread: from inside a task on a pool limited to one thread (or from
     /// the task's own poll) it waits forever, as a thread joining itself

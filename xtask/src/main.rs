@@ -24,6 +24,7 @@
 
 mod bench;
 mod coverage;
+mod doc_links;
 mod mutants;
 mod run;
 mod setup;

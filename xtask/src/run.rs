@@ -339,6 +339,17 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
             .env("RUSTDOCFLAGS", "-D warnings"),
     );
     tally.check("rustdoc (all features, private items)".into(), ok);
+    if ok {
+        match p.doc_dir().and_then(|d| crate::doc_links::broken_fragments(&d.join(LIB.replace('-', "_")))) {
+            Ok(broken) => {
+                for b in &broken {
+                    println!("xtask test: rustdoc link to a missing #fragment: {b}");
+                }
+                tally.check("rustdoc: every #fragment link names a heading".into(), broken.is_empty());
+            }
+            Err(e) => tally.check(format!("rustdoc: fragment links: {e}"), false),
+        }
+    }
     if !cfg!(windows) {
         // The MSVC target cannot link here, but its cfg can be checked (and linted).
         let msvc = ["clippy", "--quiet", "--target", MSVC_TARGET, "-p", LIB, "--all-targets", "--all-features"];

@@ -62,6 +62,15 @@ impl Platform {
         Platform { target: None, cargo_args: Vec::new() }
     }
 
+    /// Where `cargo doc` puts this target's documentation.
+    pub fn doc_dir(&self) -> Result<PathBuf> {
+        let dir = layout()?.target_dir.clone();
+        Ok(match &self.target {
+            Some(t) => dir.join(t).join("doc"),
+            None => dir.join("doc"),
+        })
+    }
+
     /// Where cargo puts this target's binaries for `profile` (`debug`, `release`).
     pub fn bin_dir(&self, profile: &str) -> Result<PathBuf> {
         let dir = layout()?.target_dir.clone();
