@@ -125,9 +125,10 @@ trait Member: Send + Sync {
     /// discards queued callbacks); returns the member type's name if it
     /// still owed a drain.
     fn before_release(&self, cancel: bool) -> Option<&'static str>;
-    /// Stops, without blocking, whatever could queue another callback
-    /// ([`Lifecycle::stop`]).
-    fn stop(&self);
+    /// The non-blocking part of a teardown from the member's own callback
+    /// (`owner::stop_in_own_callback`: what a tick already stopped is
+    /// settled, then whatever could queue another callback is stopped).
+    fn stop_in_own_callback(&self);
     /// After the native release closed the object: frees what it owned.
     fn after_release(self: Box<Self>);
 }
@@ -139,8 +140,9 @@ impl<C: Released> Member for C {
     fn before_release(&self, cancel: bool) -> Option<&'static str> {
         owner::before_release(self, cancel).then(|| self.owner_name())
     }
-    fn stop(&self) {
-        Lifecycle::stop(self);
+    fn stop_in_own_callback(&self) {
+        // Whether a drain is owed is decided again by the handed-off release.
+        let _ = owner::stop_in_own_callback(self);
     }
     fn after_release(self: Box<Self>) {
         owner::after_release(*self);
@@ -630,10 +632,10 @@ impl Drop for CleanupGroup {
         if let Some(own) = members.iter().find(|m| reentry::in_own_callback(m.member().context())) {
             // The release would wait for the callback running this drop: stop
             // that member now, as an owner dropped in its own callback is
-            // stopped (a re-arm after the drop is refused, not owed), then
-            // hand the whole ordinary teardown, members and all, to another
-            // thread.
-            own.member().stop();
+            // stopped (a re-arm after the drop is refused, not owed; a tick
+            // that disarmed its timer owes nothing), then hand the whole
+            // ordinary teardown, members and all, to another thread.
+            own.member().stop_in_own_callback();
             let rest = CleanupGroup { raw: self.raw, members: Mutex::new(std::mem::take(&mut *members)) };
             drop(members);
             reentry::hand_off(move || drop(rest));

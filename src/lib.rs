@@ -106,6 +106,8 @@ pub mod io;
 mod io {
     mod registry;
 }
+#[cfg(windows)]
+pub mod net;
 mod obligation;
 #[cfg(windows)]
 pub mod placement;

@@ -175,7 +175,7 @@ fn quiesce_for_teardown<C: Lifecycle>(core: &C) -> bool {
 
 /// The non-blocking part of a teardown from the object's own callback;
 /// returns whether a drain was owed.
-fn stop_in_own_callback<C: Lifecycle>(core: &C) -> bool {
+pub(crate) fn stop_in_own_callback<C: Lifecycle>(core: &C) -> bool {
     let owed = core.drain_owed_in_own_callback();
     core.stop();
     owed

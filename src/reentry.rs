@@ -136,8 +136,9 @@ impl CallbackScope {
 
 #[cold]
 fn unmarked_callback() -> ! {
-    eprintln!("windows-threadpool: TlsSetValue failed on entry to a callback; aborting");
-    std::process::abort()
+    crate::unwind::say_and_abort(format_args!(
+        "windows-threadpool: TlsSetValue failed on entry to a callback; aborting"
+    ))
 }
 
 impl Drop for CallbackScope {
@@ -263,8 +264,10 @@ struct Handoff<F> {
 }
 
 unsafe extern "system" fn run_handoff<F: FnOnce()>(instance: PTP_CALLBACK_INSTANCE, context: *mut c_void) {
+    // A panic there (a `fail-fast` report) ends the process, saying so.
     // SAFETY: `context` is the handoff `hand_off` submitted, run once, here.
-    let module = unsafe { HandoffPtr(context.cast::<Handoff<F>>()).run() };
+    let module =
+        crate::unwind::or_abort("a handed-off teardown", || unsafe { HandoffPtr(context.cast::<Handoff<F>>()).run() });
     if !module.is_null() {
         // The pool releases the module only after this callback has returned,
         // so its code stays mapped while it runs.
@@ -305,9 +308,7 @@ pub(crate) fn hand_off<F: FnOnce() + Send + 'static>(teardown: F) {
     let _ = std::thread::Builder::new().name("windows-threadpool teardown".into()).spawn(move || {
         // A panic here (a `fail-fast` report) ends the process, as it would
         // on a pool thread.
-        let abort = crate::unwind::AbortOnUnwind;
         // SAFETY: the submission failed, so this thread owns the handoff.
-        let _kept_for_good = unsafe { h.run() };
-        core::mem::forget(abort);
+        let _kept_for_good = crate::unwind::or_abort("a handed-off teardown", || unsafe { h.run() });
     });
 }

@@ -35,7 +35,16 @@ pub(crate) fn or_abort<R>(what: &str, f: impl FnOnce() -> R) -> R {
 
 #[cold]
 fn panicked(what: &str) -> ! {
-    eprintln!("windows-threadpool: {what} panicked; aborting");
+    say_and_abort(format_args!("windows-threadpool: {what} panicked; aborting"))
+}
+
+/// Prints `message` on stderr, if it can, and aborts. Not `eprintln!`,
+/// which panics when stderr cannot be written: the abort must not become
+/// an unwind.
+#[cold]
+pub(crate) fn say_and_abort(message: core::fmt::Arguments<'_>) -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
     std::process::abort()
 }
 

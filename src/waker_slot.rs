@@ -33,10 +33,13 @@ impl WakerSlot {
     /// one already wakes the same task.
     pub(crate) fn register(&self, waker: &Waker) {
         let mut slot = self.lock();
-        match &mut *slot {
-            Some(w) if w.will_wake(waker) => {}
-            other => *other = Some(waker.clone()),
+        if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return;
         }
+        // The old waker's drop is user code: run it after the lock is released.
+        let old = slot.replace(waker.clone());
+        drop(slot);
+        drop(old);
     }
 
     /// Wakes and forgets the registered waker, if any. Called by the pool

@@ -505,6 +505,35 @@ fn a_member_whose_callback_drops_the_group_refuses_rearms() {
     assert_eq!(rx.recv_timeout(support::PATIENCE), Ok((true, false)), "(group dropped, re-armed)");
 }
 
+/// A periodic member's tick stops its timer, then drops the group: the
+/// member owes nothing, as a standalone timer stopped and dropped from a
+/// tick does (`periodic_timer_stopped_and_dropped_from_a_tick`), so under
+/// `fail-fast` no report aborts the hand-off thread; every tick's state is
+/// freed once.
+#[test]
+fn periodic_member_stopped_by_its_tick_then_its_group_dropped() {
+    let (cap, freed) = Captured::new(1);
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let slot: Slot<CleanupGroup> = Slot::default();
+    let group = CleanupGroup::new().unwrap();
+    {
+        let (s, t) = (Arc::clone(&slot), Arc::clone(&ticks));
+        let member = group
+            .create_periodic_timer(Duration::from_millis(1), move |tick| {
+                if t.fetch_add(1, SeqCst) + 1 == 3 {
+                    tick.disarm();
+                    assert!(drop_from(&s));
+                }
+                cap.returning();
+            })
+            .unwrap();
+        member.arm(Duration::from_millis(1));
+    }
+    *slot.lock().unwrap() = Some(group);
+    freed.wait_freed_once();
+    assert!(ticks.load(SeqCst) >= 3);
+}
+
 // ---------------------------------------------------------------------------
 // Draining from the object's own callback panics
 

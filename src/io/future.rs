@@ -1,26 +1,24 @@
 //! Completion-based async I/O with owned buffers: [`AsyncIo`].
 
-use core::any::Any;
 use core::future::Future;
 use core::pin::Pin;
-use core::sync::atomic::{AtomicUsize, Ordering};
+
 use core::task::{Context, Poll};
 use std::io;
-use std::mem::ManuallyDrop;
 use std::os::windows::io::{AsRawHandle, RawHandle};
-use std::sync::{Arc, Mutex, PoisonError};
 
-use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF};
+use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, HANDLE};
+use windows_sys::Win32::System::IO::OVERLAPPED;
 
-use super::{Io, IoCompletion, OperationId, OverlappedHandle, SubmitError};
+use super::OverlappedHandle;
+use super::engine::{AsyncOp, BufPtr, Engine, OpFuture, Unblocking};
+use super::iocore::{BoundHandle, BufferFor, Issued, issue_read_write, transfer_parts};
 use crate::callback_env::CallbackEnviron;
-use crate::reentry;
-use crate::waker_slot::WakerSlot;
 
 /// An overlapped handle bound to the pool, whose reads and writes are
 /// futures that take a buffer and give it back with the result.
 ///
-/// Built on [`Io`]; see the [module docs](crate::io#async-io) for the
+/// Built on [`Io`](super::Io); see the [module docs](crate::io#async-io) for the
 /// design. The futures borrow the object, so it outlives them.
 ///
 /// # Dropping
@@ -28,7 +26,8 @@ use crate::waker_slot::WakerSlot;
 /// a task, on an executor's thread, on a pool whose threads are all busy, in
 /// the object's own completion (a buffer holding the last `Arc` of it).
 /// When every future of it has resolved (or was never polled), it is
-/// closed, handle and all, before the drop returns. Otherwise (the cancelled
+/// closed, handle and all, before the drop returns (dropped inside its own
+/// completion, once that callback has returned). Otherwise (the cancelled
 /// completion of a dropped future is still to come, a forgotten future's
 /// operation is pending) the drop hands the teardown to a thread of the
 /// process default pool, which cancels what is left, waits for the
@@ -118,41 +117,7 @@ use crate::waker_slot::WakerSlot;
 #[must_use = "dropping it cancels outstanding I/O, drains and closes the I/O object and its handle"]
 #[derive(Debug)]
 pub struct AsyncIo {
-    /// Taken only by `drop`.
-    bound: ManuallyDrop<Bound>,
-}
-
-/// The object and its count of operations whose result has not reached
-/// their future yet.
-#[derive(Debug)]
-struct Bound {
-    io: Io,
-    /// Counted from before an operation is issued until its completion has
-    /// published the result (or its issue failed); a completion at most
-    /// finishing its callback is not counted, so an object whose futures
-    /// have all resolved is dropped in place.
-    in_flight: Arc<AtomicUsize>,
-}
-
-impl Drop for AsyncIo {
-    fn drop(&mut self) {
-        // SAFETY: `drop` runs once, and nothing uses `self.bound` after it.
-        let bound = unsafe { ManuallyDrop::take(&mut self.bound) };
-        // A dropped future's cancelled completion, or a forgotten future's
-        // operation, may still be in flight; waiting for it here could wait
-        // for this very thread (an executor's, or the only one of a busy
-        // pool), or for the callback this drop runs in.
-        reentry::drop_unblocking(bound);
-    }
-}
-
-impl reentry::Settle for Bound {
-    fn settled(&self) -> bool {
-        self.in_flight.load(Ordering::SeqCst) == 0
-    }
-    fn settle(&self) {
-        self.io.stop_and_drain();
-    }
+    engine: Unblocking,
 }
 
 const _: () = {
@@ -165,86 +130,6 @@ const _: () = {
     send::<WriteFuture<'static, &'static [u8]>>();
 };
 
-/// An operation's outcome: the result and the buffer, type-erased.
-type Outcome = (io::Result<usize>, Box<dyn Any + Send>);
-
-/// What an operation's completion and its future share.
-struct OpShared {
-    /// The result and the (type-erased) buffer, published once by the callback.
-    done: Mutex<Option<Outcome>>,
-    waker: WakerSlot,
-}
-
-impl OpShared {
-    fn new() -> Arc<Self> {
-        Arc::new(Self { done: Mutex::new(None), waker: WakerSlot::new() })
-    }
-
-    fn complete(&self, result: io::Result<usize>, buf: Box<dyn Any + Send>) {
-        *self.lock() = Some((result, buf));
-        self.waker.wake();
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Outcome>> {
-        self.done.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A read's buffer, type-erased so the object's one callback can take every
-/// operation's payload as one type.
-trait ReadBuffer: Send {
-    fn bytes_mut(&mut self) -> &mut [u8];
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
-}
-
-impl<B: AsMut<[u8]> + Send + 'static> ReadBuffer for B {
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        self.as_mut()
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
-/// A write's buffer, type-erased (see [`ReadBuffer`]).
-trait WriteBuffer: Send {
-    fn bytes(&self) -> &[u8];
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
-}
-
-impl<B: AsRef<[u8]> + Send + 'static> WriteBuffer for B {
-    fn bytes(&self) -> &[u8] {
-        self.as_ref()
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
-/// The payload of a read: the buffer and where its result goes.
-struct ReadOp {
-    buf: Box<dyn ReadBuffer>,
-    shared: Arc<OpShared>,
-}
-
-impl AsMut<[u8]> for ReadOp {
-    fn as_mut(&mut self) -> &mut [u8] {
-        self.buf.bytes_mut()
-    }
-}
-
-/// The payload of a write.
-struct WriteOp {
-    buf: Box<dyn WriteBuffer>,
-    shared: Arc<OpShared>,
-}
-
-impl AsRef<[u8]> for WriteOp {
-    fn as_ref(&self) -> &[u8] {
-        self.buf.bytes()
-    }
-}
-
 /// A read's result: end of file (`ERROR_HANDLE_EOF`) and a pipe whose
 /// writer has gone (`ERROR_BROKEN_PIPE`) read 0 bytes, as `std`'s reads do.
 fn read_result(result: io::Result<usize>) -> io::Result<usize> {
@@ -256,22 +141,34 @@ fn read_result(result: io::Result<usize>) -> io::Result<usize> {
     }
 }
 
-/// The object's callback: hands the result and the buffer to the future.
-fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize) {
-    let (result, buf, shared) = if let Some(op) = c.claim::<ReadOp>() {
-        let ReadOp { buf, shared } = op.into_payload();
-        (read_result(c.result()), buf.into_any(), shared)
-    } else if let Some(op) = c.claim::<WriteOp>() {
-        let WriteOp { buf, shared } = op.into_payload();
-        (c.result(), buf.into_any(), shared)
-    } else {
-        return;
-    };
-    // Before the result is published: a future that sees it sees this.
-    in_flight.fetch_sub(1, Ordering::SeqCst);
-    shared.complete(result, buf);
-    // If the future is gone, the last `Arc` (and the buffer) drops here,
-    // after the kernel is done with it.
+/// A read (`WRITE = false`) or write of a file or stream.
+struct Transfer<B, const WRITE: bool> {
+    buf: B,
+    offset: u64,
+    /// The buffer's pointer and length, taken by `prepare`.
+    parts: (BufPtr, u32),
+}
+
+impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transfer<B, WRITE> {
+    type Output = (io::Result<usize>, B);
+
+    fn prepare(&mut self) -> io::Result<()> {
+        let (ptr, len) = transfer_parts::<B, WRITE>(&mut self.buf)?;
+        self.parts = (BufPtr(ptr), len);
+        Ok(())
+    }
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let (BufPtr(ptr), len) = self.parts;
+        // SAFETY: `ptr..ptr + len` is the buffer in `self`, which stays in
+        // place until the completion (the caller's contract); the handle has
+        // no skip-on-success, so every success queues a completion.
+        unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, self.offset) }.map(|()| Issued::Queued)
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        (if WRITE { result } else { read_result(result) }, self.buf)
+    }
 }
 
 impl AsyncIo {
@@ -288,14 +185,15 @@ impl AsyncIo {
     }
 
     fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&in_flight);
-        let callback = move |c: &IoCompletion| on_completion(c, &counted);
-        let io = match env {
-            None => Io::new(handle, callback)?,
-            Some(env) => Io::new_in(handle, callback, env)?,
-        };
-        Ok(Self { bound: ManuallyDrop::new(Bound { io, in_flight }) })
+        let engine = Engine::bind(BoundHandle::File(handle.0), env)?;
+        Ok(Self { engine: Unblocking::new(engine) })
+    }
+
+    fn transfer<B, const WRITE: bool>(&self, buf: B, offset: u64) -> OpFuture<'_, Transfer<B, WRITE>>
+    where
+        B: BufferFor<WRITE> + Send + 'static,
+    {
+        OpFuture::new(&self.engine, Transfer { buf, offset, parts: (BufPtr::NULL, 0) })
     }
 
     /// Reads into `buf` from byte `offset` of a file. Resolves to the bytes
@@ -304,7 +202,7 @@ impl AsyncIo {
     where
         B: AsMut<[u8]> + Send + 'static,
     {
-        ReadFuture(Transfer::new(self, buf, offset))
+        ReadFuture(self.transfer(buf, offset))
     }
 
     /// Writes `buf` at byte `offset` of a file. Resolves to the bytes
@@ -313,7 +211,7 @@ impl AsyncIo {
     where
         B: AsRef<[u8]> + Send + 'static,
     {
-        WriteFuture(Transfer::new(self, buf, offset))
+        WriteFuture(self.transfer(buf, offset))
     }
 
     /// Reads into `buf` from a stream such as a pipe; resolves when some
@@ -335,85 +233,17 @@ impl AsyncIo {
 
     /// Operations issued and not yet settled, including those of dropped
     /// futures whose cancelled completion has not arrived (see
-    /// [`Io::outstanding`]).
+    /// [`Io::outstanding`](super::Io::outstanding)).
     pub fn outstanding(&self) -> usize {
-        self.bound.io.outstanding()
+        self.engine.io.outstanding()
     }
 }
 
-/// The bound handle's value; deliberately no `AsHandle` (see [`Io`]'s).
+/// The bound handle's value; deliberately no `AsHandle` (see [`Io`](super::Io)'s).
 impl AsRawHandle for AsyncIo {
     fn as_raw_handle(&self) -> RawHandle {
-        self.bound.io.as_raw_handle()
+        self.engine.io.as_raw_handle()
     }
-}
-
-/// The state machine both futures share.
-struct Transfer<'a, B> {
-    io: &'a AsyncIo,
-    offset: u64,
-    /// The buffer until the operation is issued.
-    buf: Option<B>,
-    /// The issued operation until its result is taken.
-    issued: Option<(OperationId, Arc<OpShared>)>,
-}
-
-impl<'a, B: Send + 'static> Transfer<'a, B> {
-    fn new(io: &'a AsyncIo, buf: B, offset: u64) -> Self {
-        Self { io, offset, buf: Some(buf), issued: None }
-    }
-
-    /// Issues the operation at the first poll (`issue` gives the buffer back
-    /// with a synchronous failure), then waits for its completion.
-    fn poll_with(
-        &mut self,
-        cx: &mut Context<'_>,
-        issue: impl FnOnce(&Io, u64, B, Arc<OpShared>) -> Result<OperationId, (io::Error, B)>,
-    ) -> Poll<(io::Result<usize>, B)> {
-        if let Some(buf) = self.buf.take() {
-            let shared = OpShared::new();
-            let bound = &self.io.bound;
-            bound.in_flight.fetch_add(1, Ordering::SeqCst);
-            match issue(&bound.io, self.offset, buf, Arc::clone(&shared)) {
-                Ok(id) => self.issued = Some((id, shared)),
-                Err((e, buf)) => {
-                    bound.in_flight.fetch_sub(1, Ordering::SeqCst);
-                    return Poll::Ready((Err(e), buf));
-                }
-            }
-        }
-        let Some((_, shared)) = &self.issued else {
-            panic!("an I/O future polled after completion");
-        };
-        shared.waker.register(cx.waker());
-        let Some((result, buf)) = shared.lock().take() else {
-            return Poll::Pending;
-        };
-        self.issued = None;
-        let buf = *buf.downcast::<B>().expect("the buffer comes back as the type it went in as");
-        Poll::Ready((result, buf))
-    }
-}
-
-impl<B> Drop for Transfer<'_, B> {
-    fn drop(&mut self) {
-        if let Some((id, shared)) = self.issued.take() {
-            if shared.lock().is_some() {
-                return; // completed: the buffer drops with `shared`
-            }
-            shared.waker.clear();
-            // The completion still comes (normally ERROR_OPERATION_ABORTED)
-            // and frees the buffer. An error means it is already on its way.
-            let _ = self.io.bound.io.cancel(id);
-        }
-    }
-}
-
-/// Gives the buffer back out of a refused submission.
-fn refused<T, B: 'static>(e: SubmitError<T>, buf: impl FnOnce(T) -> Box<dyn Any + Send>) -> (io::Error, B) {
-    let (error, payload) = e.into_parts();
-    let buf = *buf(payload).downcast::<B>().expect("the buffer comes back as the type it went in as");
-    (error, buf)
 }
 
 /// The future of [`AsyncIo::read_at`] and [`AsyncIo::read`]: resolves to the
@@ -421,57 +251,46 @@ fn refused<T, B: 'static>(e: SubmitError<T>, buf: impl FnOnce(T) -> Box<dyn Any 
 /// Dropping it after that cancels the read (`CancelIoEx`) without waiting;
 /// the buffer is freed when the cancelled completion arrives.
 #[must_use = "futures do nothing unless polled"]
-pub struct ReadFuture<'a, B>(Transfer<'a, B>);
+pub struct ReadFuture<'a, B>(OpFuture<'a, Transfer<B, false>, (io::Result<usize>, B)>);
 
 /// The future of [`AsyncIo::write_at`] and [`AsyncIo::write`]: resolves to
 /// the bytes written and the buffer. Lazy, and cancelled by a drop, as
 /// [`ReadFuture`] is.
 #[must_use = "futures do nothing unless polled"]
-pub struct WriteFuture<'a, B>(Transfer<'a, B>);
+pub struct WriteFuture<'a, B>(OpFuture<'a, Transfer<B, true>, (io::Result<usize>, B)>);
 
-// The buffer is never pinned: it moves into the operation at the first poll.
-impl<B> Unpin for ReadFuture<'_, B> {}
-impl<B> Unpin for WriteFuture<'_, B> {}
+fn debug_transfer<B, O, const W: bool>(
+    name: &str,
+    f: &mut core::fmt::Formatter<'_>,
+    fut: &OpFuture<'_, Transfer<B, W>, O>,
+) -> core::fmt::Result {
+    f.debug_struct(name).field("offset", &fut.op().map(|t| t.offset)).field("issued", &fut.id()).finish()
+}
 
 impl<B> core::fmt::Debug for ReadFuture<'_, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ReadFuture")
-            .field("offset", &self.0.offset)
-            .field("issued", &self.0.issued.as_ref().map(|(id, _)| *id))
-            .finish()
+        debug_transfer("ReadFuture", f, &self.0)
     }
 }
 
 impl<B> core::fmt::Debug for WriteFuture<'_, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("WriteFuture")
-            .field("offset", &self.0.offset)
-            .field("issued", &self.0.issued.as_ref().map(|(id, _)| *id))
-            .finish()
+        debug_transfer("WriteFuture", f, &self.0)
     }
 }
 
 impl<B: AsMut<[u8]> + Send + 'static> Future for ReadFuture<'_, B> {
     type Output = (io::Result<usize>, B);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut()
-            .0
-            .poll_with(cx, |io, offset, buf, shared| {
-                io.read_at(offset, ReadOp { buf: Box::new(buf), shared })
-                    .map_err(|e| refused(e, |op: ReadOp| op.buf.into_any()))
-            })
-            .map(|(result, buf)| (read_result(result), buf))
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
     }
 }
 
 impl<B: AsRef<[u8]> + Send + 'static> Future for WriteFuture<'_, B> {
     type Output = (io::Result<usize>, B);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut().0.poll_with(cx, |io, offset, buf, shared| {
-            io.write_at(offset, WriteOp { buf: Box::new(buf), shared })
-                .map_err(|e| refused(e, |op: WriteOp| op.buf.into_any()))
-        })
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
     }
 }

@@ -6,7 +6,7 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::io;
-use std::os::windows::io::{AsRawHandle, IntoRawHandle, OwnedHandle};
+use std::os::windows::io::{AsRawHandle, AsRawSocket, IntoRawHandle, OwnedHandle, OwnedSocket};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
 use windows_sys::Wdk::Storage::FileSystem::{NtReadFile, NtWriteFile};
@@ -29,6 +29,57 @@ use crate::sys;
 use crate::unwind::AbortOnUnwind;
 
 use super::{handles::*, operation::*, registry::*};
+
+/// The handle an I/O object is bound to, owned, and closed by the object's
+/// teardown with its own routine.
+#[derive(Debug)]
+pub(crate) enum BoundHandle {
+    /// A file or pipe, closed with `CloseHandle`.
+    File(OwnedHandle),
+    /// A socket, closed with `closesocket` (Winsock documents `CloseHandle`
+    /// on a socket as unsupported).
+    Socket(OwnedSocket),
+}
+
+impl BoundHandle {
+    pub(crate) fn raw(&self) -> HANDLE {
+        match self {
+            Self::File(h) => h.as_raw_handle(),
+            Self::Socket(s) => s.as_raw_socket() as HANDLE,
+        }
+    }
+
+    /// Closes the handle; returns the value it had, for the trace.
+    fn close(self) -> HANDLE {
+        let h = self.raw();
+        match self {
+            Self::File(f) => {
+                let h = f.into_raw_handle();
+                // SAFETY: `h` was owned and is closed exactly once, here.
+                trace_call!("CloseHandle", h, 0, { unsafe { CloseHandle(h) } });
+            }
+            // `OwnedSocket`'s drop is `closesocket`.
+            Self::Socket(s) => trace_call!("closesocket", h, 0, { drop(s) }),
+        }
+        h
+    }
+}
+
+/// What issuing an operation did, when it did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Issued {
+    /// A completion will be queued for it.
+    Queued,
+    /// It completed synchronously, transferring this many bytes, and no
+    /// completion will be queued (skip-on-success is set on the handle).
+    Completed(usize),
+}
+
+/// A submitted operation: queued, or completed inline and given back.
+pub(crate) enum Submitted<P: Send + 'static> {
+    Queued(OperationId),
+    Completed(Operation<P>, usize),
+}
 
 /// The context state the owner and the trampoline share.
 #[derive(Default)]
@@ -80,7 +131,7 @@ impl IoHeader {
 pub(crate) struct IoCore {
     pub(super) raw: PTP_IO,
     pub(super) ctx: Context<IoHeader>,
-    pub(super) handle: OwnedHandle,
+    pub(super) handle: BoundHandle,
     /// Held shared by submissions across start and issue, exclusively by
     /// `cancel_all`, so a cancel-all never falls between the two.
     pub(super) issuing: RwLock<()>,
@@ -88,7 +139,7 @@ pub(crate) struct IoCore {
 }
 
 impl IoCore {
-    pub(super) fn new<F>(handle: OwnedHandle, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
+    pub(super) fn new<F>(handle: BoundHandle, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
@@ -96,7 +147,7 @@ impl IoCore {
         let (env, pool, placement) = env_parts(env);
         let ctx = Context::new(placement, IoHeader::default(), callback);
         let pv = ctx.as_ptr();
-        let h = handle.as_raw_handle();
+        let h = handle.raw();
         // The error is read inside the bracket: recording may overwrite it.
         let raw = trace_call!("CreateThreadpoolIo", h, env, {
             // SAFETY: the trampoline is instantiated for the context's type,
@@ -119,12 +170,9 @@ impl IoCore {
         self.ctx.header()
     }
 
-    /// Registers, starts and issues one operation; on a synchronous failure
-    /// balances the start and gives the operation back.
-    ///
-    /// `prepare` runs before anything is started (user code such as a
-    /// buffer's `AsMut` runs there); `issue` runs between the start and the
-    /// return and must return `Ok` exactly when a completion will be queued.
+    /// Registers, starts and issues one operation whose completion is
+    /// always queued; on a synchronous failure balances the start and gives
+    /// the operation back.
     ///
     /// # Safety
     /// `issue` must start at most one overlapped operation, on `handle` with
@@ -136,6 +184,39 @@ impl IoCore {
         prepare: impl FnOnce(&mut P) -> io::Result<X>,
         issue: impl FnOnce(HANDLE, *mut OVERLAPPED, X) -> io::Result<()>,
     ) -> Result<OperationId, SubmitError<Operation<P>>>
+    where
+        P: Send + 'static,
+    {
+        let issue = |h, ov, x| issue(h, ov, x).map(|()| Issued::Queued);
+        // SAFETY: forwarded; `issue` never reports an inline completion.
+        match unsafe { self.submit_op(op, prepare, issue) }? {
+            Submitted::Queued(id) => Ok(id),
+            Submitted::Completed(..) => unreachable!("an issue that always queues completed inline"),
+        }
+    }
+
+    /// Registers, starts and issues one operation. A synchronous failure, and
+    /// a synchronous success for which no completion is queued (a handle
+    /// with skip-on-success), balance the start with `CancelThreadpoolIo`
+    /// ([`unstart`](Self::unstart), the one place that does) and give the
+    /// operation back.
+    ///
+    /// `prepare` runs before anything is started (user code such as a
+    /// buffer's `AsMut` runs there); `issue` runs between the start and the
+    /// return.
+    ///
+    /// # Safety
+    /// `issue` must start at most one overlapped operation, on `handle` with
+    /// the given `OVERLAPPED`, and return `Ok(Issued::Queued)` if and only if
+    /// a completion will be queued for it, `Ok(Issued::Completed(n))` if it
+    /// completed synchronously with `n` bytes and no completion will be
+    /// queued, and `Err` if it failed synchronously (no completion either).
+    pub(crate) unsafe fn submit_op<P, X>(
+        &self,
+        op: Operation<P>,
+        prepare: impl FnOnce(&mut P) -> io::Result<X>,
+        issue: impl FnOnce(HANDLE, *mut OVERLAPPED, X) -> io::Result<Issued>,
+    ) -> Result<Submitted<P>, SubmitError<Operation<P>>>
     where
         P: Send + 'static,
     {
@@ -161,7 +242,7 @@ impl IoCore {
         let OperationId { slot, address, generation } = id;
         // SAFETY: a place projection of the owned block, not a reference.
         let overlapped = unsafe { &raw mut (*block.as_ptr()).header.overlapped };
-        let handle = self.handle.as_raw_handle();
+        let handle = self.handle.raw();
         header.outstanding.fetch_add(1, Ordering::SeqCst);
         let issued = header.obligation.publish_submission(|| {
             // SAFETY: `self.raw` is a live I/O object.
@@ -174,30 +255,53 @@ impl IoCore {
             core::mem::forget(guard);
             r
         });
-        // From here on an issued block may already have been completed and
-        // freed: only `id` and the failure path below may be used.
+        // From here on a queued block may already have been completed and
+        // freed: only `id` and the paths that unstart may use it.
         match issued {
-            Ok(()) => {
+            Ok(Issued::Queued) => {
                 header.issued.fetch_add(1, Ordering::SeqCst);
                 header.wake_waiters();
-                Ok(id)
+                Ok(Submitted::Queued(id))
+            }
+            Ok(Issued::Completed(bytes)) => {
+                // SAFETY: no completion will be queued for the block.
+                Ok(Submitted::Completed(unsafe { self.unstart(block, slot, address, 0) }, bytes))
             }
             Err(error) => {
-                // SAFETY: `self.raw` is live and the start above is unmatched.
-                trace_call!("CancelThreadpoolIo", self.raw, 0, { unsafe { CancelThreadpoolIo(self.raw) } });
-                trace_record!("io", "start-cancelled", address, error.raw_os_error().unwrap_or(-1));
-                lock(&header.registry).remove(slot);
-                header.obligation.dispatched();
-                header.finish_one();
-                // No completion will run under it: the span is not kept
-                // open by an operation handed back to the caller.
-                // SAFETY: no completion will arrive and the entry is out of
-                // the registry, so the block is ours again.
-                unsafe { (*block.as_ptr()).header.parent = spans::Captured::NONE };
-                // SAFETY: as above.
-                Err(SubmitError { error, payload: unsafe { Operation::from_raw(block) } })
+                // SAFETY: no completion will be queued for the block.
+                let op = unsafe { self.unstart(block, slot, address, error.raw_os_error().unwrap_or(-1)) };
+                Err(SubmitError { error, payload: op })
             }
         }
+    }
+
+    /// Balances the start of an operation for which no completion will be
+    /// queued (`CancelThreadpoolIo`), settles it and gives its block back.
+    ///
+    /// # Safety
+    /// `block` was registered at `slot` and started, and no completion will
+    /// be queued for it.
+    unsafe fn unstart<P: Send + 'static>(
+        &self,
+        block: NonNull<OpBlock<P>>,
+        slot: usize,
+        address: usize,
+        status: i32,
+    ) -> Operation<P> {
+        let header = self.header();
+        // SAFETY: `self.raw` is live and the start is unmatched.
+        trace_call!("CancelThreadpoolIo", self.raw, 0, { unsafe { CancelThreadpoolIo(self.raw) } });
+        trace_record!("io", "start-cancelled", address, status);
+        lock(&header.registry).remove(slot);
+        header.obligation.dispatched();
+        header.finish_one();
+        // No completion will run under it: the span is not kept open by an
+        // operation handed back to the caller.
+        // SAFETY: no completion will arrive and the entry is out of the
+        // registry, so the block is ours again.
+        unsafe { (*block.as_ptr()).header.parent = spans::Captured::NONE };
+        // SAFETY: as above.
+        unsafe { Operation::from_raw(block) }
     }
 
     pub(super) fn read_write<B, const WRITE: bool>(&self, offset: u64, buffer: B) -> Result<OperationId, SubmitError<B>>
@@ -205,51 +309,14 @@ impl IoCore {
         B: Send + 'static,
         B: BufferFor<WRITE>,
     {
-        let prepare = |b: &mut B| -> io::Result<(*mut u8, u32)> {
-            let (ptr, len) = b.raw_parts();
-            let len = u32::try_from(len).map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidInput, "a single read or write transfers at most u32::MAX bytes")
-            })?;
-            Ok((ptr, len))
-        };
-        let issue = |handle: HANDLE, ov: *mut OVERLAPPED, (ptr, len): (*mut u8, u32)| {
-            // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until
-            // issued. `Internal` starts as STATUS_PENDING, as ReadFile leaves
-            // it; the offset is recorded where ReadFile would have put it.
-            unsafe {
-                (*ov).Internal = STATUS_PENDING as usize;
-                (*ov).Anonymous.Anonymous.Offset = offset as u32;
-                (*ov).Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
-            }
-            let position = offset as i64;
-            // The OVERLAPPED's `Internal` and `InternalHigh` are the request's
-            // IO_STATUS_BLOCK, and its address the completion's context, as
-            // ReadFile and WriteFile pass them.
-            let iosb = ov.cast::<IO_STATUS_BLOCK>();
-            let context = ov.cast_const().cast::<c_void>();
-            let event = core::ptr::null_mut();
-            if WRITE {
-                trace_call!("NtWriteFile", handle, ov, {
-                    // SAFETY: `ptr..ptr+len` is the payload's buffer, which
-                    // lives in the block the kernel owns until the
-                    // completion; `position` is read before the call returns.
-                    issue_status(unsafe {
-                        NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
-                    })
-                })
-            } else {
-                trace_call!("NtReadFile", handle, ov, {
-                    // SAFETY: as above, and the buffer was borrowed mutably.
-                    issue_status(unsafe {
-                        NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
-                    })
-                })
-            }
-        };
-        // SAFETY: `issue` issues exactly one NtReadFile/NtWriteFile on
-        // `handle` with `ov`, and `issue_status` returns `Ok` exactly when a
-        // completion is queued (the handle has no skip-on-success, by
-        // construction or by `assume_overlapped`'s contract).
+        let prepare = |b: &mut B| transfer_parts::<B, WRITE>(b);
+        // SAFETY: one NtReadFile/NtWriteFile on `handle` with `ov`, of the
+        // payload's own buffer.
+        let issue = |handle, ov, (ptr, len)| unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, offset) };
+        // SAFETY: `issue` issues exactly one operation, and `issue_status`
+        // returns `Ok` exactly when a completion is queued (the handle has no
+        // skip-on-success, by construction or by `assume_overlapped`'s
+        // contract).
         unsafe { self.submit(Operation::new(buffer), prepare, issue) }.map_err(|e| e.map(Operation::into_payload))
     }
 
@@ -261,7 +328,7 @@ impl IoCore {
                 "cancel: no outstanding operation of this object has this id (it completed, failed synchronously, or belongs to another object)",
             ));
         }
-        let h = self.handle.as_raw_handle();
+        let h = self.handle.raw();
         let ov = id.address as *const OVERLAPPED;
         trace_call!("CancelIoEx", h, ov, {
             // SAFETY: the registry lock is held, so the operation is still
@@ -277,7 +344,7 @@ impl IoCore {
 
     /// `CancelIoEx(handle, NULL)`; the caller holds `issuing` exclusively.
     pub(super) fn cancel_all_locked(&self) -> io::Result<()> {
-        let h = self.handle.as_raw_handle();
+        let h = self.handle.raw();
         let r = trace_call!("CancelIoEx", h, 0, {
             // SAFETY: `h` is live; a null OVERLAPPED cancels every operation on it.
             sys::check(unsafe { CancelIoEx(h, core::ptr::null()) })
@@ -386,9 +453,7 @@ impl Lifecycle for IoCore {
     /// order `CloseThreadpoolIo` documents).
     fn close_and_free(self) {
         let Self { raw, ctx, handle, issuing: _, pool } = self;
-        let h = handle.into_raw_handle();
-        // SAFETY: `h` was owned and is closed exactly once, here.
-        trace_call!("CloseHandle", h, 0, { unsafe { CloseHandle(h) } });
+        let h = handle.close();
         // SAFETY: the handle is closed, nothing is outstanding and every
         // callback has returned; the object is closed exactly once, here.
         trace_call!("CloseThreadpoolIo", raw, 0, { unsafe { CloseThreadpoolIo(raw) } });
@@ -398,9 +463,67 @@ impl Lifecycle for IoCore {
     }
 }
 
+/// A buffer's pointer and length for one transfer; a buffer longer than
+/// one call can transfer is `InvalidInput`.
+pub(crate) fn transfer_parts<B: BufferFor<WRITE>, const WRITE: bool>(b: &mut B) -> io::Result<(*mut u8, u32)> {
+    let (ptr, len) = b.raw_parts();
+    let len = u32::try_from(len).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "a single read or write transfers at most u32::MAX bytes")
+    })?;
+    Ok((ptr, len))
+}
+
+/// Issues one `NtReadFile` (`WRITE = false`) or `NtWriteFile` of `len`
+/// bytes at `ptr`, at byte `offset`, with the completion context `ov`;
+/// `Ok` exactly when a completion is queued ([`issue_status`]).
+///
+/// # Safety
+/// `ov` is a zeroed `OVERLAPPED` the caller owns until the completion, and
+/// `ptr..ptr + len` memory that stays valid (and, for a read, unaliased)
+/// until then; `handle` is open.
+pub(crate) unsafe fn issue_read_write<const WRITE: bool>(
+    handle: HANDLE,
+    ov: *mut OVERLAPPED,
+    ptr: *mut u8,
+    len: u32,
+    offset: u64,
+) -> io::Result<()> {
+    // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until issued.
+    // `Internal` starts as STATUS_PENDING, as ReadFile leaves it; the offset
+    // is recorded where ReadFile would have put it.
+    unsafe {
+        (*ov).Internal = STATUS_PENDING as usize;
+        (*ov).Anonymous.Anonymous.Offset = offset as u32;
+        (*ov).Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
+    }
+    let position = offset as i64;
+    // The OVERLAPPED's `Internal` and `InternalHigh` are the request's
+    // IO_STATUS_BLOCK, and its address the completion's context, as ReadFile
+    // and WriteFile pass them.
+    let iosb = ov.cast::<IO_STATUS_BLOCK>();
+    let context = ov.cast_const().cast::<c_void>();
+    let event = core::ptr::null_mut();
+    if WRITE {
+        trace_call!("NtWriteFile", handle, ov, {
+            // SAFETY: the caller's contract; `position` is read before the
+            // call returns.
+            issue_status(unsafe {
+                NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
+            })
+        })
+    } else {
+        trace_call!("NtReadFile", handle, ov, {
+            // SAFETY: as above.
+            issue_status(unsafe {
+                NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
+            })
+        })
+    }
+}
+
 /// A buffer the safe operations can read into (`WRITE = false`, needs
 /// `AsMut<[u8]>`) or write from (`WRITE = true`, needs `AsRef<[u8]>`).
-pub(super) trait BufferFor<const WRITE: bool> {
+pub(crate) trait BufferFor<const WRITE: bool> {
     fn raw_parts(&mut self) -> (*mut u8, usize);
 }
 

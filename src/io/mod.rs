@@ -203,15 +203,18 @@
 
 use crate::trace::EventInfo;
 
+pub(crate) mod engine;
 mod future;
 mod handles;
-mod iocore;
+pub(crate) mod iocore;
 mod object;
 mod operation;
 mod registry;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(test, feature = "test-hooks"))]
+pub use engine::async_completions;
 pub use future::{AsyncIo, ReadFuture, WriteFuture};
 pub use handles::{
     OverlappedHandle, inbound_pipe, issue_result, issue_status, open_file, open_file_with_flags, outbound_pipe,
@@ -295,6 +298,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CancelThreadpoolIo", slots: ["io", ""], meaning: "" },
     EventInfo { target: "syscall", event: "WaitForThreadpoolIoCallbacks", slots: ["io", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolIo", slots: ["io", ""], meaning: "" },
+    EventInfo { target: "syscall", event: "closesocket", slots: ["socket", ""], meaning: "" },
     EventInfo { target: "syscall", event: "CancelIoEx", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtReadFile", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtWriteFile", slots: ["handle", "overlapped"], meaning: "" },

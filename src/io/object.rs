@@ -62,7 +62,7 @@ impl core::fmt::Debug for Io {
 /// ```
 impl AsRawHandle for Io {
     fn as_raw_handle(&self) -> RawHandle {
-        self.core.handle.as_raw_handle()
+        self.core.handle.raw()
     }
 }
 
@@ -75,7 +75,7 @@ impl Io {
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, None)?) })
+        Self::bind(BoundHandle::File(handle.0), callback, None)
     }
 
     /// Binds `handle` to the pool of `env`, with its settings; `callback`
@@ -86,7 +86,16 @@ impl Io {
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(IoCore::new(handle.0, callback, Some(env))?) })
+        Self::bind(BoundHandle::File(handle.0), callback, Some(env))
+    }
+
+    /// Binds `handle`, which the caller has proven fit (see [`OverlappedHandle`]
+    /// for a file; sockets are made so by `crate::net`).
+    pub(crate) fn bind<F>(handle: BoundHandle, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
+    where
+        F: Fn(&IoCompletion) + Send + Sync + 'static,
+    {
+        Ok(Self { core: Owner::new(IoCore::new(handle, callback, env)?) })
     }
 
     /// The raw `PTP_IO`, valid while `self` is alive.

@@ -75,6 +75,12 @@ enum State {
 /// See the [module docs](crate::wait#waits-as-futures) for what dropping it
 /// does.
 ///
+/// Dropping it is not free for an auto-reset event: a future dropped after
+/// its wait was satisfied (the callback queued, or under Wine the signal
+/// taken by the teardown's flush) has consumed the signal, which no other
+/// wait then sees. Await such a future to its end, or use a manual-reset
+/// event where futures may be dropped early.
+///
 /// ```
 /// use std::time::Duration;
 /// use windows_threadpool::time::Deadline;

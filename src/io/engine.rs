@@ -1,0 +1,321 @@
+//! The engine under every async I/O type ([`AsyncIo`](super::AsyncIo), the
+//! sockets of [`crate::net`]): one [`Io`] whose one callback completes
+//! futures, and the future that issues one operation at its first poll.
+//!
+//! An operation kind is an [`AsyncOp`]: what it issues and what its result
+//! becomes. Its state (the buffer, an address, an accepted socket) lives in
+//! one box inside the operation's block, beside an `Arc` of what the
+//! completion and the future share, so the object's callback takes every
+//! kind's payload as one type, `Erased`, and finishes it through a trait
+//! object: three allocations per operation (the block, the box, the `Arc`).
+//!
+//! Where the handle has skip-on-success (sockets), an operation that
+//! completes at once is finished inline by the future's first poll: no
+//! completion is queued, and `IoCore::submit_op` balances its start.
+
+use core::any::Any;
+use core::future::Future;
+use core::pin::Pin;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use core::task::{Context, Poll};
+use std::io;
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::System::IO::OVERLAPPED;
+
+use super::iocore::{Issued, Submitted};
+use super::{Io, IoCompletion, Operation, OperationId};
+use crate::callback_env::CallbackEnviron;
+use crate::reentry;
+use crate::waker_slot::WakerSlot;
+
+/// One kind of async operation.
+pub(crate) trait AsyncOp: Send + 'static {
+    /// What the future resolves to.
+    type Output: Send + 'static;
+
+    /// Checks the operation before anything is started (user code, such as
+    /// a buffer's `AsMut`, may run here).
+    fn prepare(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Issues the operation on `handle` with `ov`.
+    ///
+    /// # Safety
+    /// `self` lives at a fixed address (in the operation's block) until the
+    /// completion, and `ov` is the block's zeroed `OVERLAPPED`. The
+    /// implementation must issue at most one overlapped operation, on
+    /// `handle` with `ov`, passing the kernel only memory inside `self`, and
+    /// classify it as [`IoCore::submit_op`](super::iocore::IoCore::submit_op)
+    /// requires.
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued>;
+
+    /// The output for the operation's result: its completion's, an inline
+    /// completion's byte count, or the error it failed with synchronously.
+    fn finish(self, result: io::Result<usize>) -> Self::Output;
+}
+
+/// What an operation's completion and its future share.
+struct OpShared<T> {
+    /// The output, published once.
+    done: Mutex<Option<T>>,
+    waker: WakerSlot,
+}
+
+impl<T> OpShared<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<T>> {
+        self.done.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An issued operation: its state and where its output goes.
+struct Pending<T: AsyncOp> {
+    op: T,
+    shared: Arc<OpShared<T::Output>>,
+}
+
+/// A pointer into an operation's own buffer, taken by its `prepare`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BufPtr(pub(crate) *mut u8);
+
+// SAFETY: it points into the buffer of the operation holding it, which is
+// `Send` with it, and is used only by the thread that issues the operation.
+unsafe impl Send for BufPtr {}
+
+impl BufPtr {
+    pub(crate) const NULL: Self = Self(core::ptr::null_mut());
+}
+
+/// The kind-erased view the object's one callback has of an operation.
+trait ErasedOp: Send {
+    fn prepare(&mut self) -> io::Result<()>;
+    /// # Safety
+    /// As [`AsyncOp::issue`].
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued>;
+    /// Finishes the operation with its completion's result and publishes
+    /// the output; `in_flight` is decremented first, so a future that sees
+    /// the output sees the decrement.
+    fn complete(self: Box<Self>, result: io::Result<usize>, in_flight: &AtomicUsize);
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: AsyncOp> ErasedOp for Pending<T> {
+    fn prepare(&mut self) -> io::Result<()> {
+        self.op.prepare()
+    }
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: forwarded.
+        unsafe { self.op.issue(handle, ov) }
+    }
+    fn complete(self: Box<Self>, result: io::Result<usize>, in_flight: &AtomicUsize) {
+        let Pending { op, shared } = *self;
+        let output = op.finish(result);
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+        *shared.lock() = Some(output);
+        shared.waker.wake();
+        // If the future is gone, the last `Arc` (and the output, buffer and
+        // all) drops here, after the kernel is done with it: user code, in
+        // a pool callback.
+        crate::unwind::or_abort("dropping an I/O future's buffer", move || drop(shared));
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// The payload type of every operation of an engine's object.
+struct Erased(Box<dyn ErasedOp>);
+
+/// Completions the engines of this process have delivered. Counted only
+/// when the tests can read it.
+#[cfg(any(test, feature = "test-hooks"))]
+static COMPLETIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many completions of async I/O operations (files, pipes, sockets)
+/// this process has delivered to their futures' callback; an operation
+/// finished inline adds none. A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn async_completions() -> usize {
+    COMPLETIONS.load(Ordering::SeqCst)
+}
+
+/// The object's callback: finishes the operation and wakes its future.
+fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize) {
+    #[cfg(any(test, feature = "test-hooks"))]
+    COMPLETIONS.fetch_add(1, Ordering::SeqCst);
+    if let Some(op) = c.claim::<Erased>() {
+        op.into_payload().0.complete(c.result(), in_flight);
+    }
+}
+
+/// An I/O object driven by futures, and its count of operations whose
+/// output has not reached their future yet.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) io: Io,
+    /// Counted from before an operation is issued until its completion has
+    /// published the output (or it finished synchronously); a completion
+    /// at most finishing its callback is not counted, so an object whose
+    /// futures have all resolved is dropped in place.
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Engine {
+    /// Binds `handle` to the pool (of `env`, or the default one).
+    pub(crate) fn bind(handle: super::iocore::BoundHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&in_flight);
+        let callback = move |c: &IoCompletion| on_completion(c, &counted);
+        let io = Io::bind(handle, callback, env)?;
+        Ok(Self { io, in_flight })
+    }
+}
+
+/// An [`Engine`] owned by a public async type, dropped without waiting for
+/// a completion: a dropped future's cancelled completion, or a forgotten
+/// future's operation, may still be in flight, and waiting for it could
+/// wait for the dropping thread itself (an executor's, or the only one of a
+/// busy pool), or for the callback the drop runs in
+/// (`reentry::drop_unblocking`).
+#[derive(Debug)]
+pub(crate) struct Unblocking(ManuallyDrop<Engine>);
+
+impl Unblocking {
+    pub(crate) fn new(engine: Engine) -> Self {
+        Self(ManuallyDrop::new(engine))
+    }
+}
+
+impl core::ops::Deref for Unblocking {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.0
+    }
+}
+
+impl Drop for Unblocking {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once, and nothing uses `self.0` after it.
+        reentry::drop_unblocking(unsafe { ManuallyDrop::take(&mut self.0) });
+    }
+}
+
+/// Settled once no output is still to reach its future.
+impl reentry::Settle for Engine {
+    fn settled(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0
+    }
+    fn settle(&self) {
+        self.io.stop_and_drain();
+    }
+}
+
+/// The future of one operation of kind `T` on `engine`: issued at the first
+/// poll; dropped after that, it cancels the operation (`CancelIoEx`) without
+/// waiting, and the completion frees the operation's state.
+///
+/// `O` is `T::Output`, named as a parameter of its own: a field of a
+/// projected type would make the future's `Send` depend on `T`'s impl for
+/// every lifetime, which a buffer such as `&'static [u8]` fails inside an
+/// async block.
+pub(crate) struct OpFuture<'a, T, O = <T as AsyncOp>::Output> {
+    engine: &'a Engine,
+    /// The operation until it is issued.
+    op: Option<T>,
+    /// The issued operation until its output is taken.
+    issued: Option<(OperationId, Arc<OpShared<O>>)>,
+}
+
+impl<'a, T: AsyncOp<Output = O>, O> OpFuture<'a, T, O> {
+    pub(crate) fn new(engine: &'a Engine, op: T) -> Self {
+        Self { engine, op: Some(op), issued: None }
+    }
+
+    /// Issues `op`: its output at once if it finished synchronously.
+    fn issue(&mut self, op: T) -> Option<O> {
+        let shared = Arc::new(OpShared { done: Mutex::new(None), waker: WakerSlot::new() });
+        let pending: Box<dyn ErasedOp> = Box::new(Pending { op, shared: Arc::clone(&shared) });
+        let engine = self.engine;
+        engine.in_flight.fetch_add(1, Ordering::SeqCst);
+        // The state's address, taken once `prepare` has run: the box stays
+        // where it is, inside the block, until the completion.
+        let prepare = |e: &mut Erased| e.0.prepare().map(|()| NonNull::from(&mut *e.0));
+        // SAFETY: `p` points into the block being issued, which nothing else
+        // touches until its completion.
+        let issue = |h: HANDLE, ov: *mut OVERLAPPED, mut p: NonNull<dyn ErasedOp>| unsafe { p.as_mut().issue(h, ov) };
+        // SAFETY: `ErasedOp::issue` meets `submit_op`'s contract (its own).
+        let submitted = unsafe { engine.io.core.submit_op(Operation::new(Erased(pending)), prepare, issue) };
+        let (op, result) = match submitted {
+            Ok(Submitted::Queued(id)) => {
+                self.issued = Some((id, shared));
+                return None;
+            }
+            Ok(Submitted::Completed(op, bytes)) => (op, Ok(bytes)),
+            Err(e) => {
+                let (error, op) = e.into_parts();
+                (op, Err(error))
+            }
+        };
+        engine.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let pending = op.into_payload().0.into_any().downcast::<Pending<T>>();
+        let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
+        Some(pending.op.finish(result))
+    }
+}
+
+impl<T: AsyncOp<Output = O>, O> Future for OpFuture<'_, T, O> {
+    type Output = O;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
+        let this = self.get_mut();
+        if let Some(op) = this.op.take()
+            && let Some(output) = this.issue(op)
+        {
+            return Poll::Ready(output);
+        }
+        let Some((_, shared)) = &this.issued else {
+            panic!("an I/O future polled after completion");
+        };
+        // Register, then check (see `crate::waker_slot`).
+        shared.waker.register(cx.waker());
+        let Some(output) = shared.lock().take() else {
+            return Poll::Pending;
+        };
+        this.issued = None;
+        Poll::Ready(output)
+    }
+}
+
+// The operation is never pinned: it moves into its block at the first poll.
+impl<T, O> OpFuture<'_, T, O> {
+    /// The operation, until it is issued.
+    pub(crate) fn op(&self) -> Option<&T> {
+        self.op.as_ref()
+    }
+
+    /// The issued operation's id, until its output is taken.
+    pub(crate) fn id(&self) -> Option<OperationId> {
+        self.issued.as_ref().map(|(id, _)| *id)
+    }
+}
+
+impl<T, O> Unpin for OpFuture<'_, T, O> {}
+
+impl<T, O> Drop for OpFuture<'_, T, O> {
+    fn drop(&mut self) {
+        if let Some((id, shared)) = self.issued.take() {
+            if shared.lock().is_some() {
+                return; // completed: the output drops with `shared`
+            }
+            shared.waker.clear();
+            // The completion still comes (normally ERROR_OPERATION_ABORTED)
+            // and frees the state. An error means it is already on its way.
+            let _ = self.engine.io.cancel(id);
+        }
+    }
+}

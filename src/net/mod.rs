@@ -1,0 +1,174 @@
+//! TCP and UDP sockets whose operations complete on the pool:
+//! [`TcpListener`], [`TcpStream`], [`UdpSocket`].
+//!
+//! Each socket is an overlapped Winsock socket bound to a thread-pool I/O
+//! object (`CreateThreadpoolIo`, as IIS and .NET bind theirs), and each
+//! operation a future with an owned buffer, as [`AsyncIo`](crate::io::AsyncIo)'s:
+//! it takes the buffer and gives it back with the result, so the kernel
+//! never writes into memory the caller still holds. The futures work under
+//! any executor; they borrow the socket (`&self`), so one task can read
+//! while another writes.
+//!
+//! ```
+//! use windows_threadpool::net::{TcpListener, TcpStream};
+//! use windows_threadpool::task;
+//!
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let addr = listener.local_addr()?;
+//! let server = task::spawn(async move {
+//!     let (stream, _peer) = listener.accept().await?;
+//!     let (n, buf) = stream.read(vec![0u8; 64]).await;
+//!     let (sent, _) = stream.write_all(buf[..n?].to_vec()).await; // echo
+//!     sent
+//! });
+//! task::block_on(async {
+//!     let stream = TcpStream::connect(addr).await?;
+//!     stream.set_nodelay(true)?;
+//!     let (sent, _) = stream.write_all(b"hello".to_vec()).await;
+//!     sent?;
+//!     let (n, buf) = stream.read(vec![0u8; 64]).await;
+//!     assert_eq!(&buf[..n?], b"hello");
+//!     server.await.unwrap()
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # One completion path, completing in place
+//! The sockets use the I/O object's machinery as it is: the operation
+//! blocks, the registry that ignores foreign and stale `OVERLAPPED`s, the
+//! trampoline, and the teardown. What differs is the issuing call
+//! (`WSARecv`, `WSASend`, `AcceptEx`, `ConnectEx`, `WSARecvFrom`,
+//! `WSASendTo`) and one flag: where the socket's Winsock provider is an IFS
+//! provider (`XP1_IFS_HANDLES` in its `SO_PROTOCOL_INFOW`, the condition
+//! Microsoft documents: a layered provider that is not may still queue a
+//! completion for a synchronous success), the socket gets
+//! `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` and
+//! `FILE_SKIP_SET_EVENT_ON_HANDLE`. An operation that succeeds at once
+//! (buffered data, most sends) then queues no completion: the future's first
+//! poll finishes it and is ready, with no hand-off to a pool thread, and the
+//! operation's `StartThreadpoolIo` is balanced with `CancelThreadpoolIo` in
+//! the one function that does so for every path with no completion to come.
+//! A receive that truncates a datagram at once (`WSAEMSGSIZE`, a warning
+//! status) is finished inline too, with that error.
+//!
+//! # Errors
+//! Errors are `io::Error`s carrying the Winsock code, as std's are, so its
+//! kinds apply (`WSAECONNRESET` is `ConnectionReset`, `WSAECONNREFUSED`
+//! `ConnectionRefused`). A completion reports a Win32 status; it is given as
+//! the Winsock code `WSAGetOverlappedResult` would report
+//! (`ERROR_NETNAME_DELETED` as `WSAECONNRESET`, `ERROR_CONNECTION_REFUSED`
+//! as `WSAECONNREFUSED`, `ERROR_MORE_DATA` as `WSAEMSGSIZE`, ...). A
+//! cancelled operation is `ERROR_OPERATION_ABORTED` (995), as for files.
+//!
+//! # Teardown
+//! A future dropped after its first poll cancels its operation
+//! (`CancelIoEx`) without waiting; its buffer is freed when the cancelled
+//! completion arrives. A socket is dropped without blocking, by the rule of
+//! every async wrapper over a pool object (see
+//! [`AsyncIo`](crate::io::AsyncIo#dropping)): with every future resolved it
+//! is closed in place; otherwise its rundown is handed to a thread of the
+//! default pool, which cancels what is left, waits for the completions and
+//! then closes the socket (`closesocket`).
+//!
+//! # From std
+//! `from_std` takes a socket of `std::net`, which std creates overlapped
+//! and not inheritable (`WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT`)
+//! and on which it issues only synchronous calls. Binding it is sound on
+//! that ground: the value is moved in, so no `std` handle to it remains but
+//! a clone made earlier (`try_clone`), and a synchronous call on such a
+//! clone passes no `OVERLAPPED` of this crate's, so any completion it could
+//! cause names an address that is not one of the socket's live operations
+//! and is ignored (see [Completions that are not
+//! ours](crate::io#completions-that-are-not-ours); two live allocations of
+//! one process never share an address). Issuing I/O through such a clone
+//! is still unsupported. The sockets lend only their raw value
+//! (`AsRawSocket`), not `AsSocket`, for the reason [`Io`](crate::io::Io)
+//! lends no `AsHandle`.
+//!
+//! Winsock is started once per process (`WSAStartup`, never cleaned up, as
+//! std does lazily).
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::io::engine::OpFuture;
+
+mod ops;
+mod sys;
+mod tcp;
+mod udp;
+
+pub use tcp::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
+
+/// Whether a TCP socket over IPv4 completes synchronous successes inline
+/// (its provider is an IFS provider). A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn completes_inline() -> io::Result<bool> {
+    use windows_sys::Win32::Networking::WinSock::{AF_INET, IPPROTO_TCP, SOCK_STREAM};
+    sys::winsock()?;
+    sys::ifs_provider(&sys::new_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)?)
+}
+
+/// Every address `addr` resolves to.
+fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
+    Ok(addr.to_socket_addrs()?.collect())
+}
+
+/// A public future over one operation of the engine.
+macro_rules! op_future {
+    ($(#[$doc:meta])* $name:ident<'a $(, $b:ident: $bound:path)?> = $op:ty => $out:ty) => {
+        $(#[$doc])*
+        #[must_use = "futures do nothing unless polled"]
+        pub struct $name<'a $(, $b)?>(OpFuture<'a, $op, $out>);
+
+        impl<'a $(, $b: $bound + Send + 'static)?> Future for $name<'a $(, $b)?> {
+            type Output = $out;
+
+            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<$out> {
+                Pin::new(&mut self.0).poll(cx)
+            }
+        }
+
+        impl<'a $(, $b)?> core::fmt::Debug for $name<'a $(, $b)?> {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($name)).field("issued", &self.0.id()).finish()
+            }
+        }
+    };
+}
+
+op_future! {
+    /// The future of [`TcpStream::read`]: the bytes read and the buffer.
+    ReadFuture<'a, B: AsMut<[u8]>> = ops::Recv<B> => (io::Result<usize>, B)
+}
+op_future! {
+    /// The future of [`TcpStream::write`]: the bytes written and the buffer.
+    WriteFuture<'a, B: AsRef<[u8]>> = ops::Transmit<B> => (io::Result<usize>, B)
+}
+op_future! {
+    /// The future of [`TcpListener::accept`]: the stream and the peer's address.
+    AcceptFuture<'a> = ops::Accept => io::Result<(TcpStream, SocketAddr)>
+}
+op_future! {
+    /// The future of [`UdpSocket::send_to`]: the bytes sent and the buffer.
+    SendToFuture<'a, B: AsRef<[u8]>> = ops::SendTo<B> => (io::Result<usize>, B)
+}
+op_future! {
+    /// The future of [`UdpSocket::recv_from`]: the datagram's length and
+    /// sender, and the buffer.
+    RecvFromFuture<'a, B: AsMut<[u8]>> = ops::RecvFrom<B> => (io::Result<(usize, SocketAddr)>, B)
+}
+
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<ReadFuture<'static, Vec<u8>>>();
+    send::<WriteFuture<'static, &'static [u8]>>();
+    send::<AcceptFuture<'static>>();
+    send::<SendToFuture<'static, Vec<u8>>>();
+    send::<RecvFromFuture<'static, Vec<u8>>>();
+};

@@ -1,0 +1,352 @@
+//! The socket operations, each an [`AsyncOp`] of the I/O engine.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::windows::io::{AsRawSocket, OwnedSocket};
+
+use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::Networking::WinSock::{
+    SO_UPDATE_ACCEPT_CONTEXT, SO_UPDATE_CONNECT_CONTEXT, SOCKADDR, SOCKADDR_STORAGE, SOCKET, SOCKET_ERROR, SOL_SOCKET,
+    WSA_IO_PENDING, WSABUF, WSAEMSGSIZE, WSARecv, WSARecvFrom, WSASend, WSASendTo,
+};
+use windows_sys::Win32::System::IO::OVERLAPPED;
+
+use super::sys::{self, completion_error, last_error};
+use super::tcp::TcpStream;
+use crate::callback_env::CallbackEnviron;
+use crate::io::engine::{AsyncOp, BufPtr};
+use crate::io::iocore::{BufferFor, Issued, transfer_parts};
+
+/// What an overlapped Winsock call is, for [`classify`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Receive,
+    Other,
+}
+
+/// Classifies an overlapped Winsock call that returned `ok` (success) or
+/// failed with the thread's last error; `bytes` is what a success
+/// transferred. The one place that decides whether a completion comes:
+/// - a success queues one unless skip-on-success is set (`inline`), and
+///   then is finished here;
+/// - `WSA_IO_PENDING` queues one;
+/// - a receive's `WSAEMSGSIZE` (the datagram was truncated into the
+///   buffer) is a warning status, `STATUS_BUFFER_OVERFLOW`: the receive ran,
+///   and without skip-on-success its completion still follows, carrying
+///   the same error; with skip-on-success none does (libuv relies on this
+///   on Windows; measured under Wine), so it is finished here like a
+///   failure, the buffer holding the datagram's start. A send's
+///   `WSAEMSGSIZE` is a plain failure;
+/// - any other error is a synchronous failure, with no completion.
+fn classify(ok: bool, bytes: u32, inline: bool, call: Call) -> io::Result<Issued> {
+    if ok {
+        return Ok(if inline { Issued::Completed(bytes as usize) } else { Issued::Queued });
+    }
+    let e = last_error();
+    match e.raw_os_error() {
+        Some(WSA_IO_PENDING) => Ok(Issued::Queued),
+        Some(WSAEMSGSIZE) if call == Call::Receive && !inline => Ok(Issued::Queued),
+        _ => Err(e),
+    }
+}
+
+fn socket(handle: HANDLE) -> SOCKET {
+    handle as SOCKET
+}
+
+/// The buffer's start and length as one `WSABUF`.
+fn wsabuf((ptr, len): (BufPtr, u32)) -> WSABUF {
+    WSABUF { len, buf: ptr.0 }
+}
+
+/// A stream receive (`WSARecv`) into `buf`.
+pub(super) struct Recv<B> {
+    pub(super) buf: B,
+    pub(super) parts: (BufPtr, u32),
+    pub(super) flags: u32,
+    pub(super) bytes: u32,
+    pub(super) inline: bool,
+}
+
+impl<B> Recv<B> {
+    pub(super) fn new(buf: B, inline: bool) -> Self {
+        Self { buf, parts: (BufPtr::NULL, 0), flags: 0, bytes: 0, inline }
+    }
+}
+
+impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for Recv<B> {
+    type Output = (io::Result<usize>, B);
+
+    fn prepare(&mut self) -> io::Result<()> {
+        let (ptr, len) = transfer_parts::<B, false>(&mut self.buf)?;
+        self.parts = (BufPtr(ptr), len);
+        Ok(())
+    }
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let buf = wsabuf(self.parts);
+        // SAFETY: the buffer, flags and count live in `self`, in place until
+        // the completion (the caller's contract); Winsock copies the WSABUF.
+        let r = unsafe { WSARecv(socket(handle), &buf, 1, &mut self.bytes, &mut self.flags, ov, None) };
+        classify(r != SOCKET_ERROR, self.bytes, self.inline, Call::Receive)
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        (result.map_err(completion_error), self.buf)
+    }
+}
+
+/// A stream send (`WSASend`) of `buf[start..]`.
+pub(super) struct Transmit<B> {
+    pub(super) buf: B,
+    pub(super) start: usize,
+    pub(super) parts: (BufPtr, u32),
+    pub(super) bytes: u32,
+    pub(super) inline: bool,
+}
+
+impl<B> Transmit<B> {
+    pub(super) fn new(buf: B, start: usize, inline: bool) -> Self {
+        Self { buf, start, parts: (BufPtr::NULL, 0), bytes: 0, inline }
+    }
+}
+
+/// The part of a send's buffer from `start`, clamped to the buffer.
+struct Tail<'a, B>(&'a B, usize);
+
+impl<B: AsRef<[u8]>> BufferFor<true> for Tail<'_, B> {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        let s = self.0.as_ref();
+        let s = &s[self.1.min(s.len())..];
+        // The kernel only reads through a send's pointer.
+        (s.as_ptr().cast_mut(), s.len())
+    }
+}
+
+impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for Transmit<B> {
+    type Output = (io::Result<usize>, B);
+
+    fn prepare(&mut self) -> io::Result<()> {
+        let (ptr, len) = transfer_parts::<_, true>(&mut Tail(&self.buf, self.start))?;
+        self.parts = (BufPtr(ptr), len);
+        Ok(())
+    }
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let buf = wsabuf(self.parts);
+        // SAFETY: as for `Recv`; the kernel only reads the buffer.
+        let r = unsafe { WSASend(socket(handle), &buf, 1, &mut self.bytes, 0, ov, None) };
+        classify(r != SOCKET_ERROR, self.bytes, self.inline, Call::Other)
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        (result.map_err(completion_error), self.buf)
+    }
+}
+
+/// Room for each of `AcceptEx`'s two addresses (its documented minimum is
+/// the address's size plus 16 bytes).
+const ACCEPT_ADDRESS_LEN: u32 = (size_of::<SOCKADDR_STORAGE>() + 16) as u32;
+
+/// An accept (`AcceptEx`) on a listener: the connection arrives on a socket
+/// made for it by `prepare`.
+pub(super) struct Accept {
+    pub(super) listener: SOCKET,
+    pub(super) family: u16,
+    pub(super) accepted: Option<OwnedSocket>,
+    pub(super) addresses: [u8; 2 * ACCEPT_ADDRESS_LEN as usize],
+    pub(super) bytes: u32,
+    pub(super) inline: bool,
+    /// Where the accepted stream is bound.
+    pub(super) env: Option<CallbackEnviron>,
+}
+
+impl AsyncOp for Accept {
+    type Output = io::Result<(TcpStream, SocketAddr)>;
+
+    fn prepare(&mut self) -> io::Result<()> {
+        use windows_sys::Win32::Networking::WinSock::SOCK_STREAM;
+        self.accepted = Some(sys::new_socket(self.family, SOCK_STREAM, 0)?);
+        Ok(())
+    }
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let ws = sys::winsock()?;
+        let accepted = self.accepted.as_ref().map_or(0, |s| s.as_raw_socket() as SOCKET);
+        // SAFETY: the address buffer and count live in `self`, in place until
+        // the completion; `accepted` is a new, unbound socket of the family.
+        let ok = unsafe {
+            (ws.accept_ex)(
+                socket(handle),
+                accepted,
+                self.addresses.as_mut_ptr().cast(),
+                0,
+                ACCEPT_ADDRESS_LEN,
+                ACCEPT_ADDRESS_LEN,
+                &mut self.bytes,
+                ov,
+            )
+        };
+        classify(ok != 0, self.bytes, self.inline, Call::Other)
+    }
+
+    fn finish(mut self, result: io::Result<usize>) -> Self::Output {
+        result.map_err(completion_error)?;
+        let accepted = self.accepted.take().expect("prepared before it was issued");
+        let s = accepted.as_raw_socket() as SOCKET;
+        // Gives the accepted socket the listener's properties, so that
+        // `getpeername`, `shutdown` and the rest work on it.
+        sys::set_option(s, SOL_SOCKET, SO_UPDATE_ACCEPT_CONTEXT, self.listener)?;
+        let ws = sys::winsock()?;
+        let (mut local, mut remote) = (core::ptr::null_mut::<SOCKADDR>(), core::ptr::null_mut::<SOCKADDR>());
+        let (mut local_len, mut remote_len) = (0i32, 0i32);
+        // SAFETY: the buffer is the one `AcceptEx` filled, with the lengths
+        // it was given; the pointers it returns point into it.
+        let peer = unsafe {
+            (ws.accept_ex_sockaddrs)(
+                self.addresses.as_ptr().cast(),
+                0,
+                ACCEPT_ADDRESS_LEN,
+                ACCEPT_ADDRESS_LEN,
+                &mut local,
+                &mut local_len,
+                &mut remote,
+                &mut remote_len,
+            );
+            sys::from_raw(remote, remote_len)?
+        };
+        Ok((TcpStream::from_connected(accepted, self.env.as_ref())?, peer))
+    }
+}
+
+/// A connect (`ConnectEx`) of a bound socket to an address.
+pub(super) struct Connect {
+    pub(super) to: SOCKADDR_STORAGE,
+    pub(super) to_len: i32,
+    pub(super) socket: SOCKET,
+    pub(super) bytes: u32,
+    pub(super) inline: bool,
+}
+
+impl AsyncOp for Connect {
+    type Output = io::Result<()>;
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let ws = sys::winsock()?;
+        // SAFETY: the address and count live in `self`, in place until the
+        // completion; no data is sent with the connect.
+        let ok = unsafe {
+            (ws.connect_ex)(
+                socket(handle),
+                (&raw const self.to).cast(),
+                self.to_len,
+                core::ptr::null(),
+                0,
+                &mut self.bytes,
+                ov,
+            )
+        };
+        classify(ok != 0, self.bytes, self.inline, Call::Other)
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        result.map_err(completion_error)?;
+        // Gives the socket its connected state for `getpeername`, `shutdown`.
+        // SAFETY: the option takes no value.
+        sys::check(unsafe {
+            windows_sys::Win32::Networking::WinSock::setsockopt(
+                self.socket,
+                SOL_SOCKET,
+                SO_UPDATE_CONNECT_CONTEXT,
+                core::ptr::null(),
+                0,
+            )
+        })
+    }
+}
+
+/// A datagram receive (`WSARecvFrom`) into `buf`, with its sender.
+pub(super) struct RecvFrom<B> {
+    pub(super) recv: Recv<B>,
+    pub(super) from: SOCKADDR_STORAGE,
+    pub(super) from_len: i32,
+}
+
+impl<B> RecvFrom<B> {
+    pub(super) fn new(buf: B, inline: bool) -> Self {
+        Self { recv: Recv::new(buf, inline), from: SOCKADDR_STORAGE::default(), from_len: 0 }
+    }
+}
+
+impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for RecvFrom<B> {
+    type Output = (io::Result<(usize, SocketAddr)>, B);
+
+    fn prepare(&mut self) -> io::Result<()> {
+        self.from_len = size_of::<SOCKADDR_STORAGE>() as i32;
+        self.recv.prepare()
+    }
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let r = &mut self.recv;
+        let buf = wsabuf(r.parts);
+        // SAFETY: as for `Recv`, and the sender's address and its length live
+        // in `self` too.
+        let ret = unsafe {
+            WSARecvFrom(
+                socket(handle),
+                &buf,
+                1,
+                &mut r.bytes,
+                &mut r.flags,
+                (&raw mut self.from).cast(),
+                &mut self.from_len,
+                ov,
+                None,
+            )
+        };
+        classify(ret != SOCKET_ERROR, r.bytes, r.inline, Call::Receive)
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        let from = (&raw const self.from).cast::<SOCKADDR>();
+        // SAFETY: a completed receive wrote `from_len` bytes of the sender's
+        // address into `from`, which has room for any.
+        let result =
+            result.map_err(completion_error).and_then(|n| Ok((n, unsafe { sys::from_raw(from, self.from_len) }?)));
+        (result, self.recv.buf)
+    }
+}
+
+/// A datagram send (`WSASendTo`) of `buf` to an address.
+pub(super) struct SendTo<B> {
+    pub(super) send: Transmit<B>,
+    pub(super) to: SOCKADDR_STORAGE,
+    pub(super) to_len: i32,
+    /// Why the destination is unusable, given back by `prepare`.
+    pub(super) refused: Option<io::Error>,
+}
+
+impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for SendTo<B> {
+    type Output = (io::Result<usize>, B);
+
+    fn prepare(&mut self) -> io::Result<()> {
+        if let Some(e) = self.refused.take() {
+            return Err(e);
+        }
+        self.send.prepare()
+    }
+
+    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        let s = &mut self.send;
+        let buf = wsabuf(s.parts);
+        // SAFETY: as for `Send`, and the address lives in `self` too.
+        let ret = unsafe {
+            WSASendTo(socket(handle), &buf, 1, &mut s.bytes, 0, (&raw const self.to).cast(), self.to_len, ov, None)
+        };
+        classify(ret != SOCKET_ERROR, s.bytes, s.inline, Call::Other)
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        self.send.finish(result)
+    }
+}

@@ -1,0 +1,298 @@
+//! Winsock underneath the sockets: start-up, extension functions, socket
+//! creation and binding, addresses and error codes.
+
+use core::ffi::c_void;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::windows::io::{AsRawSocket, FromRawSocket, OwnedSocket, RawSocket};
+use std::sync::OnceLock;
+
+use windows_sys::Win32::Foundation::{
+    ERROR_CONNECTION_ABORTED, ERROR_CONNECTION_REFUSED, ERROR_HOST_UNREACHABLE, ERROR_MORE_DATA, ERROR_NETNAME_DELETED,
+    ERROR_NETWORK_UNREACHABLE, ERROR_PORT_UNREACHABLE, ERROR_SEM_TIMEOUT, HANDLE,
+};
+use windows_sys::Win32::Networking::WinSock::{
+    AF_INET, AF_INET6, INVALID_SOCKET, IPPROTO, LPFN_ACCEPTEX, LPFN_CONNECTEX, LPFN_GETACCEPTEXSOCKADDRS,
+    SIO_GET_EXTENSION_FUNCTION_POINTER, SO_PROTOCOL_INFOW, SOCKADDR, SOCKADDR_IN, SOCKADDR_IN6, SOCKADDR_STORAGE,
+    SOCKET, SOCKET_ERROR, SOL_SOCKET, WINSOCK_SOCKET_TYPE, WSA_FLAG_NO_HANDLE_INHERIT, WSA_FLAG_OVERLAPPED, WSADATA,
+    WSAECONNABORTED, WSAECONNREFUSED, WSAECONNRESET, WSAEHOSTUNREACH, WSAEMSGSIZE, WSAENETUNREACH, WSAETIMEDOUT,
+    WSAGetLastError, WSAID_ACCEPTEX, WSAID_CONNECTEX, WSAID_GETACCEPTEXSOCKADDRS, WSAIoctl, WSAPROTOCOL_INFOW,
+    WSASocketW, WSAStartup, XP1_IFS_HANDLES, getsockopt, setsockopt,
+};
+use windows_sys::Win32::Storage::FileSystem::SetFileCompletionNotificationModes;
+use windows_sys::Win32::System::WindowsProgramming::{
+    FILE_SKIP_COMPLETION_PORT_ON_SUCCESS, FILE_SKIP_SET_EVENT_ON_HANDLE,
+};
+
+use crate::callback_env::CallbackEnviron;
+use crate::io::engine::{Engine, Unblocking};
+use crate::io::iocore::BoundHandle;
+
+/// What the process learns from Winsock once.
+pub(super) struct Winsock {
+    pub(super) accept_ex: unsafe extern "system" fn(
+        SOCKET,
+        SOCKET,
+        *mut c_void,
+        u32,
+        u32,
+        u32,
+        *mut u32,
+        *mut windows_sys::Win32::System::IO::OVERLAPPED,
+    ) -> windows_sys::core::BOOL,
+    pub(super) connect_ex: unsafe extern "system" fn(
+        SOCKET,
+        *const SOCKADDR,
+        i32,
+        *const c_void,
+        u32,
+        *mut u32,
+        *mut windows_sys::Win32::System::IO::OVERLAPPED,
+    ) -> windows_sys::core::BOOL,
+    pub(super) accept_ex_sockaddrs: unsafe extern "system" fn(
+        *const c_void,
+        u32,
+        u32,
+        u32,
+        *mut *mut SOCKADDR,
+        *mut i32,
+        *mut *mut SOCKADDR,
+        *mut i32,
+    ),
+}
+
+/// Winsock, started once per process (`WSAStartup`, never cleaned up, as
+/// std does), with its extension functions looked up.
+pub(super) fn winsock() -> io::Result<&'static Winsock> {
+    static WINSOCK: OnceLock<Result<Winsock, i32>> = OnceLock::new();
+    WINSOCK.get_or_init(start).as_ref().map_err(|&code| io::Error::from_raw_os_error(code))
+}
+
+fn start() -> Result<Winsock, i32> {
+    let mut data = WSADATA::default();
+    // SAFETY: `data` is a valid out-parameter.
+    let r = unsafe { WSAStartup(0x0202, &mut data) };
+    if r != 0 {
+        return Err(r);
+    }
+    // The extension functions are the provider's; any TCP socket asks it.
+    let probe = new_socket(AF_INET, windows_sys::Win32::Networking::WinSock::SOCK_STREAM, 0).map_err(code)?;
+    let s = probe.as_raw_socket() as SOCKET;
+    // SAFETY: each GUID names a function of exactly the type it is read as.
+    unsafe {
+        let accept: LPFN_ACCEPTEX = extension(s, WSAID_ACCEPTEX)?;
+        let connect: LPFN_CONNECTEX = extension(s, WSAID_CONNECTEX)?;
+        let sockaddrs: LPFN_GETACCEPTEXSOCKADDRS = extension(s, WSAID_GETACCEPTEXSOCKADDRS)?;
+        let missing = windows_sys::Win32::Networking::WinSock::WSAEOPNOTSUPP;
+        Ok(Winsock {
+            accept_ex: accept.ok_or(missing)?,
+            connect_ex: connect.ok_or(missing)?,
+            accept_ex_sockaddrs: sockaddrs.ok_or(missing)?,
+        })
+    }
+}
+
+fn code(e: io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(windows_sys::Win32::Networking::WinSock::WSASYSNOTREADY)
+}
+
+/// # Safety
+/// `F` is the function pointer type of the extension `guid` names.
+unsafe fn extension<F: Copy>(s: SOCKET, guid: windows_sys::core::GUID) -> Result<Option<F>, i32> {
+    let mut f: Option<F> = None;
+    let mut bytes = 0u32;
+    // SAFETY: the in-buffer is the GUID and the out-buffer an `Option` of a
+    // function pointer (null is `None`), of the sizes given.
+    let r = unsafe {
+        WSAIoctl(
+            s,
+            SIO_GET_EXTENSION_FUNCTION_POINTER,
+            (&raw const guid).cast(),
+            size_of::<windows_sys::core::GUID>() as u32,
+            (&raw mut f).cast(),
+            size_of::<Option<F>>() as u32,
+            &mut bytes,
+            core::ptr::null_mut(),
+            None,
+        )
+    };
+    // SAFETY: no preconditions.
+    if r == SOCKET_ERROR { Err(unsafe { WSAGetLastError() }) } else { Ok(f) }
+}
+
+/// Whether `socket`'s provider hands out real file handles
+/// (`XP1_IFS_HANDLES` in `SO_PROTOCOL_INFOW`): the condition Microsoft
+/// documents for skip-on-success on a socket.
+pub(super) fn ifs_provider(socket: &OwnedSocket) -> io::Result<bool> {
+    let s = socket.as_raw_socket() as SOCKET;
+    let mut info = core::mem::MaybeUninit::<WSAPROTOCOL_INFOW>::zeroed();
+    let mut len = size_of::<WSAPROTOCOL_INFOW>() as i32;
+    // SAFETY: `info` has room for `len` bytes, the option's type.
+    check(unsafe { getsockopt(s, SOL_SOCKET, SO_PROTOCOL_INFOW, info.as_mut_ptr().cast(), &mut len) })?;
+    // SAFETY: zeroed is a valid value of this plain-data struct, and the
+    // call filled it.
+    Ok(unsafe { info.assume_init() }.dwServiceFlags1 & XP1_IFS_HANDLES != 0)
+}
+
+/// The calling thread's last Winsock error.
+pub(super) fn last_error() -> io::Error {
+    // SAFETY: no preconditions.
+    io::Error::from_raw_os_error(unsafe { WSAGetLastError() })
+}
+
+/// `Ok` for a Winsock call's `0`, its last error for `SOCKET_ERROR`.
+pub(super) fn check(r: i32) -> io::Result<()> {
+    if r == SOCKET_ERROR { Err(last_error()) } else { Ok(()) }
+}
+
+/// A completion's Win32 status as the Winsock error that
+/// `WSAGetOverlappedResult` reports for it, so that a completed operation's
+/// error is the one a synchronous call would have given (and std's error
+/// kinds apply: `WSAECONNRESET` is `ConnectionReset`).
+pub(super) fn completion_error(e: io::Error) -> io::Error {
+    let Some(code) = e.raw_os_error() else { return e };
+    let wsa = match code as u32 {
+        ERROR_NETNAME_DELETED | ERROR_PORT_UNREACHABLE => WSAECONNRESET,
+        ERROR_CONNECTION_REFUSED => WSAECONNREFUSED,
+        ERROR_CONNECTION_ABORTED => WSAECONNABORTED,
+        ERROR_NETWORK_UNREACHABLE => WSAENETUNREACH,
+        ERROR_HOST_UNREACHABLE => WSAEHOSTUNREACH,
+        ERROR_SEM_TIMEOUT => WSAETIMEDOUT,
+        ERROR_MORE_DATA => WSAEMSGSIZE,
+        _ => return e,
+    };
+    io::Error::from_raw_os_error(wsa)
+}
+
+/// A new overlapped, non-inheritable socket.
+pub(super) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO) -> io::Result<OwnedSocket> {
+    // SAFETY: no pointers; the result is checked.
+    let s = unsafe {
+        WSASocketW(family.into(), ty, protocol, core::ptr::null(), 0, WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT)
+    };
+    if s == INVALID_SOCKET {
+        return Err(last_error());
+    }
+    // SAFETY: a new socket owned by nothing else.
+    Ok(unsafe { OwnedSocket::from_raw_socket(s as RawSocket) })
+}
+
+/// Binds an overlapped socket to the pool, with skip-on-success where
+/// Winsock allows it; returns the engine and whether a synchronous success
+/// completes inline (queues no completion).
+pub(super) fn bind_socket(socket: OwnedSocket, env: Option<&CallbackEnviron>) -> io::Result<(Unblocking, bool)> {
+    let inline = ifs_provider(&socket)?;
+    if inline {
+        let h = socket.as_raw_socket() as HANDLE;
+        let flags = (FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) as u8;
+        // SAFETY: `h` is an open socket, owned by `socket`.
+        crate::sys::check(unsafe { SetFileCompletionNotificationModes(h, flags) })?;
+    }
+    let engine = Engine::bind(BoundHandle::Socket(socket), env)?;
+    Ok((Unblocking::new(engine), inline))
+}
+
+/// An address as Winsock takes it, and its length.
+pub(super) fn to_raw(addr: &SocketAddr) -> (SOCKADDR_STORAGE, i32) {
+    let mut storage = SOCKADDR_STORAGE::default();
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let mut raw = SOCKADDR_IN { sin_family: AF_INET, sin_port: a.port().to_be(), ..Default::default() };
+            raw.sin_addr.S_un.S_addr = u32::from_ne_bytes(a.ip().octets());
+            // SAFETY: a SOCKADDR_STORAGE is large and aligned enough for any address.
+            unsafe { (&raw mut storage).cast::<SOCKADDR_IN>().write(raw) };
+            size_of::<SOCKADDR_IN>()
+        }
+        SocketAddr::V6(a) => {
+            let mut raw = SOCKADDR_IN6 {
+                sin6_family: AF_INET6,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                ..Default::default()
+            };
+            raw.sin6_addr.u.Byte = a.ip().octets();
+            raw.Anonymous.sin6_scope_id = a.scope_id();
+            // SAFETY: as above.
+            unsafe { (&raw mut storage).cast::<SOCKADDR_IN6>().write(raw) };
+            size_of::<SOCKADDR_IN6>()
+        }
+    };
+    (storage, len as i32)
+}
+
+/// The address at `raw`, `len` bytes long.
+///
+/// # Safety
+/// `raw` points to `len` readable bytes (at least a family's worth).
+pub(super) unsafe fn from_raw(raw: *const SOCKADDR, len: i32) -> io::Result<SocketAddr> {
+    let len = usize::try_from(len).unwrap_or(0);
+    if len < size_of::<u16>() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "an address shorter than its family"));
+    }
+    // SAFETY: at least the family is readable; each kind is read only if
+    // `len` covers it, unaligned since the caller's buffer may be a byte array.
+    unsafe {
+        match (*raw).sa_family {
+            AF_INET if len >= size_of::<SOCKADDR_IN>() => {
+                let a = raw.cast::<SOCKADDR_IN>().read_unaligned();
+                let ip = Ipv4Addr::from(a.sin_addr.S_un.S_addr.to_ne_bytes());
+                Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port))))
+            }
+            AF_INET6 if len >= size_of::<SOCKADDR_IN6>() => {
+                let a = raw.cast::<SOCKADDR_IN6>().read_unaligned();
+                let ip = Ipv6Addr::from(a.sin6_addr.u.Byte);
+                let port = u16::from_be(a.sin6_port);
+                Ok(SocketAddr::V6(SocketAddrV6::new(ip, port, a.sin6_flowinfo, a.Anonymous.sin6_scope_id)))
+            }
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, "an address of an unknown family")),
+        }
+    }
+}
+
+/// The unspecified address of `addr`'s family, port 0: what a socket is
+/// bound to before `ConnectEx`, which needs a bound socket.
+pub(super) fn unspecified_like(addr: &SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    }
+}
+
+pub(super) fn family(addr: &SocketAddr) -> u16 {
+    if addr.is_ipv4() { AF_INET } else { AF_INET6 }
+}
+
+/// `getsockname`/`getpeername` of `s`.
+pub(super) fn name_of(
+    s: SOCKET,
+    call: unsafe extern "system" fn(SOCKET, *mut SOCKADDR, *mut i32) -> i32,
+) -> io::Result<SocketAddr> {
+    let mut storage = SOCKADDR_STORAGE::default();
+    let mut len = size_of::<SOCKADDR_STORAGE>() as i32;
+    // SAFETY: `storage` has room for `len` bytes.
+    check(unsafe { call(s, (&raw mut storage).cast(), &mut len) })?;
+    // SAFETY: the call wrote `len` bytes of an address.
+    unsafe { from_raw((&raw const storage).cast(), len) }
+}
+
+/// Binds `s` to `addr` (`bind`).
+pub(super) fn bind_to(s: SOCKET, addr: &SocketAddr) -> io::Result<()> {
+    let (raw, len) = to_raw(addr);
+    // SAFETY: `raw` holds `len` bytes of an address.
+    check(unsafe { windows_sys::Win32::Networking::WinSock::bind(s, (&raw const raw).cast(), len) })
+}
+
+/// A socket option of type `T` (`setsockopt`).
+pub(super) fn set_option<T: Copy>(s: SOCKET, level: i32, name: i32, value: T) -> io::Result<()> {
+    // SAFETY: `value` is `size_of::<T>()` readable bytes, the option's type.
+    check(unsafe { setsockopt(s, level, name, (&raw const value).cast(), size_of::<T>() as i32) })
+}
+
+/// A socket option of type `T` (`getsockopt`).
+pub(super) fn option<T: Copy + Default>(s: SOCKET, level: i32, name: i32) -> io::Result<T> {
+    let mut value = T::default();
+    let mut len = size_of::<T>() as i32;
+    // SAFETY: `value` has room for `len` bytes, the option's type.
+    check(unsafe { getsockopt(s, level, name, (&raw mut value).cast(), &mut len) })?;
+    Ok(value)
+}

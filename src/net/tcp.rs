@@ -1,0 +1,349 @@
+//! TCP: [`TcpListener`] and [`TcpStream`].
+
+use core::future::Future;
+use std::io;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::windows::io::{AsRawSocket, OwnedSocket, RawSocket};
+
+use windows_sys::Win32::Networking::WinSock::{
+    IP_TTL, IPPROTO_IP, IPPROTO_TCP, SD_BOTH, SD_RECEIVE, SD_SEND, SO_ERROR, SOCK_STREAM, SOCKET, SOL_SOCKET,
+    TCP_NODELAY, getpeername, getsockname, listen,
+};
+
+use super::ops::{Accept, Connect, Recv, Transmit};
+use super::sys;
+use super::{AcceptFuture, ReadFuture, WriteFuture, resolve};
+use crate::callback_env::CallbackEnviron;
+use crate::io::engine::{OpFuture, Unblocking};
+
+/// The backlog `listen` is given: Winsock's `SOMAXCONN` of version 2, "a
+/// reasonable maximum" chosen by the provider.
+const BACKLOG: i32 = 0x7fff_ffff;
+
+/// A TCP socket listening for connections, whose accepts complete on the
+/// pool.
+///
+/// Dropping it never blocks: a pending accept is cancelled, and the socket
+/// closed once its completion has arrived (see
+/// [`AsyncIo`](crate::io::AsyncIo#dropping), whose rule it follows).
+#[derive(Debug)]
+pub struct TcpListener {
+    engine: Unblocking,
+    inline: bool,
+    family: u16,
+    /// Where accepted streams are bound.
+    env: Option<CallbackEnviron>,
+}
+
+/// A TCP connection whose reads and writes are futures that complete on the
+/// pool, with owned buffers as [`AsyncIo`](crate::io::AsyncIo)'s.
+///
+/// The futures borrow the stream (`&self`), so one task can read while
+/// another writes. Dropping it never blocks (see the [module docs](super)).
+#[derive(Debug)]
+pub struct TcpStream {
+    engine: Unblocking,
+    inline: bool,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<TcpListener>();
+    send_sync::<TcpStream>();
+};
+
+fn raw(engine: &Unblocking) -> SOCKET {
+    use std::os::windows::io::AsRawHandle;
+    engine.io.as_raw_handle() as SOCKET
+}
+
+/// Tries `each` on every address in turn; the last error if none works.
+fn first_ok<T>(addrs: &[SocketAddr], mut each: impl FnMut(&SocketAddr) -> io::Result<T>) -> io::Result<T> {
+    let mut last = None;
+    for a in addrs {
+        match each(a) {
+            Ok(t) => return Ok(t),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to use")))
+}
+
+impl TcpListener {
+    /// Binds to `addr` and listens, as `std::net::TcpListener::bind` does
+    /// (each resolved address in turn, until one binds); accepted streams
+    /// are bound to the process default pool.
+    ///
+    /// ```
+    /// use windows_threadpool::net::{TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let addr = listener.local_addr()?;
+    /// futures::executor::block_on(async {
+    ///     let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+    ///     let (client, (server, peer)) = (client?, accepted?);
+    ///     assert_eq!(peer, client.local_addr()?);
+    ///     let (sent, _) = client.write_all(b"ping".to_vec()).await;
+    ///     sent?;
+    ///     let (n, buf) = server.read(vec![0u8; 16]).await;
+    ///     assert_eq!(&buf[..n?], b"ping");
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<Self> {
+        Self::bind_with(addr, None)
+    }
+
+    /// [`bind`](Self::bind), with this listener's accepts and the streams it
+    /// accepts bound to the pool of `env`, with its settings.
+    pub fn bind_in(addr: impl ToSocketAddrs, env: &CallbackEnviron) -> io::Result<Self> {
+        Self::bind_with(addr, Some(env))
+    }
+
+    fn bind_with(addr: impl ToSocketAddrs, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        sys::winsock()?;
+        let addrs = resolve(addr)?;
+        first_ok(&addrs, |a| {
+            let socket = sys::new_socket(sys::family(a), SOCK_STREAM, IPPROTO_TCP)?;
+            let s = socket.as_raw_socket() as SOCKET;
+            sys::bind_to(s, a)?;
+            // SAFETY: `s` is a bound socket.
+            sys::check(unsafe { listen(s, BACKLOG) })?;
+            Self::from_listening(socket, sys::family(a), env)
+        })
+    }
+
+    fn from_listening(socket: OwnedSocket, family: u16, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        let (engine, inline) = sys::bind_socket(socket, env)?;
+        Ok(Self { engine, inline, family, env: env.cloned() })
+    }
+
+    /// Takes a listening `std` listener (std creates its sockets overlapped
+    /// and not inheritable); see the [module docs](super#from-std) for why
+    /// binding it is sound.
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<Self> {
+        let family = sys::family(&listener.local_addr()?);
+        Self::from_listening(listener.into(), family, None)
+    }
+
+    /// Accepts one connection: resolves to the connected stream and the
+    /// peer's address. Lazy: the accept is issued at the first poll.
+    /// Dropping the future after that cancels it; a connection that raced
+    /// the cancellation is closed.
+    pub fn accept(&self) -> AcceptFuture<'_> {
+        AcceptFuture(OpFuture::new(
+            &self.engine,
+            Accept {
+                listener: raw(&self.engine),
+                family: self.family,
+                accepted: None,
+                addresses: [0; _],
+                bytes: 0,
+                inline: self.inline,
+                env: self.env.clone(),
+            },
+        ))
+    }
+
+    /// The address the listener is bound to (`getsockname`).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sys::name_of(raw(&self.engine), getsockname)
+    }
+
+    /// The pending error of the socket (`SO_ERROR`), cleared by the call.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        take_error(raw(&self.engine))
+    }
+}
+
+fn take_error(s: SOCKET) -> io::Result<Option<io::Error>> {
+    let code: i32 = sys::option(s, SOL_SOCKET, SO_ERROR)?;
+    Ok((code != 0).then(|| io::Error::from_raw_os_error(code)))
+}
+
+impl TcpStream {
+    /// Connects to `addr` (`ConnectEx`), trying each resolved address in
+    /// turn, as `std::net::TcpStream::connect` does; a refused connection is
+    /// `ConnectionRefused`. The addresses are resolved by this call (a name,
+    /// unlike an address, may block while it is looked up); the connect is
+    /// issued at the first poll, and the stream is bound to the process
+    /// default pool.
+    pub fn connect(addr: impl ToSocketAddrs) -> impl Future<Output = io::Result<TcpStream>> + Send {
+        Self::connect_with(resolve(addr), None)
+    }
+
+    /// [`connect`](Self::connect), with the stream bound to the pool of
+    /// `env`, with its settings.
+    pub fn connect_in(
+        addr: impl ToSocketAddrs,
+        env: &CallbackEnviron,
+    ) -> impl Future<Output = io::Result<TcpStream>> + Send {
+        Self::connect_with(resolve(addr), Some(env.clone()))
+    }
+
+    async fn connect_with(addrs: io::Result<Vec<SocketAddr>>, env: Option<CallbackEnviron>) -> io::Result<TcpStream> {
+        let addrs = addrs?;
+        let mut last = None;
+        for a in &addrs {
+            match Self::connect_one(a, env.as_ref()).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to")))
+    }
+
+    async fn connect_one(addr: &SocketAddr, env: Option<&CallbackEnviron>) -> io::Result<TcpStream> {
+        sys::winsock()?;
+        let socket = sys::new_socket(sys::family(addr), SOCK_STREAM, IPPROTO_TCP)?;
+        let s = socket.as_raw_socket() as SOCKET;
+        // `ConnectEx` takes a bound socket.
+        sys::bind_to(s, &sys::unspecified_like(addr))?;
+        let (engine, inline) = sys::bind_socket(socket, env)?;
+        let stream = TcpStream { engine, inline };
+        let (to, to_len) = sys::to_raw(addr);
+        OpFuture::new(&stream.engine, Connect { to, to_len, socket: s, bytes: 0, inline }).await?;
+        Ok(stream)
+    }
+
+    /// A connected socket, bound to the pool.
+    pub(super) fn from_connected(socket: OwnedSocket, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        let (engine, inline) = sys::bind_socket(socket, env)?;
+        Ok(Self { engine, inline })
+    }
+
+    /// Takes a connected `std` stream (std creates its sockets overlapped
+    /// and not inheritable); see the [module docs](super#from-std) for why
+    /// binding it is sound.
+    pub fn from_std(stream: std::net::TcpStream) -> io::Result<Self> {
+        Self::from_connected(stream.into(), None)
+    }
+
+    /// [`from_std`](Self::from_std), bound to the pool of `env`.
+    pub fn from_std_in(stream: std::net::TcpStream, env: &CallbackEnviron) -> io::Result<Self> {
+        Self::from_connected(stream.into(), Some(env))
+    }
+
+    fn raw(&self) -> SOCKET {
+        raw(&self.engine)
+    }
+
+    /// Reads into `buf`; resolves to the bytes read (0 once the peer has shut
+    /// down its writing side) and the buffer. Lazy: the receive is issued at
+    /// the first poll, and completes there if data is already buffered.
+    pub fn read<B>(&self, buf: B) -> ReadFuture<'_, B>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+    {
+        ReadFuture(OpFuture::new(&self.engine, Recv::new(buf, self.inline)))
+    }
+
+    /// Writes from `buf`; resolves to the bytes written (possibly fewer than
+    /// `buf` holds) and the buffer.
+    pub fn write<B>(&self, buf: B) -> WriteFuture<'_, B>
+    where
+        B: AsRef<[u8]> + Send + 'static,
+    {
+        WriteFuture(OpFuture::new(&self.engine, Transmit::new(buf, 0, self.inline)))
+    }
+
+    /// Writes all of `buf`, in as many sends as it takes; resolves to the
+    /// outcome and the buffer. A send that writes nothing is `WriteZero`.
+    // Not an `async fn`: the signature promises `Send`.
+    #[allow(clippy::manual_async_fn)]
+    pub fn write_all<B>(&self, buf: B) -> impl Future<Output = (io::Result<()>, B)> + Send + '_
+    where
+        B: AsRef<[u8]> + Send + 'static,
+    {
+        async move {
+            let (mut buf, mut start) = (buf, 0);
+            while start < buf.as_ref().len() {
+                let (r, b) = OpFuture::new(&self.engine, Transmit::new(buf, start, self.inline)).await;
+                buf = b;
+                match r {
+                    Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                    Ok(n) => start += n,
+                    Err(e) => return (Err(e), buf),
+                }
+            }
+            (Ok(()), buf)
+        }
+    }
+
+    /// Shuts down the reading side, the writing side or both (`shutdown`).
+    /// After `Shutdown::Write` the peer reads end of file.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        let how = match how {
+            Shutdown::Read => SD_RECEIVE,
+            Shutdown::Write => SD_SEND,
+            Shutdown::Both => SD_BOTH,
+        };
+        // SAFETY: `self.raw()` is an open socket.
+        sys::check(unsafe { windows_sys::Win32::Networking::WinSock::shutdown(self.raw(), how) })
+    }
+
+    /// Sets `TCP_NODELAY` (Nagle's algorithm off when `true`).
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        sys::set_option(self.raw(), IPPROTO_TCP, TCP_NODELAY, i32::from(nodelay))
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        Ok(sys::option::<i32>(self.raw(), IPPROTO_TCP, TCP_NODELAY)? != 0)
+    }
+
+    /// Sets the IP time-to-live of outgoing packets (`IP_TTL`).
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        set_ttl(self.raw(), ttl)
+    }
+
+    /// The IP time-to-live of outgoing packets.
+    pub fn ttl(&self) -> io::Result<u32> {
+        ttl(self.raw())
+    }
+
+    /// The peer's address (`getpeername`).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sys::name_of(self.raw(), getpeername)
+    }
+
+    /// This end's address (`getsockname`).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sys::name_of(self.raw(), getsockname)
+    }
+
+    /// The pending error of the socket (`SO_ERROR`), cleared by the call.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        take_error(self.raw())
+    }
+
+    /// Operations issued and not yet settled, including those of dropped
+    /// futures whose cancelled completion has not arrived.
+    pub fn outstanding(&self) -> usize {
+        self.engine.io.outstanding()
+    }
+}
+
+pub(super) fn set_ttl(s: SOCKET, ttl: u32) -> io::Result<()> {
+    let ttl = i32::try_from(ttl).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a TTL above i32::MAX"))?;
+    sys::set_option(s, IPPROTO_IP, IP_TTL, ttl)
+}
+
+pub(super) fn ttl(s: SOCKET) -> io::Result<u32> {
+    Ok(sys::option::<i32>(s, IPPROTO_IP, IP_TTL)? as u32)
+}
+
+/// The socket's value; deliberately no `AsSocket` (see the [module docs](super#from-std)).
+impl AsRawSocket for TcpStream {
+    fn as_raw_socket(&self) -> RawSocket {
+        self.raw() as RawSocket
+    }
+}
+
+/// The socket's value; deliberately no `AsSocket`.
+impl AsRawSocket for TcpListener {
+    fn as_raw_socket(&self) -> RawSocket {
+        raw(&self.engine) as RawSocket
+    }
+}

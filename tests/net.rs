@@ -1,0 +1,326 @@
+//! `net`: TCP and UDP sockets on the pool, under every executor of
+//! `support/executors.rs`. Loopback only; every loop bounded.
+#![cfg(windows)]
+
+mod support;
+use support::PATIENCE;
+
+#[path = "support/executors.rs"]
+mod executors;
+use executors::{counting_waker, on_each_executor, poll_once};
+
+use std::io::ErrorKind;
+use std::net::{Shutdown, SocketAddr};
+use std::os::windows::io::AsRawSocket;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use windows_threadpool::net::{self, TcpListener, TcpStream, UdpSocket};
+use windows_threadpool::{io, task, time};
+
+/// A connected pair: (client, server side).
+async fn pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
+    let addr = listener.local_addr().unwrap();
+    let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+    let (client, (server, peer)) = (client.unwrap(), accepted.unwrap());
+    assert_eq!(peer, client.local_addr().unwrap());
+    assert_eq!(server.peer_addr().unwrap(), client.local_addr().unwrap());
+    (client, server)
+}
+
+/// Reads until `want` bytes have arrived or the peer shut down.
+async fn read_exactly(s: &TcpStream, want: usize) -> Vec<u8> {
+    let mut got = Vec::with_capacity(want);
+    let mut buf = vec![0u8; 64 * 1024];
+    while got.len() < want {
+        let (n, b) = s.read(buf).await;
+        buf = b;
+        match n.unwrap() {
+            0 => break,
+            n => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    got
+}
+
+#[test]
+fn echo_under_every_executor() {
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        client.set_nodelay(true).unwrap();
+        assert!(client.nodelay().unwrap());
+        for round in 0..20u8 {
+            let (sent, _) = client.write_all(vec![round; 64]).await;
+            sent.unwrap();
+            let got = read_exactly(&server, 64).await;
+            let (sent, _) = server.write_all(got).await;
+            sent.unwrap();
+            assert_eq!(read_exactly(&client, 64).await, vec![round; 64]);
+        }
+    });
+}
+
+/// 64 connections at once, each echoing through its own task.
+#[test]
+fn many_concurrent_connections() {
+    const N: usize = 64;
+    let listener = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+    let addr = listener.local_addr().unwrap();
+    let l = Arc::clone(&listener);
+    let server = task::spawn(async move {
+        let mut echoes = Vec::new();
+        for _ in 0..N {
+            let (s, _) = l.accept().await.unwrap();
+            echoes.push(task::spawn(async move {
+                let got = read_exactly(&s, 1000).await;
+                let (sent, _) = s.write_all(got).await;
+                sent.unwrap();
+            }));
+        }
+        for e in echoes {
+            e.await.unwrap();
+        }
+    });
+    let clients: Vec<_> = (0..N)
+        .map(|i| {
+            task::spawn(async move {
+                let s = TcpStream::connect(addr).await.unwrap();
+                let (sent, _) = s.write_all(vec![i as u8; 1000]).await;
+                sent.unwrap();
+                assert_eq!(read_exactly(&s, 1000).await, vec![i as u8; 1000]);
+            })
+        })
+        .collect();
+    for c in clients {
+        task::block_on(c).unwrap();
+    }
+    task::block_on(server).unwrap();
+}
+
+/// After the peer's `shutdown(Write)`, reads see the data, then end of file.
+#[test]
+fn end_of_file_after_the_peers_shutdown() {
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let (sent, _) = client.write_all(b"last words".to_vec()).await;
+        sent.unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(read_exactly(&server, 10).await, b"last words");
+        let (n, _) = server.read(vec![0u8; 16]).await;
+        assert_eq!(n.unwrap(), 0);
+        // The other direction still works.
+        let (sent, _) = server.write_all(b"ack".to_vec()).await;
+        sent.unwrap();
+        assert_eq!(read_exactly(&client, 3).await, b"ack");
+    });
+}
+
+/// A peer that closes with a zero linger resets the connection: a read
+/// pending at the time fails with `ConnectionReset`, and nothing panics.
+#[test]
+fn a_reset_by_the_peer_fails_a_pending_read() {
+    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let mut read = server.read(vec![0u8; 16]);
+        let (_woken, w) = counting_waker();
+        assert!(poll_once(&mut read, &w).is_pending(), "nothing was sent");
+        let linger = LINGER { l_onoff: 1, l_linger: 0 };
+        let s = client.as_raw_socket() as usize;
+        // SAFETY: `s` is the client's open socket; `linger` is the option's type.
+        let r = unsafe { setsockopt(s, SOL_SOCKET, SO_LINGER, (&raw const linger).cast(), size_of::<LINGER>() as i32) };
+        assert_eq!(r, 0);
+        drop(client);
+        let (n, _) = read.await;
+        let e = n.expect_err("a read of a reset connection");
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e:?}");
+    });
+}
+
+#[test]
+fn connecting_to_a_closed_port_is_refused() {
+    on_each_executor(|| async {
+        let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let e = TcpStream::connect(addr).await.expect_err("nothing listens there");
+        assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e:?}");
+    });
+}
+
+/// A read dropped by a timeout is cancelled; the stream stays usable and the
+/// next read gets the data sent after.
+#[test]
+fn a_read_dropped_by_a_timeout_leaves_the_stream_usable() {
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let timed_out = time::timeout(Duration::from_millis(20), server.read(vec![0u8; 16])).await;
+        assert!(timed_out.is_err(), "nothing was sent");
+        let (sent, _) = client.write_all(b"after".to_vec()).await;
+        sent.unwrap();
+        assert_eq!(read_exactly(&server, 5).await, b"after");
+    });
+}
+
+/// A listener dropped with an accept pending (its future forgotten): the
+/// drop returns at once, the accept is cancelled and its block freed.
+#[test]
+fn a_listener_dropped_with_an_accept_pending() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut accept = listener.accept();
+    let (_woken, w) = counting_waker();
+    assert!(poll_once(&mut accept, &w).is_pending());
+    assert_eq!(listener.local_addr().unwrap(), addr);
+    std::mem::forget(accept);
+    drop(listener);
+    let deadline = Instant::now() + PATIENCE;
+    while io::live_operations() != 0 {
+        assert!(Instant::now() < deadline, "the pending accept was never settled");
+        std::thread::yield_now();
+    }
+    // The socket is closed once the handed-off rundown is done.
+    loop {
+        match task::block_on(TcpStream::connect(addr)) {
+            Err(e) => break assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e:?}"),
+            Ok(_) => assert!(Instant::now() < deadline, "the dropped listener's socket was never closed"),
+        }
+    }
+}
+
+/// Data already buffered is read inline: each 1-byte read after the first
+/// is ready at its first poll, and no completion is delivered for it. The
+/// first read (`a`) proves the 4-byte segment has arrived. Dropping the
+/// stream afterwards must return: an inline completion whose start were not
+/// balanced would leave the drain waiting forever.
+#[test]
+fn buffered_data_is_read_inline_with_no_completion() {
+    assert!(net::completes_inline().unwrap(), "a TCP socket's provider is expected to be an IFS provider");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (client, server) = task::block_on(pair(&listener));
+    let (sent, _) = task::block_on(client.write_all(b"abcd".to_vec()));
+    sent.unwrap();
+    let (n, buf) = task::block_on(server.read(vec![0u8; 1]));
+    assert_eq!((n.unwrap(), buf[0]), (1, b'a'));
+    let (_woken, w) = counting_waker();
+    let before = io::async_completions();
+    for want in [b'b', b'c', b'd'] {
+        let mut read = server.read(vec![0u8; 1]);
+        match poll_once(&mut read, &w) {
+            Poll::Ready((n, buf)) => assert_eq!((n.unwrap(), buf[0]), (1, want)),
+            Poll::Pending => panic!("a read of buffered data was not ready at its first poll"),
+        }
+    }
+    assert_eq!(io::async_completions(), before, "an inline read delivered a completion");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(server);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(PATIENCE).expect("dropping the stream never returned");
+}
+
+/// One MiB each way at once: `write_all` goes on through partial sends.
+#[test]
+fn a_mebibyte_each_way() {
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let data: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let ((sent, _), got) = futures::join!(client.write_all(data.clone()), read_exactly(&server, 1 << 20));
+        sent.unwrap();
+        assert!(got == data, "the stream corrupted the data");
+    });
+}
+
+#[test]
+fn socket_options_and_errors() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (client, _server) = task::block_on(pair(&listener));
+    client.set_ttl(42).unwrap();
+    assert_eq!(client.ttl().unwrap(), 42);
+    assert!(client.take_error().unwrap().is_none());
+    assert!(listener.take_error().unwrap().is_none());
+    let e = client.set_ttl(u32::MAX).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn std_sockets_convert() {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let listener = TcpListener::from_std(std_listener).unwrap();
+    let std_client = std::net::TcpStream::connect(addr).unwrap();
+    let client = TcpStream::from_std(std_client).unwrap();
+    let (server, peer) = task::block_on(listener.accept()).unwrap();
+    assert_eq!(peer, client.local_addr().unwrap());
+    let (sent, _) = task::block_on(client.write_all(b"std".to_vec()));
+    sent.unwrap();
+    assert_eq!(task::block_on(read_exactly(&server, 3)), b"std");
+    let udp = UdpSocket::from_std(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap();
+    assert!(udp.local_addr().unwrap().port() != 0);
+}
+
+#[test]
+fn udp_ping_pong() {
+    on_each_executor(|| async {
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut buf = vec![0u8; 1500];
+        for round in 0..20u8 {
+            let (sent, _) = a.send_to(vec![round; 64], b_addr).await;
+            assert_eq!(sent.unwrap(), 64);
+            let (got, bb) = b.recv_from(buf).await;
+            buf = bb;
+            assert_eq!(got.unwrap(), (64, a_addr));
+            let (sent, _) = b.send_to(buf[..64].to_vec(), a_addr).await;
+            assert_eq!(sent.unwrap(), 64);
+            let (got, bb) = a.recv_from(buf).await;
+            buf = bb;
+            assert_eq!(got.unwrap(), (64, b_addr));
+            assert_eq!(buf[..64], [round; 64]);
+        }
+    });
+}
+
+/// A datagram longer than the buffer is `WSAEMSGSIZE`, and the buffer comes
+/// back holding its start.
+#[test]
+fn a_truncated_datagram_is_an_error_that_gives_the_buffer_back() {
+    const WSAEMSGSIZE: i32 = 10040;
+    on_each_executor(|| async {
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let (sent, _) = a.send_to(b"0123456789".to_vec(), b.local_addr().unwrap()).await;
+        sent.unwrap();
+        let (got, buf) = b.recv_from(vec![0u8; 4]).await;
+        let e = got.expect_err("the datagram does not fit");
+        assert_eq!(e.raw_os_error(), Some(WSAEMSGSIZE), "{e:?}");
+        assert_eq!(buf, b"0123");
+    });
+}
+
+#[test]
+fn send_to_an_address_of_the_other_family_is_invalid_input() {
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to: SocketAddr = "[::1]:9".parse().unwrap();
+    let (sent, buf) = task::block_on(a.send_to(b"x".to_vec(), to));
+    assert_eq!(sent.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(buf, b"x");
+    let (sent, _) = task::block_on(a.send_to(b"x".to_vec(), &[][..] as &[SocketAddr]));
+    assert_eq!(sent.unwrap_err().kind(), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn ipv6_loopback() {
+    let Ok(listener) = TcpListener::bind("[::1]:0") else {
+        panic!("IPv6 loopback is expected to be available");
+    };
+    let (client, server) = task::block_on(pair(&listener));
+    assert!(client.peer_addr().unwrap().is_ipv6());
+    let (sent, _) = task::block_on(client.write_all(b"six".to_vec()));
+    sent.unwrap();
+    assert_eq!(task::block_on(read_exactly(&server, 3)), b"six");
+}
