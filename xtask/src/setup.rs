@@ -533,8 +533,8 @@ pub fn miri() -> std::result::Result<(), String> {
     run_quiet(&mut nightly_cargo(&["miri", "setup"]), "cargo +nightly miri setup")
 }
 
-/// The suite needs nextest: some tests need a process of their own
-/// (`tests/self_heal.rs`), so `cargo test`'s one process per binary fails them.
+/// `cargo xtask test` runs the suite under nextest: one process per test, in
+/// parallel across binaries (`cargo test` works too, serially per binary).
 fn install_nextest() -> Result<()> {
     cargo_install_if_missing("nextest", "cargo-nextest")
 }
