@@ -1,5 +1,6 @@
 //! `io::AsyncIo`: reads and writes as futures with owned buffers, under
-//! every executor of `support/executors.rs`.
+//! every executor of `support/executors.rs`. Tests that read the process's
+//! operation count or allocation count run alone (`support::alone`).
 #![cfg(windows)]
 
 mod support;
@@ -158,45 +159,49 @@ impl Drop for Recorder {
 /// completion) is already gone.
 #[test]
 fn a_dropped_read_is_cancelled_and_its_buffer_kept_until_the_completion() {
-    let (server, _client) = io::pipe_pair().unwrap();
-    let server = AsyncIo::new(server).unwrap();
-    let blocks_at_drop = Arc::new(Mutex::new(None));
-    let mut read = server.read(Recorder { bytes: vec![0; 16], blocks_at_drop: Arc::clone(&blocks_at_drop) });
-    let (woken, w) = counting_waker();
-    assert!(poll_once(&mut read, &w).is_pending());
-    assert_eq!((server.outstanding(), io::live_operations()), (1, 1));
-    drop(read);
-    let deadline = Instant::now() + PATIENCE;
-    while server.outstanding() != 0 {
-        assert!(Instant::now() < deadline, "the dropped read was not cancelled");
-        std::thread::yield_now();
-    }
-    assert_eq!(*blocks_at_drop.lock().unwrap(), Some(0), "the buffer was freed before its completion");
-    assert_eq!(woken.0.get(), 0);
+    support::alone("a_dropped_read_is_cancelled_and_its_buffer_kept_until_the_completion", || {
+        let (server, _client) = io::pipe_pair().unwrap();
+        let server = AsyncIo::new(server).unwrap();
+        let blocks_at_drop = Arc::new(Mutex::new(None));
+        let mut read = server.read(Recorder { bytes: vec![0; 16], blocks_at_drop: Arc::clone(&blocks_at_drop) });
+        let (woken, w) = counting_waker();
+        assert!(poll_once(&mut read, &w).is_pending());
+        assert_eq!((server.outstanding(), io::live_operations()), (1, 1));
+        drop(read);
+        let deadline = Instant::now() + PATIENCE;
+        while server.outstanding() != 0 {
+            assert!(Instant::now() < deadline, "the dropped read was not cancelled");
+            std::thread::yield_now();
+        }
+        assert_eq!(*blocks_at_drop.lock().unwrap(), Some(0), "the buffer was freed before its completion");
+        assert_eq!(woken.0.get(), 0);
+    });
 }
 
 /// Reads dropped right after their first poll, racing their completions:
 /// every operation settles and every block is freed, whichever side wins.
 #[test]
 fn reads_dropped_while_completing_all_settle() {
-    const N: usize = 1_000;
-    let file = TempFile::with_contents("race", &pattern(N * 8));
-    let io = file.open();
-    let (_c, w) = counting_waker();
-    for i in 0..N {
-        let mut read = io.read_at(vec![0u8; 8], (i * 8) as u64);
-        let _ = poll_once(&mut read, &w);
-        if i % 2 == 0 {
+    support::alone("reads_dropped_while_completing_all_settle", || {
+        const N: usize = 1_000;
+        let file = TempFile::with_contents("race", &pattern(N * 8));
+        let io = file.open();
+        let (_c, w) = counting_waker();
+        for i in 0..N {
+            let mut read = io.read_at(vec![0u8; 8], (i * 8) as u64);
+            let _ = poll_once(&mut read, &w);
+            if i % 2 == 0 {
+                std::thread::yield_now();
+            }
+            drop(read);
+        }
+        let deadline = Instant::now() + PATIENCE;
+        while io.outstanding() != 0 {
+            assert!(Instant::now() < deadline, "{} operations never settled", io.outstanding());
             std::thread::yield_now();
         }
-        drop(read);
-    }
-    let deadline = Instant::now() + PATIENCE;
-    while io.outstanding() != 0 {
-        assert!(Instant::now() < deadline, "{} operations never settled", io.outstanding());
-        std::thread::yield_now();
-    }
-    assert_eq!(io::live_operations(), 0);
+        assert_eq!(io::live_operations(), 0);
+    });
 }
 
 /// A forgotten pending future does not keep its object from dropping: the
@@ -204,28 +209,32 @@ fn reads_dropped_while_completing_all_settle() {
 /// frees its block.
 #[test]
 fn dropping_the_object_settles_forgotten_reads() {
-    let (server, _client) = io::pipe_pair().unwrap();
-    let server = AsyncIo::new(server).unwrap();
-    let mut read = server.read(vec![0u8; 16]);
-    let (_c, w) = counting_waker();
-    assert!(poll_once(&mut read, &w).is_pending());
-    std::mem::forget(read);
-    drop(server);
-    let deadline = Instant::now() + PATIENCE;
-    while io::live_operations() != 0 {
-        assert!(Instant::now() < deadline, "the forgotten read was never settled");
-        std::thread::yield_now();
-    }
+    support::alone("dropping_the_object_settles_forgotten_reads", || {
+        let (server, _client) = io::pipe_pair().unwrap();
+        let server = AsyncIo::new(server).unwrap();
+        let mut read = server.read(vec![0u8; 16]);
+        let (_c, w) = counting_waker();
+        assert!(poll_once(&mut read, &w).is_pending());
+        std::mem::forget(read);
+        drop(server);
+        let deadline = Instant::now() + PATIENCE;
+        while io::live_operations() != 0 {
+            assert!(Instant::now() < deadline, "the forgotten read was never settled");
+            std::thread::yield_now();
+        }
+    });
 }
 
 /// A future that is never polled issues nothing.
 #[test]
 fn nothing_is_issued_before_the_first_poll() {
-    let (server, _client) = io::pipe_pair().unwrap();
-    let server = AsyncIo::new(server).unwrap();
-    let read = server.read(vec![0u8; 16]);
-    assert_eq!((server.outstanding(), io::live_operations()), (0, 0));
-    drop(read);
+    support::alone("nothing_is_issued_before_the_first_poll", || {
+        let (server, _client) = io::pipe_pair().unwrap();
+        let server = AsyncIo::new(server).unwrap();
+        let read = server.read(vec![0u8; 16]);
+        assert_eq!((server.outstanding(), io::live_operations()), (0, 0));
+        drop(read);
+    });
 }
 
 /// 10,000 reads at different offsets of one file, joined.
@@ -256,22 +265,24 @@ fn ten_thousand_concurrent_reads() {
 /// state (the executor's waker is reused).
 #[test]
 fn a_read_allocates_three_times() {
-    let file = TempFile::with_contents("alloc", &pattern(64));
-    let io = file.open();
-    let buf = vec![0u8; 16];
-    // Warm up: the registry and the pool's threads.
-    let (_, mut buf) = futures::executor::block_on(io.read_at(buf, 0));
-    let mut counts = Vec::new();
-    for _ in 0..5 {
-        ALLOCATIONS.store(0, SeqCst);
-        COUNTING.store(true, SeqCst);
-        let (n, b) = futures::executor::block_on(io.read_at(buf, 8));
-        COUNTING.store(false, SeqCst);
-        assert_eq!(n.unwrap(), 16);
-        buf = b;
-        counts.push(ALLOCATIONS.load(SeqCst));
-    }
-    assert_eq!(counts, [3; 5]);
+    support::alone("a_read_allocates_three_times", || {
+        let file = TempFile::with_contents("alloc", &pattern(64));
+        let io = file.open();
+        let buf = vec![0u8; 16];
+        // Warm up: the registry and the pool's threads.
+        let (_, mut buf) = futures::executor::block_on(io.read_at(buf, 0));
+        let mut counts = Vec::new();
+        for _ in 0..5 {
+            ALLOCATIONS.store(0, SeqCst);
+            COUNTING.store(true, SeqCst);
+            let (n, b) = futures::executor::block_on(io.read_at(buf, 8));
+            COUNTING.store(false, SeqCst);
+            assert_eq!(n.unwrap(), 16);
+            buf = b;
+            counts.push(ALLOCATIONS.load(SeqCst));
+        }
+        assert_eq!(counts, [3; 5]);
+    });
 }
 
 /// A read that fails for another reason than the end of its input is an

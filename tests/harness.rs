@@ -74,3 +74,46 @@ fn abort_checks_reject_every_other_outcome() {
     let no_handler = "boom\nfatal runtime error: failed to initiate panic, error 5, aborting";
     support::assert_panicked_and_aborted(&outcome(ABORT_STATUS as i32, no_handler), AbortKind::CannotUnwind, "boom");
 }
+
+/// Bodies run under `support::alone` in this process.
+static ALONE_BODIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Two tests whose bodies each find no other body in their process: under
+/// libtest's threads (`cargo test`) as under nextest's processes.
+#[test]
+fn alone_bodies_get_a_process_each_first() {
+    support::alone("alone_bodies_get_a_process_each_first", || {
+        assert_eq!(ALONE_BODIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn alone_bodies_get_a_process_each_second() {
+    support::alone("alone_bodies_get_a_process_each_second", || {
+        assert_eq!(ALONE_BODIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
+
+/// `alone` named after another test would run that one instead.
+#[test]
+fn alone_refuses_another_tests_name() {
+    let r = std::panic::catch_unwind(|| support::alone("completed_child_is_reported_as_completed", || {}));
+    assert!(r.is_err(), "alone ran under another test's name");
+}
+
+/// What counts as a process started for one test: nextest's command line
+/// and the re-execution's do; `cargo test`'s, a substring filter, another
+/// test's and a flag whose value could be a filter do not.
+#[test]
+fn runs_only_reads_the_command_line() {
+    let runs_only = |args: &[&str]| support::runs_only("a::t", args.iter().map(|a| a.to_string()));
+    assert!(runs_only(&["a::t", "--exact", "--nocapture"]));
+    assert!(runs_only(&["--exact", "a::t", "--nocapture", "--ignored"]));
+    assert!(runs_only(&["a::t", "--exact", "--nocapture", "--test-threads=1"]));
+    assert!(!runs_only(&[]));
+    assert!(!runs_only(&["a::t"]));
+    assert!(!runs_only(&["a::t", "--exact", "b"]));
+    assert!(!runs_only(&["a::tt", "--exact"]));
+    assert!(!runs_only(&["--exact", "--skip", "a::t"]));
+    assert!(!runs_only(&["a::t", "--exact", "--test-threads", "2"]));
+}

@@ -2,7 +2,8 @@
 //! and per async future, after a warm-up round; contexts and I/O operation
 //! blocks must come back exactly, process handles and private bytes within
 //! a stated slack (`support/leak.rs`). `tests/leak_stress.rs` runs 100,000
-//! cycles each (`cargo xtask stress`).
+//! cycles each (`cargo xtask stress`). The counts are the process's: each
+//! test runs in a process of its own (`support::alone`).
 #![cfg(windows)]
 
 #[path = "support/leak.rs"]
@@ -21,7 +22,7 @@ macro_rules! leak_tests {
     ($($name:ident),*) => {$(
         #[test]
         fn $name() {
-            check(stringify!($name));
+            support::alone(stringify!($name), || check(stringify!($name)));
         }
     )*};
 }
@@ -43,20 +44,24 @@ leak_tests!(
 /// reports 0; the count comes from the system handle table there).
 #[test]
 fn the_handle_count_sees_a_handle_come_and_go() {
-    let before = leak::handle_count();
-    let event = windows_threadpool::Event::auto_reset().unwrap();
-    assert_eq!(leak::handle_count(), before + 1, "an event's handle is not counted");
-    drop(event);
-    assert_eq!(leak::handle_count(), before, "a closed handle is still counted");
+    support::alone("the_handle_count_sees_a_handle_come_and_go", || {
+        let before = leak::handle_count();
+        let event = windows_threadpool::Event::auto_reset().unwrap();
+        assert_eq!(leak::handle_count(), before + 1, "an event's handle is not counted");
+        drop(event);
+        assert_eq!(leak::handle_count(), before, "a closed handle is still counted");
+    });
 }
 
 /// Private bytes are not vacuous (under Wine 8 `PrivateUsage` reads 0;
 /// `PagefileUsage` is used there): committing 16 MiB shows.
 #[test]
 fn private_bytes_see_an_allocation() {
-    let before = leak::private_bytes();
-    let v: Vec<u8> = vec![1u8; 16 << 20];
-    let during = leak::private_bytes();
-    assert!(during >= before + (15 << 20), "16 MiB committed: private bytes {before} -> {during}");
-    drop(v);
+    support::alone("private_bytes_see_an_allocation", || {
+        let before = leak::private_bytes();
+        let v: Vec<u8> = vec![1u8; 16 << 20];
+        let during = leak::private_bytes();
+        assert!(during >= before + (15 << 20), "16 MiB committed: private bytes {before} -> {during}");
+        drop(v);
+    });
 }

@@ -11,6 +11,10 @@
 //! `engine::DEFAULT_CASES`; `cargo xtask stress` runs many more). A failing
 //! case is shrunk and its seed kept in `lifecycle/<model>.proptest-regressions`,
 //! committed: proptest replays those seeds first on every run.
+//!
+//! The leak checks count the whole process's contexts and operation blocks,
+//! so every test runs in a process of its own (`support::alone`; the engine
+//! refuses to run otherwise).
 #![cfg(windows)]
 
 mod support;
@@ -34,9 +38,11 @@ mod work;
 /// from its creation to its drop.
 #[test]
 fn the_context_count_sees_a_context_come_and_go() {
-    let before = windows_threadpool::live_contexts();
-    let work = windows_threadpool::Work::new(|_| {}).unwrap();
-    assert_eq!(windows_threadpool::live_contexts(), before + 1);
-    drop(work);
-    assert_eq!(windows_threadpool::live_contexts(), before);
+    support::alone("the_context_count_sees_a_context_come_and_go", || {
+        let before = windows_threadpool::live_contexts();
+        let work = windows_threadpool::Work::new(|_| {}).unwrap();
+        assert_eq!(windows_threadpool::live_contexts(), before + 1);
+        drop(work);
+        assert_eq!(windows_threadpool::live_contexts(), before);
+    });
 }

@@ -169,26 +169,28 @@ fn a_read_dropped_by_a_timeout_leaves_the_stream_usable() {
 /// drop returns at once, the accept is cancelled and its block freed.
 #[test]
 fn a_listener_dropped_with_an_accept_pending() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let mut accept = listener.accept();
-    let (_woken, w) = counting_waker();
-    assert!(poll_once(&mut accept, &w).is_pending());
-    assert_eq!(listener.local_addr().unwrap(), addr);
-    std::mem::forget(accept);
-    drop(listener);
-    let deadline = Instant::now() + PATIENCE;
-    while io::live_operations() != 0 {
-        assert!(Instant::now() < deadline, "the pending accept was never settled");
-        std::thread::yield_now();
-    }
-    // The socket is closed once the handed-off rundown is done.
-    loop {
-        match task::block_on(TcpStream::connect(addr)) {
-            Err(e) => break assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e:?}"),
-            Ok(_) => assert!(Instant::now() < deadline, "the dropped listener's socket was never closed"),
+    support::alone("a_listener_dropped_with_an_accept_pending", || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut accept = listener.accept();
+        let (_woken, w) = counting_waker();
+        assert!(poll_once(&mut accept, &w).is_pending());
+        assert_eq!(listener.local_addr().unwrap(), addr);
+        std::mem::forget(accept);
+        drop(listener);
+        let deadline = Instant::now() + PATIENCE;
+        while io::live_operations() != 0 {
+            assert!(Instant::now() < deadline, "the pending accept was never settled");
+            std::thread::yield_now();
         }
-    }
+        // The socket is closed once the handed-off rundown is done.
+        loop {
+            match task::block_on(TcpStream::connect(addr)) {
+                Err(e) => break assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e:?}"),
+                Ok(_) => assert!(Instant::now() < deadline, "the dropped listener's socket was never closed"),
+            }
+        }
+    });
 }
 
 /// Data already buffered is read inline: each 1-byte read after the first
@@ -198,29 +200,31 @@ fn a_listener_dropped_with_an_accept_pending() {
 /// balanced would leave the drain waiting forever.
 #[test]
 fn buffered_data_is_read_inline_with_no_completion() {
-    assert!(net::completes_inline().unwrap(), "a TCP socket's provider is expected to be an IFS provider");
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (client, server) = task::block_on(pair(&listener));
-    let (sent, _) = task::block_on(client.write_all(b"abcd".to_vec()));
-    sent.unwrap();
-    let (n, buf) = task::block_on(server.read(vec![0u8; 1]));
-    assert_eq!((n.unwrap(), buf[0]), (1, b'a'));
-    let (_woken, w) = counting_waker();
-    let before = io::async_completions();
-    for want in [b'b', b'c', b'd'] {
-        let mut read = server.read(vec![0u8; 1]);
-        match poll_once(&mut read, &w) {
-            Poll::Ready((n, buf)) => assert_eq!((n.unwrap(), buf[0]), (1, want)),
-            Poll::Pending => panic!("a read of buffered data was not ready at its first poll"),
+    support::alone("buffered_data_is_read_inline_with_no_completion", || {
+        assert!(net::completes_inline().unwrap(), "a TCP socket's provider is expected to be an IFS provider");
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = task::block_on(pair(&listener));
+        let (sent, _) = task::block_on(client.write_all(b"abcd".to_vec()));
+        sent.unwrap();
+        let (n, buf) = task::block_on(server.read(vec![0u8; 1]));
+        assert_eq!((n.unwrap(), buf[0]), (1, b'a'));
+        let (_woken, w) = counting_waker();
+        let before = io::async_completions();
+        for want in [b'b', b'c', b'd'] {
+            let mut read = server.read(vec![0u8; 1]);
+            match poll_once(&mut read, &w) {
+                Poll::Ready((n, buf)) => assert_eq!((n.unwrap(), buf[0]), (1, want)),
+                Poll::Pending => panic!("a read of buffered data was not ready at its first poll"),
+            }
         }
-    }
-    assert_eq!(io::async_completions(), before, "an inline read delivered a completion");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        drop(server);
-        let _ = tx.send(());
+        assert_eq!(io::async_completions(), before, "an inline read delivered a completion");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(server);
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(PATIENCE).expect("dropping the stream never returned");
     });
-    rx.recv_timeout(PATIENCE).expect("dropping the stream never returned");
 }
 
 /// One MiB each way at once: `write_all` goes on through partial sends.

@@ -2,10 +2,10 @@
 //! test-only injection points in `heal::testing` (Wine cannot reproduce the
 //! stall they repair; see docs/self-heal.md).
 //!
-//! Every test keys its injections to pools of its own and relies on running
-//! in a process of its own (nextest's model): the healer, once started, runs
-//! for the rest of the process. Tests that need the healer stopped say so
-//! with [`own_process`]. Where the healer must not act behind a test's back,
+//! Every test keys its injections to pools of its own and runs in a process
+//! of its own (`support::alone`, or a `support::child` scenario): the healer,
+//! once started, runs for the rest of the process. Each says so with
+//! [`own_process`]. Where the healer must not act behind a test's back,
 //! the test blocks it for its pools (`fail_healer_start`) and runs ticks
 //! itself (`tick_ahead`). Assertions are on synchronous evidence (stamps and
 //! the unstarted count right after the call that sets them); a poll with a
@@ -56,13 +56,12 @@ fn clock_past(stamp: u64) {
     wait_for("the clock to pass a stamp", || testing::clock() > stamp);
 }
 
-/// Fails unless the healer has not started in this process.
+/// Fails unless this test runs in a process of its own in which the healer
+/// has not started.
 #[track_caller]
 fn own_process() {
-    assert!(
-        !testing::healer_running(),
-        "the healer already runs: this test needs a process of its own (cargo nextest)"
-    );
+    support::assert_alone();
+    assert!(!testing::healer_running(), "the healer already runs in this test's own process");
 }
 
 fn env_for(pool: &Pool) -> CallbackEnviron {
@@ -129,65 +128,69 @@ fn panic_message(f: impl FnOnce()) -> Option<String> {
 
 #[test]
 fn tick_skips_a_healthy_pool() {
-    own_process();
-    let w = wedged();
-    let k = w.key();
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&w.pool));
+    support::alone("tick_skips_a_healthy_pool", || {
+        own_process();
+        let w = wedged();
+        let k = w.key();
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&w.pool));
 
-    // Never cancelled: however late the tick, nothing is submitted.
-    testing::tick_ahead(OVERDUE_AFTER * 2);
-    let v = view(k);
-    assert_eq!((v.last_repair_submitted, v.unstarted), (0, 0), "a tick repaired a pool never cancelled: {v:?}");
-
-    // Cancelled, then healed by a repair that started after the cancellation.
-    reg.after_cancel();
-    clock_past(view(k).last_cancel);
-    w.unblock();
-    wait_for("the repair to heal the pool", || {
+        // Never cancelled: however late the tick, nothing is submitted.
+        testing::tick_ahead(OVERDUE_AFTER * 2);
         let v = view(k);
-        !v.owes_repair && v.unstarted == 0
-    });
-    let healed = view(k);
-    clock_past(healed.last_repair_submitted);
-    testing::tick_ahead(OVERDUE_AFTER * 2);
-    let v = view(k);
-    assert_eq!(v.last_repair_submitted, healed.last_repair_submitted, "a tick repaired a healed pool: {v:?}");
+        assert_eq!((v.last_repair_submitted, v.unstarted), (0, 0), "a tick repaired a pool never cancelled: {v:?}");
 
-    // The same tick does repair a pool that owes one.
-    reg.stamp_cancel_at(testing::clock());
-    testing::tick_ahead(Duration::ZERO);
-    let v = view(k);
-    assert!(v.last_repair_submitted > healed.last_repair_submitted, "a tick ignored a pool owing a repair: {v:?}");
-    drop(reg);
+        // Cancelled, then healed by a repair that started after the cancellation.
+        reg.after_cancel();
+        clock_past(view(k).last_cancel);
+        w.unblock();
+        wait_for("the repair to heal the pool", || {
+            let v = view(k);
+            !v.owes_repair && v.unstarted == 0
+        });
+        let healed = view(k);
+        clock_past(healed.last_repair_submitted);
+        testing::tick_ahead(OVERDUE_AFTER * 2);
+        let v = view(k);
+        assert_eq!(v.last_repair_submitted, healed.last_repair_submitted, "a tick repaired a healed pool: {v:?}");
+
+        // The same tick does repair a pool that owes one.
+        reg.stamp_cancel_at(testing::clock());
+        testing::tick_ahead(Duration::ZERO);
+        let v = view(k);
+        assert!(v.last_repair_submitted > healed.last_repair_submitted, "a tick ignored a pool owing a repair: {v:?}");
+        drop(reg);
+    });
 }
 
 #[test]
 fn overdue_repair_is_retried() {
-    own_process();
-    let w = wedged();
-    let k = w.key();
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&w.pool));
-    reg.after_cancel();
-    let first = view(k);
-    assert_eq!(first.unstarted, 1, "the inline fallback submitted one repair: {first:?}");
+    support::alone("overdue_repair_is_retried", || {
+        own_process();
+        let w = wedged();
+        let k = w.key();
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&w.pool));
+        reg.after_cancel();
+        let first = view(k);
+        assert_eq!(first.unstarted, 1, "the inline fallback submitted one repair: {first:?}");
 
-    // In flight and not yet overdue: the tick leaves it alone.
-    testing::tick_ahead(Duration::ZERO);
-    testing::tick_ahead(OVERDUE_AFTER / 2);
-    let v = view(k);
-    assert_eq!((v.unstarted, v.overdue_episodes), (1, 0), "a tick resubmitted a repair not yet overdue: {v:?}");
+        // In flight and not yet overdue: the tick leaves it alone.
+        testing::tick_ahead(Duration::ZERO);
+        testing::tick_ahead(OVERDUE_AFTER / 2);
+        let v = view(k);
+        assert_eq!((v.unstarted, v.overdue_episodes), (1, 0), "a tick resubmitted a repair not yet overdue: {v:?}");
 
-    // Overdue: recorded, and another repair is submitted.
-    testing::tick_ahead(OVERDUE_AFTER + Duration::from_secs(1));
-    let v = view(k);
-    assert_eq!((v.unstarted, v.overdue_episodes), (2, 1), "an overdue repair was not retried: {v:?}");
-    assert!(v.last_repair_submitted >= first.last_repair_submitted);
+        // Overdue: recorded, and another repair is submitted.
+        testing::tick_ahead(OVERDUE_AFTER + Duration::from_secs(1));
+        let v = view(k);
+        assert_eq!((v.unstarted, v.overdue_episodes), (2, 1), "an overdue repair was not retried: {v:?}");
+        assert!(v.last_repair_submitted >= first.last_repair_submitted);
 
-    w.unblock();
-    wait_for("both repairs to start", || view(k).unstarted == 0);
-    drop(reg);
+        w.unblock();
+        wait_for("both repairs to start", || view(k).unstarted == 0);
+        drop(reg);
+    });
 }
 
 /// Under `fail-fast` the second overdue episode panics (on the healer's
@@ -195,31 +198,33 @@ fn overdue_repair_is_retried() {
 /// catchable). Without it, the tick just retries again.
 #[test]
 fn second_overdue_episode_panics_only_under_fail_fast() {
-    own_process();
-    let w = wedged();
-    let k = w.key();
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&w.pool));
-    reg.after_cancel();
-    let late = OVERDUE_AFTER + Duration::from_secs(1);
-    assert_eq!(panic_message(|| testing::tick_ahead(late)), None, "the first overdue episode must not panic");
-    assert_eq!(view(k).overdue_episodes, 1);
-    let second = panic_message(|| testing::tick_ahead(late));
-    let v = view(k);
-    assert_eq!(v.overdue_episodes, 2, "{v:?}");
-    if cfg!(feature = "fail-fast") {
-        let msg = second.expect("fail-fast: the second overdue episode must panic");
-        for needle in ["self-heal", &format!("pool {k:#x}"), "stayed unstarted", "twice"] {
-            assert!(msg.contains(needle), "panic message {msg:?} lacks {needle:?}");
+    support::alone("second_overdue_episode_panics_only_under_fail_fast", || {
+        own_process();
+        let w = wedged();
+        let k = w.key();
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&w.pool));
+        reg.after_cancel();
+        let late = OVERDUE_AFTER + Duration::from_secs(1);
+        assert_eq!(panic_message(|| testing::tick_ahead(late)), None, "the first overdue episode must not panic");
+        assert_eq!(view(k).overdue_episodes, 1);
+        let second = panic_message(|| testing::tick_ahead(late));
+        let v = view(k);
+        assert_eq!(v.overdue_episodes, 2, "{v:?}");
+        if cfg!(feature = "fail-fast") {
+            let msg = second.expect("fail-fast: the second overdue episode must panic");
+            for needle in ["self-heal", &format!("pool {k:#x}"), "stayed unstarted", "twice"] {
+                assert!(msg.contains(needle), "panic message {msg:?} lacks {needle:?}");
+            }
+            assert_eq!(v.unstarted, 2, "the panicking episode submitted a repair: {v:?}");
+        } else {
+            assert_eq!(second, None, "without fail-fast an overdue episode must not panic");
+            assert_eq!(v.unstarted, 3, "the second overdue episode was not retried: {v:?}");
         }
-        assert_eq!(v.unstarted, 2, "the panicking episode submitted a repair: {v:?}");
-    } else {
-        assert_eq!(second, None, "without fail-fast an overdue episode must not panic");
-        assert_eq!(v.unstarted, 3, "the second overdue episode was not retried: {v:?}");
-    }
-    w.unblock();
-    wait_for("the repairs to start", || view(k).unstarted == 0);
-    drop(reg);
+        w.unblock();
+        wait_for("the repairs to start", || view(k).unstarted == 0);
+        drop(reg);
+    });
 }
 
 /// The real healer, with repairs of a wedged pool overdue after 300 ms: its
@@ -263,74 +268,80 @@ fn healer_panic_on_a_second_overdue_episode_reaches_stderr() {
 
 #[test]
 fn inline_fallback_submits_when_the_healer_cannot_start() {
-    own_process();
-    let pool = Pool::new().unwrap();
-    let k = key(&pool);
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&pool));
-    reg.after_cancel();
-    assert!(!testing::healer_running());
-    let v = view(k);
-    assert!(v.last_cancel > 0, "{v:?}");
-    assert!(v.last_repair_submitted >= v.last_cancel, "the cancelling thread submitted no repair: {v:?}");
+    support::alone("inline_fallback_submits_when_the_healer_cannot_start", || {
+        own_process();
+        let pool = Pool::new().unwrap();
+        let k = key(&pool);
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&pool));
+        reg.after_cancel();
+        assert!(!testing::healer_running());
+        let v = view(k);
+        assert!(v.last_cancel > 0, "{v:?}");
+        assert!(v.last_repair_submitted >= v.last_cancel, "the cancelling thread submitted no repair: {v:?}");
 
-    // The next cancellation retries the start.
-    testing::allow_healer_start();
-    reg.after_cancel();
-    assert!(testing::healer_running(), "the next cancellation did not start the healer");
-    drop(reg);
+        // The next cancellation retries the start.
+        testing::allow_healer_start();
+        reg.after_cancel();
+        assert!(testing::healer_running(), "the next cancellation did not start the healer");
+        drop(reg);
+    });
 }
 
 /// Stamps published out of order (taken earlier, published later, as by two
 /// racing cancellations or repairs) never lower a stamp.
 #[test]
 fn late_published_stamps_do_not_lower_a_stamp() {
-    own_process();
-    let pool = Pool::new().unwrap();
-    let k = key(&pool);
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&pool));
-    let later = testing::clock() + 100_000_000; // 10 s ahead, in 100 ns units
+    support::alone("late_published_stamps_do_not_lower_a_stamp", || {
+        own_process();
+        let pool = Pool::new().unwrap();
+        let k = key(&pool);
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&pool));
+        let later = testing::clock() + 100_000_000; // 10 s ahead, in 100 ns units
 
-    reg.stamp_cancel_at(later);
-    reg.after_cancel(); // a real cancellation, stamped now: earlier
-    assert_eq!(view(k).last_cancel, later, "a cancellation lowered the cancel stamp");
+        reg.stamp_cancel_at(later);
+        reg.after_cancel(); // a real cancellation, stamped now: earlier
+        assert_eq!(view(k).last_cancel, later, "a cancellation lowered the cancel stamp");
 
-    reg.stamp_repair_started_at(later + 1);
-    let submitted = view(k).last_repair_submitted;
-    reg.after_cancel(); // the inline fallback submits a repair, which stamps now: earlier
-    assert!(view(k).last_repair_submitted >= submitted);
-    wait_for("the repair to start", || view(k).unstarted == 0);
-    assert_eq!(view(k).last_repair_started, later + 1, "a repair lowered the start stamp");
-    drop(reg);
+        reg.stamp_repair_started_at(later + 1);
+        let submitted = view(k).last_repair_submitted;
+        reg.after_cancel(); // the inline fallback submits a repair, which stamps now: earlier
+        assert!(view(k).last_repair_submitted >= submitted);
+        wait_for("the repair to start", || view(k).unstarted == 0);
+        assert_eq!(view(k).last_repair_started, later + 1, "a repair lowered the start stamp");
+        drop(reg);
+    });
 }
 
 /// An entry whose last user goes while its repair runs is retired, and the
 /// retirement waits for that repair to finish before returning.
 #[test]
 fn retirement_waits_for_a_running_repair() {
-    own_process();
-    let w = wedged();
-    let k = w.key();
-    testing::fail_healer_start(k);
-    testing::hold_repairs(k);
-    let reg = testing::register(Some(&w.pool));
-    reg.after_cancel();
-    clock_past(view(k).last_cancel);
-    w.unblock();
-    wait_for("the repair to start (it is then held)", || {
-        let v = view(k);
-        v.unstarted == 0 && v.last_repair_started > v.last_cancel
+    support::alone("retirement_waits_for_a_running_repair", || {
+        own_process();
+        let w = wedged();
+        let k = w.key();
+        testing::fail_healer_start(k);
+        testing::hold_repairs(k);
+        let reg = testing::register(Some(&w.pool));
+        reg.after_cancel();
+        clock_past(view(k).last_cancel);
+        w.unblock();
+        wait_for("the repair to start (it is then held)", || {
+            let v = view(k);
+            v.unstarted == 0 && v.last_repair_started > v.last_cancel
+        });
+        let dropper = thread::spawn(move || drop(reg));
+        wait_for("the entry to retire", || testing::entry(k).is_none());
+        // Widens the window in which a retirement that did not wait for the held
+        // repair would return: such a one fails the assertion below.
+        thread::sleep(Duration::from_millis(100));
+        let returned_early = dropper.is_finished();
+        testing::release_repairs();
+        dropper.join().unwrap();
+        assert!(!returned_early, "the retirement returned while its repair was still running");
     });
-    let dropper = thread::spawn(move || drop(reg));
-    wait_for("the entry to retire", || testing::entry(k).is_none());
-    // Widens the window in which a retirement that did not wait for the held
-    // repair would return: such a one fails the assertion below.
-    thread::sleep(Duration::from_millis(100));
-    let returned_early = dropper.is_finished();
-    testing::release_repairs();
-    dropper.join().unwrap();
-    assert!(!returned_early, "the retirement returned while its repair was still running");
 }
 
 /// An entry with a submitted repair still unstarted does not retire, even
@@ -338,102 +349,108 @@ fn retirement_waits_for_a_running_repair() {
 /// dropping thread on a pool that may never dispatch.
 #[test]
 fn unstarted_repair_keeps_the_entry() {
-    own_process();
-    let w = wedged();
-    let k = w.key();
-    testing::fail_healer_start(k);
-    testing::hold_repairs(k);
-    let reg = testing::register(Some(&w.pool));
-    reg.after_cancel();
-    reg.after_cancel();
-    assert_eq!(view(k).unstarted, 2);
-    clock_past(view(k).last_cancel);
-    w.unblock();
-    // The first repair starts and is held on the pool's only thread; the
-    // second stays queued behind it.
-    wait_for("the first repair to start", || {
-        let v = view(k);
-        v.unstarted == 1 && v.last_repair_started > v.last_cancel
-    });
-    assert!(!view(k).owes_repair);
+    support::alone("unstarted_repair_keeps_the_entry", || {
+        own_process();
+        let w = wedged();
+        let k = w.key();
+        testing::fail_healer_start(k);
+        testing::hold_repairs(k);
+        let reg = testing::register(Some(&w.pool));
+        reg.after_cancel();
+        reg.after_cancel();
+        assert_eq!(view(k).unstarted, 2);
+        clock_past(view(k).last_cancel);
+        w.unblock();
+        // The first repair starts and is held on the pool's only thread; the
+        // second stays queued behind it.
+        wait_for("the first repair to start", || {
+            let v = view(k);
+            v.unstarted == 1 && v.last_repair_started > v.last_cancel
+        });
+        assert!(!view(k).owes_repair);
 
-    let dropper = thread::spawn(move || drop(reg));
-    let deadline = Instant::now() + DEADLINE;
-    while !dropper.is_finished() && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(1));
-    }
-    let blocked = !dropper.is_finished();
-    let after_drop = testing::entry(k);
-    if blocked {
+        let dropper = thread::spawn(move || drop(reg));
+        let deadline = Instant::now() + DEADLINE;
+        while !dropper.is_finished() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let blocked = !dropper.is_finished();
+        let after_drop = testing::entry(k);
+        if blocked {
+            testing::release_repairs();
+        }
+        dropper.join().unwrap();
+        assert!(!blocked, "dropping the last user blocked on the unstarted repair");
+        let v = after_drop.expect("the entry retired with a repair unstarted");
+        assert_eq!((v.users, v.unstarted), (0, 1), "{v:?}");
+        testing::tick_ahead(Duration::ZERO);
+        assert!(testing::entry(k).is_some(), "a tick retired the entry with a repair unstarted");
+
         testing::release_repairs();
-    }
-    dropper.join().unwrap();
-    assert!(!blocked, "dropping the last user blocked on the unstarted repair");
-    let v = after_drop.expect("the entry retired with a repair unstarted");
-    assert_eq!((v.users, v.unstarted), (0, 1), "{v:?}");
-    testing::tick_ahead(Duration::ZERO);
-    assert!(testing::entry(k).is_some(), "a tick retired the entry with a repair unstarted");
-
-    testing::release_repairs();
-    wait_for("the second repair to start", || view(k).unstarted == 0);
-    testing::tick_ahead(Duration::ZERO);
-    assert_eq!(testing::entry(k), None, "the tick did not retire the entry once nothing was outstanding");
+        wait_for("the second repair to start", || view(k).unstarted == 0);
+        testing::tick_ahead(Duration::ZERO);
+        assert_eq!(testing::entry(k), None, "the tick did not retire the entry once nothing was outstanding");
+    });
 }
 
 #[test]
 fn entries_retire_when_the_last_user_drops_and_nothing_is_owed() {
-    own_process();
-    let pool = Pool::new().unwrap();
-    let k = key(&pool);
-    let r1 = testing::register(Some(&pool));
-    let r2 = testing::register(Some(&pool));
-    assert_eq!(view(k).users, 2);
-    drop(r1);
-    assert_eq!(view(k).users, 1);
-    drop(r2);
-    assert_eq!(testing::entry(k), None, "the entry outlived its last user");
+    support::alone("entries_retire_when_the_last_user_drops_and_nothing_is_owed", || {
+        own_process();
+        let pool = Pool::new().unwrap();
+        let k = key(&pool);
+        let r1 = testing::register(Some(&pool));
+        let r2 = testing::register(Some(&pool));
+        assert_eq!(view(k).users, 2);
+        drop(r1);
+        assert_eq!(view(k).users, 1);
+        drop(r2);
+        assert_eq!(testing::entry(k), None, "the entry outlived its last user");
 
-    // Owing a repair, the entry outlives its users; once repaired, a tick retires it.
-    let w = wedged();
-    let k = w.key();
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&w.pool));
-    reg.after_cancel();
-    drop(reg);
-    let v = view(k);
-    assert!(v.users == 0 && v.owes_repair && v.unstarted == 1, "{v:?}");
-    clock_past(v.last_cancel);
-    w.unblock();
-    wait_for("the repair to heal the pool", || {
+        // Owing a repair, the entry outlives its users; once repaired, a tick retires it.
+        let w = wedged();
+        let k = w.key();
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&w.pool));
+        reg.after_cancel();
+        drop(reg);
         let v = view(k);
-        !v.owes_repair && v.unstarted == 0
+        assert!(v.users == 0 && v.owes_repair && v.unstarted == 1, "{v:?}");
+        clock_past(v.last_cancel);
+        w.unblock();
+        wait_for("the repair to heal the pool", || {
+            let v = view(k);
+            !v.owes_repair && v.unstarted == 0
+        });
+        testing::tick_ahead(Duration::ZERO);
+        assert_eq!(testing::entry(k), None, "a tick did not retire a healed entry without users");
     });
-    testing::tick_ahead(Duration::ZERO);
-    assert_eq!(testing::entry(k), None, "a tick did not retire a healed entry without users");
 }
 
 #[test]
 fn failed_registration_keeps_its_key_and_retries_at_cancellation() {
-    own_process();
-    let pool = Pool::new().unwrap();
-    let k = key(&pool);
-    testing::fail_repair_creation(k);
-    testing::fail_healer_start(k);
-    let reg = testing::register(Some(&pool));
-    let v = view(k);
-    assert!(v.users == 1 && !v.has_repair, "{v:?}");
+    support::alone("failed_registration_keeps_its_key_and_retries_at_cancellation", || {
+        own_process();
+        let pool = Pool::new().unwrap();
+        let k = key(&pool);
+        testing::fail_repair_creation(k);
+        testing::fail_healer_start(k);
+        let reg = testing::register(Some(&pool));
+        let v = view(k);
+        assert!(v.users == 1 && !v.has_repair, "{v:?}");
 
-    // While creation fails, a cancellation is stamped but nothing can repair it.
-    reg.after_cancel();
-    let v = view(k);
-    assert!(v.last_cancel > 0 && !v.has_repair && v.last_repair_submitted == 0, "{v:?}");
+        // While creation fails, a cancellation is stamped but nothing can repair it.
+        reg.after_cancel();
+        let v = view(k);
+        assert!(v.last_cancel > 0 && !v.has_repair && v.last_repair_submitted == 0, "{v:?}");
 
-    testing::allow_repair_creation();
-    reg.after_cancel();
-    let v = view(k);
-    assert!(v.has_repair, "the cancellation did not retry creating the repair: {v:?}");
-    assert!(v.last_repair_submitted >= v.last_cancel, "{v:?}");
-    drop(reg);
+        testing::allow_repair_creation();
+        reg.after_cancel();
+        let v = view(k);
+        assert!(v.has_repair, "the cancellation did not retry creating the repair: {v:?}");
+        assert!(v.last_repair_submitted >= v.last_cancel, "{v:?}");
+        drop(reg);
+    });
 }
 
 /// The `cancel-untracked` record names the pool whose repair object could
@@ -483,33 +500,35 @@ fn untracked_cancellation_names_its_pool() {
 /// submitted (by the inline fallback, the healer being blocked).
 #[test]
 fn try_cancel_pending_stamps_the_pool_and_submits_a_repair() {
-    own_process();
-    let p = Pool::new().unwrap();
-    let q = Pool::new().unwrap();
-    for k in [key(&p), key(&q), DEFAULT_POOL] {
-        testing::fail_healer_start(k);
-    }
-    let on_p = Wait::new_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&p)).unwrap();
-    let on_default = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
-    let mut group = CleanupGroup::new().unwrap();
-    let member = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&q)).unwrap();
-    let cases: [(&str, usize, &dyn Fn()); 3] = [
-        ("Wait on a private pool", key(&p), &|| on_p.try_cancel_pending()),
-        ("Wait on the default pool", DEFAULT_POOL, &|| on_default.try_cancel_pending()),
-        ("WaitMember on a private pool", key(&q), &|| member.try_cancel_pending()),
-    ];
-    for (what, k, cancel) in cases {
-        assert_eq!(view(k).last_cancel, 0, "{what}");
-        let before = testing::clock();
-        cancel();
-        let after = testing::clock();
-        let v = view(k);
-        assert!(before <= v.last_cancel && v.last_cancel <= after, "{what}: not stamped by the call: {v:?}");
-        assert!(v.last_repair_submitted >= v.last_cancel, "{what}: no repair submitted: {v:?}");
-    }
-    assert!(!testing::healer_running());
-    drop((on_p, on_default));
-    group.close_members();
+    support::alone("try_cancel_pending_stamps_the_pool_and_submits_a_repair", || {
+        own_process();
+        let p = Pool::new().unwrap();
+        let q = Pool::new().unwrap();
+        for k in [key(&p), key(&q), DEFAULT_POOL] {
+            testing::fail_healer_start(k);
+        }
+        let on_p = Wait::new_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&p)).unwrap();
+        let on_default = Wait::new(Event::auto_reset().unwrap().into(), |_| {}).unwrap();
+        let mut group = CleanupGroup::new().unwrap();
+        let member = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&q)).unwrap();
+        let cases: [(&str, usize, &dyn Fn()); 3] = [
+            ("Wait on a private pool", key(&p), &|| on_p.try_cancel_pending()),
+            ("Wait on the default pool", DEFAULT_POOL, &|| on_default.try_cancel_pending()),
+            ("WaitMember on a private pool", key(&q), &|| member.try_cancel_pending()),
+        ];
+        for (what, k, cancel) in cases {
+            assert_eq!(view(k).last_cancel, 0, "{what}");
+            let before = testing::clock();
+            cancel();
+            let after = testing::clock();
+            let v = view(k);
+            assert!(before <= v.last_cancel && v.last_cancel <= after, "{what}: not stamped by the call: {v:?}");
+            assert!(v.last_repair_submitted >= v.last_cancel, "{what}: no repair submitted: {v:?}");
+        }
+        assert!(!testing::healer_running());
+        drop((on_p, on_default));
+        group.close_members();
+    });
 }
 
 /// `close_members_cancelling` stamps each distinct pool its members used
@@ -518,39 +537,41 @@ fn try_cancel_pending_stamps_the_pool_and_submits_a_repair() {
 /// unstarted) are still there afterwards, with no user left.
 #[test]
 fn close_members_cancelling_stamps_each_pool_once() {
-    own_process();
-    let (b, c) = (wedged(), wedged());
-    let (kb, kc) = (b.key(), c.key());
-    for k in [kb, kc, DEFAULT_POOL] {
-        testing::fail_healer_start(k);
-    }
-    // The default pool's repair runs at once; this keeps its entry readable.
-    let default_reg = testing::register(None);
-    let mut group = CleanupGroup::new().unwrap();
-    let (env_b, env_c) = (env_for(&b.pool), env_for(&c.pool));
-    let _ = group.create_work_in(|_| {}, &env_b).unwrap();
-    let _ = group.create_work_in(|_| {}, &env_b).unwrap();
-    let _ = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_c).unwrap();
-    let _ = group.create_work(|_| {}).unwrap();
-    for k in [kb, kc, DEFAULT_POOL] {
-        assert!(view(k).users > 0);
-    }
+    support::alone("close_members_cancelling_stamps_each_pool_once", || {
+        own_process();
+        let (b, c) = (wedged(), wedged());
+        let (kb, kc) = (b.key(), c.key());
+        for k in [kb, kc, DEFAULT_POOL] {
+            testing::fail_healer_start(k);
+        }
+        // The default pool's repair runs at once; this keeps its entry readable.
+        let default_reg = testing::register(None);
+        let mut group = CleanupGroup::new().unwrap();
+        let (env_b, env_c) = (env_for(&b.pool), env_for(&c.pool));
+        let _ = group.create_work_in(|_| {}, &env_b).unwrap();
+        let _ = group.create_work_in(|_| {}, &env_b).unwrap();
+        let _ = group.create_wait_in(Event::auto_reset().unwrap().into(), |_| {}, &env_c).unwrap();
+        let _ = group.create_work(|_| {}).unwrap();
+        for k in [kb, kc, DEFAULT_POOL] {
+            assert!(view(k).users > 0);
+        }
 
-    let before = testing::clock();
-    group.close_members_cancelling();
-    let after = testing::clock();
-    for (what, k) in [("first private pool", kb), ("second private pool", kc), ("default pool", DEFAULT_POOL)] {
-        let v = testing::entry(k).unwrap_or_else(|| panic!("{what}: the entry retired before it was stamped"));
-        assert!(before <= v.last_cancel && v.last_cancel <= after, "{what}: not stamped by the release: {v:?}");
-        assert!(v.last_repair_submitted >= v.last_cancel, "{what}: no repair submitted: {v:?}");
-    }
-    for (what, k) in [("first private pool", kb), ("second private pool", kc)] {
-        let v = view(k);
-        assert_eq!(v.users, 0, "{what}: {v:?}");
-        assert_eq!(v.unstarted, 1, "{what}: one stamp per pool submits one repair: {v:?}");
-    }
-    drop((env_b, env_c));
-    drop((b, c, default_reg));
+        let before = testing::clock();
+        group.close_members_cancelling();
+        let after = testing::clock();
+        for (what, k) in [("first private pool", kb), ("second private pool", kc), ("default pool", DEFAULT_POOL)] {
+            let v = testing::entry(k).unwrap_or_else(|| panic!("{what}: the entry retired before it was stamped"));
+            assert!(before <= v.last_cancel && v.last_cancel <= after, "{what}: not stamped by the release: {v:?}");
+            assert!(v.last_repair_submitted >= v.last_cancel, "{what}: no repair submitted: {v:?}");
+        }
+        for (what, k) in [("first private pool", kb), ("second private pool", kc)] {
+            let v = view(k);
+            assert_eq!(v.users, 0, "{what}: {v:?}");
+            assert_eq!(v.unstarted, 1, "{what}: one stamp per pool submits one repair: {v:?}");
+        }
+        drop((env_b, env_c));
+        drop((b, c, default_reg));
+    });
 }
 
 /// A member on a one-thread pool whose only thread a plain work item holds:
@@ -560,80 +581,84 @@ fn close_members_cancelling_stamps_each_pool_once() {
 /// pool.
 #[test]
 fn close_members_cancelling_discards_queued_callbacks() {
-    own_process();
-    let pool = Pool::new().unwrap();
-    pool.set_max_threads(1).unwrap();
-    let k = key(&pool);
-    testing::fail_healer_start(k);
-    // Keeps the entry readable once the repair has run.
-    let reg = testing::register(Some(&pool));
-    let count = Arc::new(AtomicUsize::new(0));
-    let (gate, entered) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
-    let blocker = {
-        let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
-        Work::new_in(
-            move |_| {
-                e.open();
-                g.wait();
-            },
-            &env_for(&pool),
-        )
-        .unwrap()
-    };
-    blocker.submit();
-    entered.wait();
-    let mut group = CleanupGroup::new().unwrap();
-    {
-        let n = Arc::clone(&count);
-        let member = group
-            .create_work_in(
+    support::alone("close_members_cancelling_discards_queued_callbacks", || {
+        own_process();
+        let pool = Pool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let k = key(&pool);
+        testing::fail_healer_start(k);
+        // Keeps the entry readable once the repair has run.
+        let reg = testing::register(Some(&pool));
+        let count = Arc::new(AtomicUsize::new(0));
+        let (gate, entered) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
+        let blocker = {
+            let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
+            Work::new_in(
                 move |_| {
-                    n.fetch_add(1, SeqCst);
+                    e.open();
+                    g.wait();
                 },
                 &env_for(&pool),
             )
-            .unwrap();
-        for _ in 0..3 {
-            member.submit();
+            .unwrap()
+        };
+        blocker.submit();
+        entered.wait();
+        let mut group = CleanupGroup::new().unwrap();
+        {
+            let n = Arc::clone(&count);
+            let member = group
+                .create_work_in(
+                    move |_| {
+                        n.fetch_add(1, SeqCst);
+                    },
+                    &env_for(&pool),
+                )
+                .unwrap();
+            for _ in 0..3 {
+                member.submit();
+            }
         }
-    }
-    // Opens the gate after PATIENCE if the release waits for the queued
-    // callbacks instead of discarding them, so that fails rather than hangs.
-    let returned = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let r = Arc::clone(&returned);
-    let opener = support::open_when(&gate, move || r.load(SeqCst));
-    let before = testing::clock();
-    // An explicit release settles what its members owed: nothing is reported.
-    group.close_members_cancelling();
-    let after = testing::clock();
-    returned.store(true, SeqCst);
-    assert!(opener.join().unwrap(), "the release waited for callbacks it should have discarded");
-    blocker.wait();
-    assert_eq!(count.load(SeqCst), 0, "queued callbacks ran");
-    let v = view(k);
-    assert!(before <= v.last_cancel && v.last_cancel <= after, "not stamped by the release: {v:?}");
-    assert!(v.last_repair_submitted >= v.last_cancel, "no repair submitted: {v:?}");
-    // The repair runs on the pool's only thread after anything queued before it.
-    wait_for("the repair to run", || view(k).unstarted == 0);
-    assert_eq!(count.load(SeqCst), 0, "a discarded callback ran after the release");
-    drop(blocker);
-    drop(reg);
+        // Opens the gate after PATIENCE if the release waits for the queued
+        // callbacks instead of discarding them, so that fails rather than hangs.
+        let returned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r = Arc::clone(&returned);
+        let opener = support::open_when(&gate, move || r.load(SeqCst));
+        let before = testing::clock();
+        // An explicit release settles what its members owed: nothing is reported.
+        group.close_members_cancelling();
+        let after = testing::clock();
+        returned.store(true, SeqCst);
+        assert!(opener.join().unwrap(), "the release waited for callbacks it should have discarded");
+        blocker.wait();
+        assert_eq!(count.load(SeqCst), 0, "queued callbacks ran");
+        let v = view(k);
+        assert!(before <= v.last_cancel && v.last_cancel <= after, "not stamped by the release: {v:?}");
+        assert!(v.last_repair_submitted >= v.last_cancel, "no repair submitted: {v:?}");
+        // The repair runs on the pool's only thread after anything queued before it.
+        wait_for("the repair to run", || view(k).unstarted == 0);
+        assert_eq!(count.load(SeqCst), 0, "a discarded callback ran after the release");
+        drop(blocker);
+        drop(reg);
+    });
 }
 
 /// Liveness: with nothing blocked, the healer repairs a stamped pool within a
 /// bounded time, and retires the entry once its last user is gone.
 #[test]
 fn healer_repairs_a_stamped_pool() {
-    own_process();
-    let pool = Pool::new().unwrap();
-    let k = key(&pool);
-    let wait = Wait::new_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&pool)).unwrap();
-    wait.try_cancel_pending();
-    assert!(testing::healer_running(), "the cancellation did not start the healer");
-    wait_for("the healer to repair the pool", || {
-        let v = view(k);
-        v.last_repair_started > v.last_cancel && !v.owes_repair
+    support::alone("healer_repairs_a_stamped_pool", || {
+        own_process();
+        let pool = Pool::new().unwrap();
+        let k = key(&pool);
+        let wait = Wait::new_in(Event::auto_reset().unwrap().into(), |_| {}, &env_for(&pool)).unwrap();
+        wait.try_cancel_pending();
+        assert!(testing::healer_running(), "the cancellation did not start the healer");
+        wait_for("the healer to repair the pool", || {
+            let v = view(k);
+            v.last_repair_started > v.last_cancel && !v.owes_repair
+        });
+        drop(wait);
+        wait_for("the entry to retire", || testing::entry(k).is_none());
     });
-    drop(wait);
-    wait_for("the entry to retire", || testing::entry(k).is_none());
 }

@@ -106,6 +106,7 @@ pub trait Model: Sync {
 /// (those of one thread in order), invariants after each, teardown at the
 /// end, then the leak checks against the counts before the case.
 pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]) {
+    crate::support::assert_alone();
     let _watch = watch(format!("{name}: {steps:?}"));
     let debug = std::env::var_os("LIFECYCLE_DEBUG").is_some();
     if debug {

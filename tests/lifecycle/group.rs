@@ -392,8 +392,13 @@ fn run_epoch(group: &CleanupGroup, steps: &[Step<Op>]) -> Vec<(Kind, Arc<Probe>,
 proptest! {
     #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/group.proptest-regressions")))]
 
-    #[test]
-    fn group_lifecycle(steps in steps()) {
+    fn group_lifecycle_cases(steps in steps()) {
         run(&steps);
     }
+}
+
+/// The cases, in a process of their own (the counts are the process's).
+#[test]
+fn group_lifecycle() {
+    crate::support::alone("group::group_lifecycle", group_lifecycle_cases);
 }

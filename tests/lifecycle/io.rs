@@ -197,8 +197,13 @@ impl Model for IoModel {
 proptest! {
     #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/io.proptest-regressions")))]
 
-    #[test]
-    fn io_lifecycle(steps in engine::steps(op(), 12)) {
+    fn io_lifecycle_cases(steps in engine::steps(op(), 12)) {
         engine::run("io", || IoModel { slots: Slots::new(Obj::new) }, &steps);
     }
+}
+
+/// The cases, in a process of their own (the counts are the process's).
+#[test]
+fn io_lifecycle() {
+    crate::support::alone("io::io_lifecycle", io_lifecycle_cases);
 }

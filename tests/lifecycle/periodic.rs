@@ -182,8 +182,13 @@ impl Model for PeriodicModel {
 proptest! {
     #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/periodic.proptest-regressions")))]
 
-    #[test]
-    fn periodic_timer_lifecycle(steps in engine::steps(op(), 12)) {
+    fn periodic_timer_lifecycle_cases(steps in engine::steps(op(), 12)) {
         engine::run("periodic", || PeriodicModel { slots: Slots::new_indexed(Obj::new), before: Mutex::new(Vec::new()) }, &steps);
     }
+}
+
+/// The cases, in a process of their own (the counts are the process's).
+#[test]
+fn periodic_timer_lifecycle() {
+    crate::support::alone("periodic::periodic_timer_lifecycle", periodic_timer_lifecycle_cases);
 }

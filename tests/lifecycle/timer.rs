@@ -251,10 +251,15 @@ impl Model for TimerModel {
 proptest! {
     #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/timer.proptest-regressions")))]
 
-    #[test]
-    fn timer_lifecycle(steps in engine::steps(op(), 12)) {
+    fn timer_lifecycle_cases(steps in engine::steps(op(), 12)) {
         engine::run("timer", || TimerModel { slots: Slots::new(Obj::new), before: Mutex::new(Vec::new()) }, &steps);
     }
+}
+
+/// The cases, in a process of their own (the counts are the process's).
+#[test]
+fn timer_lifecycle() {
+    crate::support::alone("timer::timer_lifecycle", timer_lifecycle_cases);
 }
 
 /// A case that hung (past the watchdog's deadline) in two runs of the whole
@@ -269,6 +274,10 @@ proptest! {
 /// that, 4 of about 160 replays of this case hung.
 #[test]
 fn timer_lifecycle_cancel_racing_stop_and_drain() {
+    crate::support::alone("timer::timer_lifecycle_cancel_racing_stop_and_drain", the_case_that_hung);
+}
+
+fn the_case_that_hung() {
     use Due::*;
     use Op::*;
     let steps: Vec<Step<Op>> = vec![

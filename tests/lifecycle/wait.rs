@@ -251,8 +251,13 @@ impl Model for WaitModel {
 proptest! {
     #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/wait.proptest-regressions")))]
 
-    #[test]
-    fn wait_lifecycle(steps in engine::steps(op(), 12)) {
+    fn wait_lifecycle_cases(steps in engine::steps(op(), 12)) {
         engine::run("wait", || WaitModel { slots: Slots::new(Obj::new), before: Mutex::new(Vec::new()) }, &steps);
     }
+}
+
+/// The cases, in a process of their own (the counts are the process's).
+#[test]
+fn wait_lifecycle() {
+    crate::support::alone("wait::wait_lifecycle", wait_lifecycle_cases);
 }

@@ -194,8 +194,13 @@ impl Model for WorkModel {
 proptest! {
     #![proptest_config(engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lifecycle/work.proptest-regressions")))]
 
-    #[test]
-    fn work_lifecycle(steps in engine::steps(op(), 12)) {
+    fn work_lifecycle_cases(steps in engine::steps(op(), 12)) {
         engine::run("work", || WorkModel { slots: Slots::new(Obj::new) }, &steps);
     }
+}
+
+/// The cases, in a process of their own (the counts are the process's).
+#[test]
+fn work_lifecycle() {
+    crate::support::alone("work::work_lifecycle", work_lifecycle_cases);
 }

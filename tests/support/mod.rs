@@ -8,6 +8,13 @@
 //! `child` runs the scenario and exits with [`CHILD_DONE`], a distinctive code,
 //! so the parent can tell "the scenario ran to its end" from "the child never
 //! reached it" (wrong test name, a filter that matched nothing).
+//!
+//! A test that reads process-wide state other tests change (the live
+//! context and operation counts, a counting global allocator, the handle
+//! count, the self-heal healer) wraps its body in [`alone`]: libtest runs a
+//! binary's tests on parallel threads of one process (`cargo test`), nextest
+//! runs each in a process of its own, and `alone` gives the body a process
+//! of its own under both.
 #![allow(dead_code)]
 
 use std::process::Command;
@@ -54,9 +61,17 @@ pub fn child(test: &str, env: &[(&str, &str)], scenario: impl FnOnce()) -> Child
         let _ = std::io::stdout().flush();
         std::process::exit(CHILD_DONE);
     }
+    let mut vars = vec![(CHILD_VAR, test)];
+    vars.extend_from_slice(env);
+    run_one(test, &vars)
+}
+
+/// Re-executes the test binary running just `test`, with `env` added and
+/// [`CHILD_VAR`] removed unless `env` sets it.
+fn run_one(test: &str, env: &[(&str, &str)]) -> ChildOutcome {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
-    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(CHILD_VAR, test);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]).env_remove(CHILD_VAR);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -66,6 +81,64 @@ pub fn child(test: &str, env: &[(&str, &str)], scenario: impl FnOnce()) -> Child
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// Runs `body`, the whole of the test `test` (its full name as libtest
+/// knows it), in a process that runs no other test. In place when this
+/// process was started for `test` alone (nextest, or the re-execution
+/// below); otherwise in a re-execution of the test binary running just
+/// `test`, whose output is passed on and whose failure fails this test.
+///
+/// Unlike [`child`], the re-executed test is an ordinary libtest run: a
+/// [`child`] inside `body` works as it does anywhere.
+#[track_caller]
+pub fn alone(test: &str, body: impl FnOnce()) {
+    // libtest names a test's thread after the test: a wrong `test` would
+    // re-execute some other test (or none) in place of this one.
+    let thread = std::thread::current().name().map(str::to_owned);
+    assert!(thread.as_deref().is_none_or(|t| t == test || t == "main"), "alone({test:?}) called from {thread:?}");
+    if runs_only(test, std::env::args().skip(1)) {
+        body();
+        return;
+    }
+    let out = run_one(test, &[]);
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    // libtest's own summary: a filter that matched nothing also exits 0.
+    let ran = out.stdout.contains("test result: ok. 1 passed;");
+    assert!(out.code == Some(0) && ran, "{test}, run alone in a child process, failed (exit {:?})", out.code);
+}
+
+/// Panics unless the current test (named by its libtest thread) runs in a
+/// process of its own: code that reads process-wide counts calls it, so a
+/// test that forgot [`alone`] fails under `cargo test` at once rather than
+/// now and then.
+#[track_caller]
+pub fn assert_alone() {
+    let test = std::thread::current().name().unwrap_or_default().to_owned();
+    assert!(
+        runs_only(&test, std::env::args().skip(1)),
+        "{test:?} reads process-wide counts: wrap it in support::alone"
+    );
+}
+
+/// Whether the libtest arguments `args` run `test` and nothing else: an
+/// exact filter naming it and no flag that could take a separate value
+/// (which could be a filter in disguise). Any doubt answers no, which
+/// costs only a re-execution.
+pub fn runs_only(test: &str, args: impl Iterator<Item = String>) -> bool {
+    let (mut exact, mut filters) = (false, Vec::new());
+    for a in args {
+        match a.as_str() {
+            "--exact" => exact = true,
+            "--nocapture" | "--no-capture" | "--ignored" | "--include-ignored" | "--quiet" | "-q" | "--show-output" => {
+            }
+            f if f.starts_with("--") && f.contains('=') => {}
+            f if f.starts_with('-') => return false,
+            _ => filters.push(a),
+        }
+    }
+    exact && filters == [test]
 }
 
 /// libtest's exit code when a test fails by an ordinary (unwinding) panic.

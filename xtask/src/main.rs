@@ -2,7 +2,8 @@
 //!
 //! - `setup`: make this machine able to build and run the Windows target
 //!   (rustfmt, clippy, cargo-nextest; on Linux also Wine, mingw, the Rust
-//!   targets, the Wine runner, a proved Wine prefix).
+//!   targets, the Wine runner, a proved Wine prefix); ends by printing the
+//!   `.cargo/config.toml` lines that run a crate of one's own under Wine.
 //! - `test`: setup, then format, the whole test matrix with per-configuration
 //!   counts, the stress scenarios at scale 1, lints and docs; ends with
 //!   `N passed, N failed`.
@@ -64,7 +65,7 @@ fn main() -> ExitCode {
     };
     let target = target.as_deref();
     let result = match cmd {
-        "setup" => setup::setup(target).map(|_| ()),
+        "setup" => setup::setup(target).map(|_| setup::print_user_config()),
         "test" => run::test(target, &rest),
         "demo" => run::demo(target),
         "bench" => bench::bench(target, &rest),

@@ -324,10 +324,50 @@ fn windows_platform(target: Option<&str>) -> Platform {
     Platform { target: target.map(str::to_string), cargo_args }
 }
 
-/// `target.<gnu>.runner=["<exe>", "exec"]`, the path as a TOML basic string.
+/// `target.<gnu>.runner=["<exe>", "exec"]`.
 fn runner_override(exe: &str) -> String {
-    let quoted = exe.replace('\\', "\\\\").replace('"', "\\\"");
-    format!("target.{WIN_TARGET}.runner=[\"{quoted}\", \"exec\"]")
+    format!("target.{WIN_TARGET}.runner=[{}, \"exec\"]", toml_string(exe))
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Prints what a crate of one's own adds to its `.cargo/config.toml` to
+/// build for the Windows-gnu target and run its binaries and tests under
+/// Wine in this prefix (`cargo run`/`cargo test --target ..`, from any
+/// directory, with any target directory): this checkout's runner and
+/// the prefix by absolute path. Nothing on Windows, where they run natively.
+pub fn print_user_config() {
+    if cfg!(windows) {
+        return;
+    }
+    let linker = find_program("x86_64-w64-mingw32-gcc").unwrap_or_else(|| "x86_64-w64-mingw32-gcc".into());
+    let runner = workspace_root().join("xtask/wine-run");
+    println!(
+        "setup: to run a crate of your own under Wine, add these lines to its .cargo/config.toml \
+         (README: \"Running your own program under Wine\"):\n\n{}",
+        user_config(&linker, &runner, &wine_prefix())
+    );
+}
+
+/// The `.cargo/config.toml` lines of [`print_user_config`]. The prefix goes
+/// through `[env]`, which cargo also sets for the runner it starts.
+fn user_config(linker: &Path, runner: &Path, prefix: &Path) -> String {
+    let s = |p: &Path| toml_string(&p.to_string_lossy());
+    format!(
+        "[target.{WIN_TARGET}]\nlinker = {}\nrunner = [{}]\n\n[env]\n{PREFIX_VAR} = {}\n",
+        s(linker),
+        s(runner),
+        s(prefix)
+    )
+}
+
+/// `program`'s absolute path, from the first absolute directory of `PATH` holding it.
+fn find_program(program: &str) -> Option<PathBuf> {
+    let dirs = std::env::split_paths(&std::env::var_os("PATH")?).filter(|d| d.is_absolute()).collect::<Vec<_>>();
+    dirs.into_iter().map(|d| d.join(program)).find(|p| p.is_file())
 }
 
 /// `cargo xtask exec <program> [args]`: runs a program as it is and exits
@@ -542,8 +582,8 @@ pub fn miri() -> std::result::Result<(), String> {
     run_quiet(&mut nightly_cargo(&["miri", "setup"]), "cargo +nightly miri setup")
 }
 
-/// The suite needs nextest: some tests need a process of their own
-/// (`tests/self_heal.rs`), so `cargo test`'s one process per binary fails them.
+/// `cargo xtask test` runs the suite under nextest: one process per test, in
+/// parallel across binaries (`cargo test` works too, serially per binary).
 fn install_nextest() -> Result<()> {
     cargo_install_if_missing("nextest", "cargo-nextest")
 }
@@ -771,6 +811,19 @@ mod tests {
         assert_eq!(missing_components(listed), ["rustfmt"]);
         assert_eq!(missing_components("rustfmt-x86_64-pc-windows-msvc\nclippy\n"), Vec::<&str>::new());
         assert_eq!(missing_components(""), ["rustfmt", "clippy"]);
+    }
+
+    #[test]
+    fn the_user_config_names_every_path_as_a_toml_string() {
+        assert_eq!(
+            user_config(Path::new("/usr/bin/gcc"), Path::new("/src/a \"b\"/xtask/wine-run"), Path::new("/h/.cache/p")),
+            "[target.x86_64-pc-windows-gnu]\n\
+             linker = \"/usr/bin/gcc\"\n\
+             runner = [\"/src/a \\\"b\\\"/xtask/wine-run\"]\n\
+             \n\
+             [env]\n\
+             WINDOWS_THREADPOOL_WINEPREFIX = \"/h/.cache/p\"\n"
+        );
     }
 
     #[test]
