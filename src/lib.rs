@@ -38,7 +38,7 @@
 //! Callbacks run on pool threads through `extern "system"` trampolines with no
 //! `catch_unwind`: a callback that panics aborts the process, since an unwind
 //! may not cross the FFI boundary. One-off tasks ([`task`]: [`task::spawn`], [`task::spawn_blocking`],
-//! [`scope`], [`join`], [`for_each`]) differ: a task runs once and someone
+//! [`scope`], [`join`], [`for_each`], [`map`]) differ: a task runs once and someone
 //! waits for its outcome, so its panic is caught inside the callback and
 //! handed to that waiter. A waker the crate wakes when a pool callback
 //! completes a future (every future of [`time`], [`wait`] and [`io`], and a
@@ -55,7 +55,8 @@
 //!
 //! On targets other than Windows the crate exports nothing. It still builds
 //! the pure-Rust cores that need no Windows call (the trace ring, the drain
-//! obligation, the I/O registry and the callback context), so that their
+//! obligation, the I/O registry, the callback context and the chunking of
+//! [`for_each`] and [`map`]), so that their
 //! unit tests run there under Miri and their concurrent protocols are
 //! model-checked with loom (`src/sync.rs` says how).
 #![cfg_attr(not(windows), allow(unused))]
@@ -121,6 +122,11 @@ mod spans;
 mod sys;
 #[cfg(windows)]
 pub mod task;
+// Off Windows, only the chunking core of `for_each` and `map`.
+#[cfg(not(windows))]
+mod task {
+    mod chunked;
+}
 #[cfg(windows)]
 pub mod time;
 #[cfg(windows)]
@@ -155,7 +161,9 @@ pub use pool::Pool;
 #[doc(hidden)]
 pub use reentry::handoffs;
 #[cfg(windows)]
-pub use task::{JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, scope, scope_in};
+pub use task::{
+    JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, map, map_in, scope, scope_in,
+};
 #[cfg(windows)]
 pub use time::Deadline;
 #[cfg(windows)]

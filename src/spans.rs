@@ -32,9 +32,22 @@
 //!   spawned task (captured by `spawn`).
 //!
 //! A span with no span current at the cause is a root: a pool thread's own
-//! current span (normally none) is never used. A submit or arm made while
-//! no subscriber is interested clears the slot, so an earlier capture never
-//! parents the callbacks of a later cause.
+//! current span (normally none) is never used. A submit or arm made with no
+//! span current (or only one the subscriber disabled) clears the slot, so
+//! an earlier capture never parents the callbacks of a later cause.
+//!
+//! # The submitter's span without the callback span
+//!
+//! The capture does not depend on the callback span being enabled: any
+//! subscriber that recorded the span current at the cause gets it captured
+//! (`Span::current()`, kept if it has an id, i.e. the subscriber did not
+//! disable it). When the subscriber then does not want the crate's `DEBUG`
+//! span (the usual `tracing_subscriber::fmt().init()`, at `INFO`), the
+//! callback runs inside the captured span itself, entered on the pool
+//! thread, as a future under tokio's `Instrument::in_current_span` runs in
+//! its spawner's span: what the callback logs lands under the request
+//! either way. Such a callback has no span of its own, so a re-arm records
+//! no `follows_from` link.
 //!
 //! # A subscriber that panics
 //!
@@ -50,14 +63,16 @@
 //!
 //! Without the feature every type here is zero-sized and every function
 //! empty and inlined: the call sites need no `cfg` and compile to nothing.
-//! With it, a capture and an entry each first ask [`interested`] (tracing's
-//! `span_enabled!` for this callsite's target and level: with no
-//! subscriber ever set, one relaxed load of tracing's "a dispatcher
-//! exists" flag); only when a subscriber is interested does a capture clone
-//! the current span (a reference count) into the slot (allocated at the
-//! object's first such capture, so an object's header stays small without
-//! one), under the slot's own lock, which no other
-//! lock is ever held with. The old value is dropped after the lock is
+//! With it, a capture and an entry each first ask [`any_subscriber`]: with
+//! no subscriber ever set, one relaxed load of tracing's "a dispatcher
+//! exists" flag, and nothing else. Otherwise a capture asks for the current
+//! span and, if the subscriber recorded one, clones it (a reference count)
+//! into the slot (allocated at the object's first such capture, so an
+//! object's header stays small without one), under the slot's own lock,
+//! which no other lock is ever held with; an entry asks [`interested`]
+//! (tracing's `span_enabled!` for the callback span's target and level) and
+//! creates the callback span, or else enters the captured parent if there is
+//! one. The old value is dropped after the lock is
 //! released, so a subscriber's `try_close` never runs under it; only its
 //! `clone_span` does (a callback about to run clones the slot's spans under
 //! the lock, so a concurrent capture cannot close them first).
@@ -114,16 +129,22 @@ pub(crate) enum Outcome {
 #[cfg(feature = "tracing")]
 const TARGET: &str = "windows_threadpool";
 
+/// Whether a subscriber could have recorded any span: with no dispatcher
+/// ever set (global or scoped), one load. (With none set, tracing raises
+/// the max level to TRACE once any callsite registers, so `span_enabled!`
+/// alone would go on to ask the callsite's interest.)
+#[cfg(feature = "tracing")]
+#[inline]
+fn any_subscriber() -> bool {
+    tracing::dispatcher::has_been_set()
+}
+
 /// Whether a subscriber would record a callback span now. Cheap when the
 /// answer is no (see the module docs).
 #[cfg(feature = "tracing")]
 #[inline]
 fn interested() -> bool {
-    // No dispatcher was ever set (global or scoped): nobody is interested,
-    // for one load. (With none set, tracing raises the max level to TRACE
-    // once any callsite registers, so `span_enabled!` alone goes on to ask
-    // the callsite's interest.)
-    tracing::dispatcher::has_been_set() && tracing::span_enabled!(target: TARGET, tracing::Level::DEBUG)
+    any_subscriber() && tracing::span_enabled!(target: TARGET, tracing::Level::DEBUG)
 }
 
 /// A span captured for one callback to come: its parent, and the span of the
@@ -145,12 +166,13 @@ impl Captured {
         follows: None,
     };
 
-    /// The current span, if a subscriber is interested in callback spans and
-    /// a span is current; otherwise nothing (and nearly no cost).
+    /// The current span, if a subscriber recorded it (whether or not it
+    /// wants callback spans); otherwise nothing, for one load when no
+    /// subscriber was ever set.
     #[inline]
     pub(crate) fn current() -> Self {
         #[cfg(feature = "tracing")]
-        if interested() {
+        if any_subscriber() {
             let span = tracing::Span::current();
             if span.id().is_some() {
                 return Self { span: Some(span), follows: None };
@@ -197,20 +219,23 @@ impl Parent {
     }
 
     /// Records the current span as the parent of the callbacks to come (and
-    /// forgets any re-arming callback's). Does nothing unless a subscriber
-    /// is interested.
+    /// forgets any re-arming callback's). Allocates the slot only for a span
+    /// a subscriber recorded.
     #[inline]
     pub(crate) fn capture(&self) {
         #[cfg(feature = "tracing")]
-        if interested() {
+        {
             let new = Captured::current();
-            let old = core::mem::replace(&mut *self.slot(), new);
+            let old = if new.span.is_some() {
+                core::mem::replace(&mut *self.slot(), new)
+            } else if let Some(slot) = self.slot.get() {
+                // Nothing to capture now: an earlier capture must not parent
+                // the callbacks of this submit or arm.
+                core::mem::take(&mut *slot.lock().unwrap_or_else(PoisonError::into_inner))
+            } else {
+                return;
+            };
             // Closing the old spans runs subscriber code: not under the lock.
-            drop(old);
-        } else if let Some(slot) = self.slot.get() {
-            // Nobody is interested now: an earlier capture must not parent
-            // the callbacks of this submit or arm.
-            let old = core::mem::take(&mut *slot.lock().unwrap_or_else(PoisonError::into_inner));
             drop(old);
         }
     }
@@ -232,7 +257,7 @@ impl Parent {
     #[inline]
     pub(crate) fn follow(&self, entered: &Entered) {
         #[cfg(feature = "tracing")]
-        if let Some(span) = &*entered.span {
+        if let (true, Some(span)) = (entered.own, &*entered.span) {
             let span: tracing::Span = (**span).clone();
             let old = self.slot().follows.replace(span);
             drop(old);
@@ -263,6 +288,15 @@ pub(crate) struct Entered {
     /// the exit stays out of line.
     #[cfg(feature = "tracing")]
     span: ManuallyDrop<Option<tracing::span::EnteredSpan>>,
+    /// Whether `span` is the crate's callback span, not the captured parent
+    /// entered in its place.
+    #[cfg(feature = "tracing")]
+    own: bool,
+}
+
+#[cfg(feature = "tracing")]
+impl Entered {
+    const NONE: Self = Self { span: ManuallyDrop::new(None), own: false };
 }
 
 #[cfg(feature = "tracing")]
@@ -284,8 +318,9 @@ fn exit(span: tracing::span::EnteredSpan) {
 }
 
 /// Enters the `threadpool.callback` span for one callback of `kind` on
-/// `object`; hold the result while the callback runs. `parent` is asked for
-/// the captured parent only when a subscriber is interested: pass
+/// `object`, or, if the subscriber does not want that span, the captured
+/// parent itself; hold the result while the callback runs. `parent` is
+/// asked for the captured parent only when a subscriber was ever set: pass
 /// `|| header.parent.get()` for a [`Parent`], or move a [`Captured`] in
 /// (`move || captured`).
 #[inline]
@@ -295,10 +330,17 @@ where
 {
     #[cfg(feature = "tracing")]
     {
-        if !interested() {
-            return Entered { span: ManuallyDrop::new(None) };
+        if !any_subscriber() {
+            return Entered::NONE;
         }
-        enter_interested(kind, object, parent(), outcome)
+        if tracing::span_enabled!(target: TARGET, tracing::Level::DEBUG) {
+            return enter_interested(kind, object, parent(), outcome);
+        }
+        let parent = parent();
+        if parent.span.is_none() {
+            return Entered::NONE;
+        }
+        enter_parent(parent)
     }
     #[cfg(not(feature = "tracing"))]
     {
@@ -344,7 +386,16 @@ fn enter_interested(kind: Kind, object: usize, parent: Captured, outcome: Option
     }
     // The new span holds its own reference to the parent.
     drop(parent);
-    Entered { span: ManuallyDrop::new(Some(span.entered())) }
+    Entered { span: ManuallyDrop::new(Some(span.entered())), own: true }
+}
+
+/// The captured parent entered in place of a callback span the subscriber
+/// does not want; out of line like [`enter_interested`].
+#[cfg(feature = "tracing")]
+#[cold]
+#[inline(never)]
+fn enter_parent(parent: Captured) -> Entered {
+    Entered { span: ManuallyDrop::new(parent.span.map(tracing::Span::entered)), own: false }
 }
 
 // An I/O operation block carries a `Captured` across threads.

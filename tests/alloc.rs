@@ -575,6 +575,28 @@ fn for_each_items() {
     assert_eq!(sum.load(SeqCst), 45 + 499_500 + 4_999_950_000);
 }
 
+/// `map` over a range allocates its output once, at its length, and one
+/// block per helper task: nothing per item or per chunk.
+fn map_items() {
+    let run = |n: usize| {
+        count_here(|| {
+            let out = windows_threadpool::map(0..n, |i| i * 2);
+            assert!(out.iter().enumerate().all(|(i, &v)| v == i * 2));
+        })
+    };
+    run(10);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    for items in [1_000, 100_000] {
+        let c = run(items);
+        // As for `for_each`, plus the output.
+        assert!(
+            (cpus..=cpus + 1).contains(&c.n),
+            "map allocated {} time(s) for {items} items on {cpus} processors",
+            c.n
+        );
+    }
+}
+
 #[test]
 fn spawn_and_join_allocate_one_block_per_task() {
     let _s = serial();
@@ -597,6 +619,12 @@ fn a_scope_allocates_one_block_per_task() {
 fn for_each_allocates_nothing_per_item() {
     let _s = serial();
     for_each_items();
+}
+
+#[test]
+fn map_allocates_its_output_and_nothing_per_item() {
+    let _s = serial();
+    map_items();
 }
 
 #[test]
@@ -682,6 +710,7 @@ fn nothing_allocates_with_the_trace_armed() {
         async_task_wake();
         scope_spawn();
         for_each_items();
+        map_items();
         let dump = windows_threadpool::trace::dump();
         for needle in
             ["work submitted", "timer rearm-entered", "timer-periodic armed", "wait rearm-entered", "io started"]

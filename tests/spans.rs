@@ -1,6 +1,7 @@
 //! The `tracing` feature: every callback kind runs inside a
 //! `threadpool.callback` span on a pool thread, with its fields, parented to
-//! the span current where it was caused (submit, arm, issue). Checked with a
+//! the span current where it was caused (submit, arm, issue); with the
+//! crate's span filtered out, inside that span itself. Checked with a
 //! small recording `Subscriber` installed as the global default (callbacks
 //! run on pool threads, which a thread-local default would not reach).
 #![cfg(all(windows, feature = "tracing"))]
@@ -47,6 +48,10 @@ struct Recorder {
     refs: Mutex<HashMap<u64, usize>>,
     /// A callback span `kind` whose creation panics, as a subscriber may.
     panic_on: Mutex<Option<&'static str>>,
+    /// Enables nothing above `INFO`, as `tracing_subscriber::fmt().init()`.
+    info_only: AtomicBool,
+    /// `(marker field, parent)` of every event with a `marker`.
+    events: Mutex<Vec<(String, Option<u64>)>>,
 }
 
 /// What the recorder panics with when `panic_on` matches.
@@ -73,7 +78,11 @@ impl Subscriber for &'static Recorder {
     }
 
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
-        !meta.target().starts_with("windows_threadpool") || self.pool_spans.load(SeqCst)
+        if self.info_only.load(SeqCst) && *meta.level() > tracing::Level::INFO {
+            return false;
+        }
+        // A span the test names `disabled` is one the subscriber filters out.
+        meta.name() != "disabled" && (!meta.target().starts_with("windows_threadpool") || self.pool_spans.load(SeqCst))
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
@@ -116,7 +125,20 @@ impl Subscriber for &'static Recorder {
         self.follows.lock().unwrap().push((span.into_u64(), follows.into_u64()));
     }
 
-    fn event(&self, _: &Event<'_>) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        let parent = if event.is_root() {
+            None
+        } else if let Some(p) = event.parent() {
+            Some(p.into_u64())
+        } else {
+            STACK.with(|s| s.borrow().last().copied())
+        };
+        if let Some(marker) = fields.remove("marker") {
+            self.events.lock().unwrap().push((marker, parent));
+        }
+    }
 
     fn enter(&self, span: &Id) {
         STACK.with(|s| s.borrow_mut().push(span.into_u64()));
@@ -165,6 +187,8 @@ fn recorder() -> &'static Recorder {
             follows: Mutex::new(Vec::new()),
             refs: Mutex::new(HashMap::new()),
             panic_on: Mutex::new(None),
+            info_only: AtomicBool::new(false),
+            events: Mutex::new(Vec::new()),
         }));
         tracing::subscriber::set_global_default(r).expect("no other global subscriber in this test binary");
         r
@@ -444,26 +468,155 @@ fn io_completions_carry_their_status_and_the_issuing_span() {
     assert_eq!(spans[1].1.fields.get("result"), Some(&status2.to_string()));
 }
 
+/// A subscriber that filters out the crate's callback spans but records
+/// the submitter's: no callback span is created, and the callback runs
+/// inside the submitter's span. A span the subscriber disabled, or none, is
+/// not captured at all.
 #[test]
-fn without_an_interested_subscriber_nothing_is_captured_or_created() {
+fn without_callback_spans_the_callback_runs_in_the_submitters_span() {
     let _l = serial();
     let r = recorder();
     r.pool_spans.store(false, SeqCst);
     let (tx, rx) = mpsc::channel();
     let work = Work::new(move |_| tx.send(current_id()).unwrap()).unwrap();
     let timer = Timer::new(|_| {}).unwrap();
-    let clones_before = r.clones.load(SeqCst);
-    let (_, ()) = in_request("uninterested", || {
+    let (request, ()) = in_request("uninterested", || {
         work.submit();
         work.wait();
         timer.arm(Duration::ZERO);
         timer.stop_and_drain();
     });
+    let clones_before = r.clones.load(SeqCst);
+    tracing::info_span!("disabled").in_scope(|| {
+        assert!(tracing::Span::current().is_none(), "the recorder disabled the span");
+        work.submit();
+        work.wait();
+    });
+    work.submit();
+    work.wait();
     r.pool_spans.store(true, SeqCst);
-    assert_eq!(rx.try_iter().collect::<Vec<_>>(), [None], "the callback ran outside any span");
+    assert_eq!(rx.try_iter().collect::<Vec<_>>(), [Some(request), None, None]);
     assert!(callback_spans("work", work.as_raw() as usize).is_empty());
     assert!(callback_spans("timer", timer.as_raw() as usize).is_empty());
-    assert_eq!(r.clones.load(SeqCst), clones_before, "the request span was captured anyway");
+    assert_eq!(r.clones.load(SeqCst), clones_before, "a span was captured with none recorded current");
+}
+
+/// The usual `tracing_subscriber::fmt().init()`: `INFO` only, so no
+/// `DEBUG` callback span. What a callback of any kind logs still has the
+/// span current at its cause as its parent, as under tokio's
+/// `Instrument::in_current_span`.
+#[test]
+fn at_info_what_any_callback_logs_is_under_the_span_that_caused_it() {
+    let _l = serial();
+    let r = recorder();
+    r.info_only.store(true, SeqCst);
+    let (tx, rx) = mpsc::channel::<(&str, Option<u64>)>();
+    let log = move |kind: &'static str| {
+        tracing::info!(marker = kind, "in a callback");
+        tx.send((kind, current_id())).unwrap();
+    };
+    let mut expect = Vec::new();
+    let mut seen = Vec::new();
+    // `cause` makes one callback per kind, in order.
+    let mut run = |kinds: &[&'static str], cause: &dyn Fn()| {
+        let (request, ()) = in_request(kinds[0], cause);
+        for &kind in kinds {
+            seen.push(rx.recv_timeout(PATIENCE).expect("the callback ran"));
+            expect.push((kind, Some(request)));
+        }
+    };
+    let l = log.clone();
+    let work = Work::new(move |_| l("work")).unwrap();
+    run(&["work"], &|| work.submit());
+    work.wait();
+    // A firing and the re-arm it makes: both under the arming span.
+    let l = log.clone();
+    let firings = AtomicUsize::new(0);
+    let timer = Timer::new(move |f| {
+        if firings.fetch_add(1, SeqCst) == 0 {
+            f.rearm(Duration::ZERO);
+            l("timer")
+        } else {
+            l("timer-rearmed")
+        }
+    })
+    .unwrap();
+    run(&["timer", "timer-rearmed"], &|| timer.arm(Duration::ZERO));
+    timer.stop_and_drain();
+    let event = WinEvent::auto_reset().unwrap();
+    let l = log.clone();
+    let wait = Wait::new(event.try_clone().unwrap().into(), move |_| l("wait")).unwrap();
+    run(&["wait"], &|| {
+        wait.arm(Deadline::NEVER);
+        event.set().unwrap();
+    });
+    wait.stop_and_drain();
+    let path = std::env::temp_dir().join(format!("wtp-spans-info-{}", std::process::id()));
+    std::fs::write(&path, [7u8; 64]).unwrap();
+    let mut read = std::fs::OpenOptions::new();
+    read.read(true);
+    let l = log.clone();
+    let io = Io::new(io::open_file(&path, &read).unwrap(), move |_: &IoCompletion| l("io")).unwrap();
+    run(&["io"], &|| _ = io.read_at(0, vec![0u8; 16]).unwrap());
+    io.run_down();
+    drop(io);
+    let _ = std::fs::remove_file(&path);
+    // Joined from another thread, so the pool runs it (not the joiner).
+    let l = log.clone();
+    run(&["spawn"], &|| {
+        let l = l.clone();
+        let h = windows_threadpool::task::spawn_blocking(move || l("spawn"));
+        std::thread::spawn(move || h.join().unwrap()).join().unwrap();
+    });
+    let l = log.clone();
+    run(&["task"], &|| {
+        let l = l.clone();
+        drop(windows_threadpool::task::spawn(async move { l("task") }));
+    });
+    r.info_only.store(false, SeqCst);
+    assert_eq!(seen, expect, "the span current in each callback");
+    let events: Vec<(String, Option<u64>)> = r.events.lock().unwrap().clone();
+    let expect_events: Vec<(String, Option<u64>)> = expect.iter().map(|(k, p)| (k.to_string(), *p)).collect();
+    assert_eq!(events, expect_events, "each event's parent");
+    assert!(r.spans.lock().unwrap().values().all(|s| s.name != "threadpool.callback"), "a DEBUG span was created");
+}
+
+/// A firing that ran inside its arming's span (no callback span of its
+/// own) and re-armed: the next firing, once callback spans are wanted
+/// again, is under the arming span and follows from nothing, not from the
+/// arming span the first firing had entered.
+#[test]
+fn a_rearm_from_a_callback_without_its_own_span_records_no_follows() {
+    let _l = serial();
+    let r = recorder();
+    r.pool_spans.store(false, SeqCst);
+    let (tx, rx) = mpsc::channel();
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate_rx = Mutex::new(gate_rx);
+    let firings = AtomicUsize::new(0);
+    let timer = Timer::new(move |f| {
+        tx.send(current_id()).unwrap();
+        if firings.fetch_add(1, SeqCst) == 0 {
+            gate_rx.lock().unwrap().recv_timeout(PATIENCE).unwrap();
+            f.rearm(Duration::ZERO);
+        }
+    })
+    .unwrap();
+    let (request, first) = in_request("rearm-without-span", || {
+        timer.arm(Duration::ZERO);
+        rx.recv_timeout(PATIENCE).expect("the first firing")
+    });
+    assert_eq!(first, Some(request));
+    // The first firing is still inside its callback: the second is created
+    // with callback spans wanted.
+    r.pool_spans.store(true, SeqCst);
+    gate_tx.send(()).unwrap();
+    let second = rx.recv_timeout(PATIENCE).expect("the re-armed firing");
+    timer.stop_and_drain();
+    let spans = callback_spans("timer", timer.as_raw() as usize);
+    assert_eq!(spans.len(), 1, "only the second firing has a callback span");
+    check(&spans, request, &[second]);
+    assert_eq!(follows(spans[0].0), Vec::<u64>::new(), "it follows from the arming span");
 }
 
 /// Callback spans of `kind` on any object, in creation order.

@@ -1,4 +1,4 @@
-//! One-off tasks: spawn, scope, join, for_each; results, panics, borrows,
+//! One-off tasks: spawn, scope, join, for_each, map; results, panics, borrows,
 //! and a pool limited to one thread.
 #![cfg(windows)]
 
@@ -13,7 +13,8 @@ use std::thread::ThreadId;
 
 use windows_threadpool::task::{spawn_blocking, spawn_blocking_in, try_spawn_blocking};
 use windows_threadpool::{
-    CallbackEnviron, JoinHandle, Pool, ScopedJoinHandle, Work, for_each, for_each_in, join, join_in, scope, scope_in,
+    CallbackEnviron, JoinHandle, Pool, ScopedJoinHandle, Work, for_each, for_each_in, join, join_in, map, map_in,
+    scope, scope_in,
 };
 
 const _: () = {
@@ -622,4 +623,109 @@ fn for_each_over_one_item_runs_it() {
         ran.fetch_add(i, SeqCst);
     });
     assert_eq!(ran.load(SeqCst), 7);
+}
+
+#[test]
+fn map_keeps_the_order_of_100k_items() {
+    const N: u64 = 100_000;
+    let out = map(0..N, |i| i * i);
+    assert_eq!(out.len(), N as usize);
+    assert!(out.iter().enumerate().all(|(i, &v)| v == (i as u64) * (i as u64)), "a result out of place");
+}
+
+#[test]
+fn map_over_nothing_calls_nothing() {
+    let out: Vec<u8> = map(std::iter::empty::<u32>(), |_| panic!("called"));
+    assert!(out.is_empty());
+}
+
+#[test]
+fn map_over_one_item() {
+    assert_eq!(map([7usize], |i| i * 6), [42]);
+}
+
+/// `filter` cannot say how many items it holds (a lower bound of 0): every
+/// result is gathered past the preallocated part and put in order.
+#[test]
+fn map_over_an_iterator_without_a_length_keeps_the_order() {
+    let items = (0..100_000u32).filter(|i| i % 3 == 0);
+    assert_eq!(items.size_hint().0, 0);
+    let out = map(items, |i| i.to_string());
+    let expect: Vec<String> = (0..100_000u32).filter(|i| i % 3 == 0).map(|i| i.to_string()).collect();
+    assert_eq!(out, expect);
+}
+
+/// Counts its drops in a slot of its own.
+#[derive(Debug)]
+struct Counted<'a>(usize, &'a [AtomicU8]);
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.1[self.0].fetch_add(1, SeqCst);
+    }
+}
+
+/// Results are moved into the output, never dropped on the way.
+#[test]
+fn map_results_are_dropped_only_with_the_output() {
+    const N: usize = 10_000;
+    let dropped: Vec<AtomicU8> = (0..N).map(|_| AtomicU8::new(0)).collect();
+    let out = map(0..N, |i| Counted(i, &dropped));
+    assert!(dropped.iter().all(|d| d.load(SeqCst) == 0));
+    assert!(out.iter().enumerate().all(|(i, c)| c.0 == i));
+    drop(out);
+    assert!(dropped.iter().all(|d| d.load(SeqCst) == 1));
+}
+
+/// A panic in `f`: every item is moved out once, every result made before
+/// the panic is dropped once, and the panic is resumed after the rest ran.
+#[test]
+fn map_panics_after_the_rest_and_drops_each_item_and_result_once() {
+    const N: usize = 10_000;
+    for spilled in [false, true] {
+        let items: Vec<AtomicU8> = (0..N).map(|_| AtomicU8::new(0)).collect();
+        let results: Vec<AtomicU8> = (0..N).map(|_| AtomicU8::new(0)).collect();
+        let made = AtomicUsize::new(0);
+        // Slots for a range; a lower bound of 0 for the filter.
+        let source: Box<dyn Iterator<Item = usize> + Send> =
+            if spilled { Box::new((0..N).filter(|_| true)) } else { Box::new(0..N) };
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            map(source.map(|i| Counted(i, &items)), |item| {
+                if item.0 == 777 {
+                    panic!("item boom");
+                }
+                made.fetch_add(1, SeqCst);
+                Counted(item.0, &results)
+            })
+        }));
+        assert_eq!(panic_message(&*r.unwrap_err()), "item boom");
+        assert!(items.iter().all(|d| d.load(SeqCst) == 1), "an item dropped other than once");
+        assert!(results.iter().all(|d| d.load(SeqCst) <= 1), "a result dropped twice");
+        let dropped: usize = results.iter().map(|d| usize::from(d.load(SeqCst))).sum();
+        assert_eq!(dropped, made.load(SeqCst), "a result leaked (filter: {spilled})");
+        // Only the rest of the panicking chunk is skipped.
+        assert!(made.load(SeqCst) >= N - 1024, "made {}", made.load(SeqCst));
+    }
+}
+
+#[test]
+fn map_on_a_held_one_thread_pool_runs_everything_here() {
+    let held = held_pool();
+    let me = std::thread::current().id();
+    let out = map_in(0..1000, |i| (i, std::thread::current().id() == me), &held.env);
+    assert_eq!(out, (0..1000).map(|i| (i, true)).collect::<Vec<_>>());
+}
+
+#[test]
+fn nested_map_inside_a_task_on_a_one_thread_pool() {
+    let (_pool, env) = one_thread_env();
+    let env2 = env.clone();
+    let (tx, rx) = mpsc::channel();
+    let _outer = spawn_blocking_in(
+        move || {
+            let rows = map_in(0..10, |i| map_in(0..100, |j| i * 100 + j, &env2), &env2);
+            tx.send(rows.concat()).unwrap();
+        },
+        &env,
+    );
+    assert_eq!(rx.recv_timeout(PATIENCE).expect("deadlock in nested map"), (0..1000).collect::<Vec<_>>());
 }

@@ -6,7 +6,7 @@
 //! `wtp-bench [--quick] [--only-trace | --only-tracing | --only-io | --only-create | --only-tasks | --only-async]`:
 //! `--quick` runs fewer trials and samples (a smoke run); `--only-io` runs
 //! just the I/O workload (6); `--only-create` just create + drop (7);
-//! `--only-tasks` just the one-off tasks (10 to 13); `--only-async` just the
+//! `--only-tasks` just the one-off tasks (10 to 13 and 20); `--only-async` just the
 //! async rows (14 to 18);
 //! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,

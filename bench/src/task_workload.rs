@@ -1,6 +1,6 @@
-//! 10 to 13: one-off tasks (`spawn`, `for_each`, `scope`) against the raw
-//! `TrySubmitThreadpoolCallback`, `windows-threading`, rayon and
-//! `std::thread::scope`.
+//! 10 to 13 and 20: one-off tasks (`spawn`, `for_each`, `scope`, `map`)
+//! against the raw `TrySubmitThreadpoolCallback` (or a plain loop),
+//! `windows-threading`, rayon and `std::thread::scope`.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ pub fn run(cfg: &Config, table: &mut Table) {
     spawn_join(cfg, table);
     for_each_rows(cfg, table);
     scope_64(cfg, table);
+    map_collect(cfg, table);
 }
 
 /// Spins until `n` have finished.
@@ -263,5 +264,37 @@ fn scope_64(cfg: &Config, table: &mut Table) {
         ),
         "µs/scope",
         cols.map(|v| Some(Cell::trials(v))),
+    );
+}
+
+/// 20. map over N items collected into a `Vec`: ns per item. Raw is `map().collect()` on one thread.
+fn map_collect(cfg: &Config, table: &mut Table) {
+    let n = cfg.n(1_000_000);
+    let f = |i: usize| i ^ (i >> 3);
+    let mut cols: [Vec<f64>; 4] = Default::default();
+    let time = |col: &mut Vec<f64>, make: &dyn Fn() -> Vec<usize>| {
+        let t = Instant::now();
+        let out = make();
+        col.push(t.elapsed().as_nanos() as f64 / n as f64);
+        assert!(out.len() == n && out[n - 1] == f(n - 1));
+        // Freed outside the timed part, as for every column.
+        drop(black_box(out));
+    };
+    for trial in 0..=cfg.trials {
+        time(&mut cols[CRATE], &|| windows_threadpool::map(0..n, f));
+        time(&mut cols[RAW], &|| (0..n).map(f).collect());
+        time(&mut cols[RAYON], &|| (0..n).into_par_iter().map(f).collect());
+        if trial == 0 {
+            cols.iter_mut().for_each(Vec::clear);
+        }
+    }
+    let [c, r, _, y] = cols;
+    table.add(
+        format!(
+            "20. map over {n} items collected into a Vec, i ^ (i >> 3) each (this crate: map; raw: map().collect() \
+             on one thread; rayon: par_iter().map().collect())"
+        ),
+        "ns/item",
+        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, Some(Cell::trials(y))],
     );
 }

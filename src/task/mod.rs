@@ -1,6 +1,6 @@
 //! One-off tasks, with results and panics carried back to the caller:
 //! futures ([`spawn`], [`block_on`]) and closures ([`spawn_blocking`],
-//! [`scope`], [`join`], [`for_each`]). The names follow tokio for futures and
+//! [`scope`], [`join`], [`for_each`], [`map`]). The names follow tokio for futures and
 //! rayon/`std::thread` for closures.
 //!
 //! ```
@@ -45,7 +45,7 @@
 //! `QUEUED -> RUNNING -> DONE`; the pool callback and any thread that waits
 //! for the task race to claim it (`QUEUED -> RUNNING`), and the winner runs
 //! the closure. So a thread that waits in [`JoinHandle::join`], at the end of
-//! a [`scope`], in [`join`] or in [`for_each`] first runs the tasks it waits
+//! a [`scope`], in [`join`], in [`for_each`] or in [`map`] first runs the tasks it waits
 //! for that no pool thread has started (help while waiting), and only blocks
 //! (`WaitOnAddress`) on tasks that are already running elsewhere. This is
 //! what keeps a pool with a thread maximum of 1 from deadlocking when a
@@ -103,6 +103,21 @@
 //! once: visited, or, if `f` panicked earlier in the same chunk, dropped
 //! unvisited; the first panic is resumed once the iterator is exhausted and
 //! every chunk finished.
+//!
+//! **`map` is `for_each` writing each result at its item's index.** The
+//! index of a chunk's first item is taken with the chunk, under the same
+//! lock, and the participant writes its results into the output `Vec`'s
+//! spare capacity at those indices, for as many items as the iterator's
+//! lower size bound promises (all of them for a range, a slice's or a
+//! `Vec`'s iterator): one allocation, at the final length, whatever the
+//! number of items. Past that bound (`filter`, `from_fn`), results are
+//! gathered per participant with their indices and stitched in order at
+//! the end. `map` does not require `ExactSizeIterator`, which `0..=n`,
+//! `Range<u64>`, `filter` and `chain` lack. A panic of `f` leaves its
+//! chunk's unwritten slots recorded as a hole, so the written results, and
+//! only those, are dropped before the panic is resumed. The chunking and
+//! this output are platform-independent (`task/chunked.rs`), and their unit
+//! tests run on `std` threads under Miri on the host.
 //!
 //! # Long-blocking tasks
 //! A task that is about to block for long calls [`may_run_long`]
@@ -172,6 +187,7 @@
 //! ```
 
 mod blocking;
+mod chunked;
 mod current_thread;
 mod future;
 mod header;
@@ -185,5 +201,5 @@ pub use blocking::{spawn_blocking, spawn_blocking_in, try_spawn_blocking, try_sp
 pub use current_thread::block_on;
 pub use future::{spawn, spawn_in, try_spawn, try_spawn_in};
 pub use header::{JoinHandle, may_run_long};
-pub use parallel::{for_each, for_each_in};
+pub use parallel::{for_each, for_each_in, map, map_in};
 pub use scoped::{Scope, ScopedJoinHandle, join, join_in, scope, scope_in};

@@ -1,11 +1,11 @@
-//! [`for_each`]: every item of an iterator visited in parallel.
+//! [`for_each`] and [`map`]: every item of an iterator visited in parallel,
+//! on pool tasks; the chunking and the ordered output are in `chunked.rs`.
 
 use core::sync::atomic::{AtomicUsize, Ordering};
-use std::any::Any;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::Mutex;
+use std::panic::resume_unwind;
 use std::thread;
 
+use super::chunked;
 use super::scoped::run_scope;
 use crate::callback_env::CallbackEnviron;
 
@@ -44,11 +44,53 @@ where
     for_each_with(Some(env), items, f);
 }
 
-/// Items per chunk at most: large enough that the source's lock costs
-/// nothing per item, small enough to balance ~1 µs items.
-const MAX_CHUNK: usize = 1024;
-/// Chunks per participant at least, for balance when items are few.
-const CHUNKS_EACH: usize = 4;
+/// `f` of every item of `items`, in the items' order, computed in parallel on
+/// the default pool and the calling thread: what
+/// `items.into_par_iter().map(f).collect::<Vec<_>>()` gives with rayon.
+///
+/// The items are taken in chunks as by [`for_each`], and each result is
+/// written at its item's index in the returned `Vec`. For an iterator that
+/// knows its length (a range, a slice's or a `Vec`'s iterator, `map` or
+/// `zip` of those) the output is allocated once, at that length, and
+/// nothing is allocated per item or per chunk. Any iterator works: results
+/// past the iterator's lower size bound (all of them for `filter` or
+/// `from_fn`) are gathered per task and put in order at the end, which
+/// moves them once more.
+///
+/// ```
+/// let squares = windows_threadpool::task::map(0..1000u64, |i| i * i);
+/// assert_eq!(squares[999], 998_001);
+/// let lens = windows_threadpool::task::map(["a", "bb"], str::len);
+/// assert_eq!(lens, [1, 2]);
+/// ```
+///
+/// # Panics
+/// If `f` panics: with its first panic, once every chunk has been finished,
+/// and after every result already computed has been dropped. The items left
+/// in the chunk where `f` panicked are dropped unvisited; every other item
+/// is visited.
+pub fn map<I, R, F>(items: I, f: F) -> Vec<R>
+where
+    I: IntoIterator,
+    I::IntoIter: Send,
+    I::Item: Send,
+    R: Send,
+    F: Fn(I::Item) -> R + Sync,
+{
+    map_with(None, items, f)
+}
+
+/// [`map`] with its tasks on the pool and with the settings of `env`.
+pub fn map_in<I, R, F>(items: I, f: F, env: &CallbackEnviron) -> Vec<R>
+where
+    I: IntoIterator,
+    I::IntoIter: Send,
+    I::Item: Send,
+    R: Send,
+    F: Fn(I::Item) -> R + Sync,
+{
+    map_with(Some(env), items, f)
+}
 
 /// The processors of this process, read once.
 fn parallelism() -> usize {
@@ -63,28 +105,19 @@ fn parallelism() -> usize {
     }
 }
 
-/// Items per chunk when the iterator does not say how many it holds.
-const UNKNOWN_CHUNK: usize = 64;
-
-/// Takes chunks from `source` into a buffer of this participant's and calls
-/// `f` on each item until the source is exhausted. If `f` panics, the rest of
-/// its chunk is dropped and the first such panic returned.
-fn drive<It: Iterator>(source: &Mutex<It>, chunk: usize, f: &impl Fn(It::Item)) -> Option<Box<dyn Any + Send>> {
-    // Allocated by the first chunk taken: a helper that finds the source
-    // exhausted allocates nothing.
-    let mut buf = Vec::new();
-    let mut first_panic = None;
-    loop {
-        // A panic of the iterator itself poisons the lock; the others go on
-        // with what is left of it, and the panic reaches the caller.
-        buf.extend(source.lock().unwrap_or_else(std::sync::PoisonError::into_inner).by_ref().take(chunk));
-        if buf.is_empty() {
-            return first_panic;
-        }
-        // `drain` drops the items left in the chunk if `f` panics.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| buf.drain(..).for_each(f))) {
-            first_panic.get_or_insert(p);
-        }
+/// Runs `run` on the calling thread and on `helpers` scoped tasks in `env`,
+/// and returns once every one has returned. A waiting caller runs the tasks
+/// no pool thread has started (help while waiting).
+fn on_tasks(env: Option<&CallbackEnviron>) -> impl FnOnce(usize, &(dyn Fn() + Sync)) + '_ {
+    move |helpers, run| {
+        run_scope(env, |s| {
+            for _ in 0..helpers {
+                // Helpers the pool has not started by the time the caller is
+                // done are claimed here and find the source exhausted.
+                let _ = s.spawn(run);
+            }
+            run();
+        })
     }
 }
 
@@ -95,31 +128,18 @@ where
     I::Item: Send,
     F: Fn(I::Item) + Sync,
 {
-    let items = items.into_iter().fuse();
-    let (low, high) = items.size_hint();
-    if high == Some(0) {
-        return;
-    }
-    let known = high.unwrap_or(low).max(low);
-    let most = parallelism() - 1;
-    let helpers = if known == 0 { most } else { most.min(known - 1) };
-    let chunk = if known == 0 { UNKNOWN_CHUNK } else { (known / ((helpers + 1) * CHUNKS_EACH)).clamp(1, MAX_CHUNK) };
-    let source = Mutex::new(items);
-    let first_panic = Mutex::new(None);
-    let run = || {
-        if let Some(p) = drive(&source, chunk, &f) {
-            first_panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(p);
-        }
-    };
-    run_scope(env, |s| {
-        for _ in 0..helpers {
-            // Helpers the pool has not started by the time the caller is
-            // done are claimed here and find the source exhausted.
-            let _ = s.spawn(run);
-        }
-        run();
-    });
-    if let Some(p) = first_panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    if let Some(p) = chunked::for_each(items.into_iter(), f, parallelism(), on_tasks(env)) {
         resume_unwind(p);
     }
+}
+
+fn map_with<I, R, F>(env: Option<&CallbackEnviron>, items: I, f: F) -> Vec<R>
+where
+    I: IntoIterator,
+    I::IntoIter: Send,
+    I::Item: Send,
+    R: Send,
+    F: Fn(I::Item) -> R + Sync,
+{
+    chunked::map(items.into_iter(), f, parallelism(), on_tasks(env)).unwrap_or_else(|p| resume_unwind(p))
 }

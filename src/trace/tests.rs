@@ -48,6 +48,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("task/future.rs", include_str!("../task/future.rs")),
     ("task/header.rs", include_str!("../task/header.rs")),
     ("task/parallel.rs", include_str!("../task/parallel.rs")),
+    ("task/chunked.rs", include_str!("../task/chunked.rs")),
     ("task/scoped.rs", include_str!("../task/scoped.rs")),
     ("time/mod.rs", include_str!("../time/mod.rs")),
     ("time/deadline.rs", include_str!("../time/deadline.rs")),

@@ -113,6 +113,7 @@ pub const MODULES: &[Module] = &[
             "src/task/blocking.rs",
             "src/task/scoped.rs",
             "src/task/parallel.rs",
+            "src/task/chunked.rs",
             "src/task/future.rs",
             "src/task/current_thread.rs",
         ],

@@ -387,9 +387,9 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
 }
 
 /// The platform-independent cores (trace ring, drain obligation, I/O
-/// registry, callback context) on the host: their loom models, then their
-/// unit tests under Miri, each in a target directory of its own so neither
-/// invalidates the ordinary host build. Returns why Miri was skipped, if it was.
+/// registry, callback context, task chunking) on the host: their loom
+/// models, then their unit tests under Miri, each in a target directory of
+/// its own so neither invalidates the ordinary host build. Returns why Miri was skipped, if it was.
 fn host_cores(tally: &mut Tally) -> Result<Option<String>> {
     let target_dir = setup::layout()?.target_dir.clone();
     let loom = ["test", "--color", "never", "--release", "-p", LIB, "--lib", "loom"];
