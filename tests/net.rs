@@ -328,3 +328,20 @@ fn ipv6_loopback() {
     sent.unwrap();
     assert_eq!(task::block_on(read_exactly(&server, 3)), b"six");
 }
+
+/// A socket created without `WSA_FLAG_OVERLAPPED`, wrapped by std, is
+/// refused rather than bound (its file object has synchronous I/O).
+#[test]
+fn a_socket_not_created_overlapped_is_refused() {
+    use std::os::windows::io::{FromRawSocket, OwnedSocket};
+    use windows_sys::Win32::Networking::WinSock::{AF_INET, INVALID_SOCKET, IPPROTO_TCP, SOCK_STREAM, WSASocketW};
+    // Winsock is started by std for us.
+    drop(std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
+    // SAFETY: no pointers; the result is checked.
+    let s = unsafe { WSASocketW(AF_INET.into(), SOCK_STREAM, IPPROTO_TCP, core::ptr::null(), 0, 0) };
+    assert_ne!(s, INVALID_SOCKET);
+    // SAFETY: a new socket owned by nothing else.
+    let owned = unsafe { OwnedSocket::from_raw_socket(s as u64) };
+    let e = TcpStream::from_std(std::net::TcpStream::from(owned)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e:?}");
+}

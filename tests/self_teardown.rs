@@ -116,11 +116,13 @@ fn assert_freed_once_in_child(out: &support::ChildOutcome, freed: &str) {
 #[track_caller]
 fn assert_owed_drain_reported(out: &support::ChildOutcome, type_name: &str) {
     if cfg!(feature = "fail-fast") {
+        // Reported by the handed-off teardown, which aborts saying so.
         support::assert_panicked_and_aborted(
             out,
-            support::AbortKind::CannotUnwind,
+            support::AbortKind::Explicit,
             &format!("{type_name} was torn down with a drain still owed"),
         );
+        assert!(out.stderr.contains("windows-threadpool: a handed-off teardown panicked; aborting"), "{out:#?}");
     } else {
         out.assert_completed();
     }

@@ -45,14 +45,22 @@ pub(crate) trait AsyncOp: Send + 'static {
 
     /// Issues the operation on `handle` with `ov`.
     ///
+    /// A raw pointer, not `&mut self`: once the issuing call has queued a
+    /// completion, a pool thread may finish and free the operation before
+    /// that call has even returned here, so no reference to it may live
+    /// across the call.
+    ///
     /// # Safety
-    /// `self` lives at a fixed address (in the operation's block) until the
-    /// completion, and `ov` is the block's zeroed `OVERLAPPED`. The
-    /// implementation must issue at most one overlapped operation, on
-    /// `handle` with `ov`, passing the kernel only memory inside `self`, and
-    /// classify it as [`IoCore::submit_op`](super::iocore::IoCore::submit_op)
-    /// requires.
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued>;
+    /// `this` points to the operation, prepared, at a fixed address (in its
+    /// block) until the completion, and `ov` is the block's zeroed
+    /// `OVERLAPPED`. The implementation must read what it needs of `*this`
+    /// before the issuing call and touch nothing of it after; issue at most
+    /// one overlapped operation, on `handle` with `ov`, passing the kernel
+    /// only memory inside `*this` (through raw projections) or memory that
+    /// outlives the call and is not read after it, for outputs the kernel
+    /// writes only before the call returns (a byte count); and classify it
+    /// as [`IoCore::submit_op`](super::iocore::IoCore::submit_op) requires.
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued>;
 
     /// The output for the operation's result: its completion's, an inline
     /// completion's byte count, or the error it failed with synchronously.
@@ -93,9 +101,6 @@ impl BufPtr {
 /// The kind-erased view the object's one callback has of an operation.
 trait ErasedOp: Send {
     fn prepare(&mut self) -> io::Result<()>;
-    /// # Safety
-    /// As [`AsyncOp::issue`].
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued>;
     /// Finishes the operation with its completion's result and publishes
     /// the output; `in_flight` is decremented first, so a future that sees
     /// the output sees the decrement.
@@ -106,10 +111,6 @@ trait ErasedOp: Send {
 impl<T: AsyncOp> ErasedOp for Pending<T> {
     fn prepare(&mut self) -> io::Result<()> {
         self.op.prepare()
-    }
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        // SAFETY: forwarded.
-        unsafe { self.op.issue(handle, ov) }
     }
     fn complete(self: Box<Self>, result: io::Result<usize>, in_flight: &AtomicUsize) {
         let Pending { op, shared } = *self;
@@ -127,8 +128,25 @@ impl<T: AsyncOp> ErasedOp for Pending<T> {
     }
 }
 
-/// The payload type of every operation of an engine's object.
-struct Erased(Box<dyn ErasedOp>);
+/// Issues the `Pending<T>` at `p` ([`AsyncOp::issue`] through a plain
+/// function pointer: a raw-pointer receiver cannot be called on a trait
+/// object).
+///
+/// # Safety
+/// As [`AsyncOp::issue`], with `p` pointing to a `Pending<T>`.
+unsafe fn issue_pending<T: AsyncOp>(p: *mut (), handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+    // SAFETY: a raw projection of the caller's pointer; the contract is forwarded.
+    unsafe { T::issue(&raw mut (*p.cast::<Pending<T>>()).op, handle, ov) }
+}
+
+type IssueFn = unsafe fn(*mut (), HANDLE, *mut OVERLAPPED) -> io::Result<Issued>;
+
+/// The payload type of every operation of an engine's object: the boxed
+/// operation and how to issue it.
+struct Erased {
+    op: Box<dyn ErasedOp>,
+    issue: IssueFn,
+}
 
 /// Completions the engines of this process have delivered. Counted only
 /// when the tests can read it.
@@ -149,7 +167,7 @@ fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize) {
     #[cfg(any(test, feature = "test-hooks"))]
     COMPLETIONS.fetch_add(1, Ordering::SeqCst);
     if let Some(op) = c.claim::<Erased>() {
-        op.into_payload().0.complete(c.result(), in_flight);
+        op.into_payload().op.complete(c.result(), in_flight);
     }
 }
 
@@ -241,15 +259,26 @@ impl<'a, T: AsyncOp<Output = O>, O> OpFuture<'a, T, O> {
         let shared = Arc::new(OpShared { done: Mutex::new(None), waker: WakerSlot::new() });
         let pending: Box<dyn ErasedOp> = Box::new(Pending { op, shared: Arc::clone(&shared) });
         let engine = self.engine;
-        engine.in_flight.fetch_add(1, Ordering::SeqCst);
-        // The state's address, taken once `prepare` has run: the box stays
-        // where it is, inside the block, until the completion.
-        let prepare = |e: &mut Erased| e.0.prepare().map(|()| NonNull::from(&mut *e.0));
-        // SAFETY: `p` points into the block being issued, which nothing else
-        // touches until its completion.
-        let issue = |h: HANDLE, ov: *mut OVERLAPPED, mut p: NonNull<dyn ErasedOp>| unsafe { p.as_mut().issue(h, ov) };
-        // SAFETY: `ErasedOp::issue` meets `submit_op`'s contract (its own).
-        let submitted = unsafe { engine.io.core.submit_op(Operation::new(Erased(pending)), prepare, issue) };
+        // Counted once prepared, before it is started: a `prepare` that
+        // fails (or a buffer's `AsMut` that panics) leaves nothing counted.
+        let mut counted = false;
+        let prepare = |e: &mut Erased| {
+            // One raw pointer to the boxed state, from which everything the
+            // kernel is given derives; the box stays where it is, inside the
+            // block, until the completion.
+            let p: *mut dyn ErasedOp = &raw mut *e.op;
+            // SAFETY: `p` is the live, uniquely owned box contents.
+            unsafe { (*p).prepare() }?;
+            engine.in_flight.fetch_add(1, Ordering::SeqCst);
+            counted = true;
+            Ok((NonNull::new(p.cast::<()>()).expect("a box is never null"), e.issue))
+        };
+        // SAFETY: `p` points to the prepared `Pending` in the block being
+        // issued, and `f` is its own kind's issue.
+        let issue = |h: HANDLE, ov: *mut OVERLAPPED, (p, f): (NonNull<()>, IssueFn)| unsafe { f(p.as_ptr(), h, ov) };
+        let payload = Erased { op: pending, issue: issue_pending::<T> };
+        // SAFETY: `issue_pending` meets `submit_op`'s contract (`AsyncOp::issue`'s).
+        let submitted = unsafe { engine.io.core.submit_op(Operation::new(payload), prepare, issue) };
         let (op, result) = match submitted {
             Ok(Submitted::Queued(id)) => {
                 self.issued = Some((id, shared));
@@ -261,8 +290,10 @@ impl<'a, T: AsyncOp<Output = O>, O> OpFuture<'a, T, O> {
                 (op, Err(error))
             }
         };
-        engine.in_flight.fetch_sub(1, Ordering::SeqCst);
-        let pending = op.into_payload().0.into_any().downcast::<Pending<T>>();
+        if counted {
+            engine.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+        let pending = op.into_payload().op.into_any().downcast::<Pending<T>>();
         let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
         Some(pending.op.finish(result))
     }

@@ -158,12 +158,13 @@ impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transf
         Ok(())
     }
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        let (BufPtr(ptr), len) = self.parts;
-        // SAFETY: `ptr..ptr + len` is the buffer in `self`, which stays in
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: read before the operation is issued (the caller's contract).
+        let ((BufPtr(ptr), len), offset) = unsafe { ((*this).parts, (*this).offset) };
+        // SAFETY: `ptr..ptr + len` is the buffer in `*this`, which stays in
         // place until the completion (the caller's contract); the handle has
         // no skip-on-success, so every success queues a completion.
-        unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, self.offset) }.map(|()| Issued::Queued)
+        unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, offset) }.map(|()| Issued::Queued)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {

@@ -73,8 +73,11 @@
 //! # From std
 //! `from_std` takes a socket of `std::net`, which std creates overlapped
 //! and not inheritable (`WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT`)
-//! and on which it issues only synchronous calls. Binding it is sound on
-//! that ground: the value is moved in, so no `std` handle to it remains but
+//! and on which it issues only synchronous calls. A socket that was not
+//! created overlapped (`std`'s `From<OwnedSocket>` wraps any) is refused
+//! with `InvalidInput`: its file object has synchronous I/O
+//! (`FileModeInformation`). Binding an overlapped one is sound: the value
+//! is moved in, so no `std` handle to it remains but
 //! a clone made earlier (`try_clone`), and a synchronous call on such a
 //! clone passes no `OVERLAPPED` of this crate's, so any completion it could
 //! cause names an address that is not one of the socket's live operations

@@ -64,13 +64,12 @@ pub(super) struct Recv<B> {
     pub(super) buf: B,
     pub(super) parts: (BufPtr, u32),
     pub(super) flags: u32,
-    pub(super) bytes: u32,
     pub(super) inline: bool,
 }
 
 impl<B> Recv<B> {
     pub(super) fn new(buf: B, inline: bool) -> Self {
-        Self { buf, parts: (BufPtr::NULL, 0), flags: 0, bytes: 0, inline }
+        Self { buf, parts: (BufPtr::NULL, 0), flags: 0, inline }
     }
 }
 
@@ -83,12 +82,17 @@ impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for Recv<B> {
         Ok(())
     }
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        let buf = wsabuf(self.parts);
-        // SAFETY: the buffer, flags and count live in `self`, in place until
-        // the completion (the caller's contract); Winsock copies the WSABUF.
-        let r = unsafe { WSARecv(socket(handle), &buf, 1, &mut self.bytes, &mut self.flags, ov, None) };
-        classify(r != SOCKET_ERROR, self.bytes, self.inline, Call::Receive)
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: read before the receive is issued (the caller's contract).
+        let (buf, inline) = unsafe { (wsabuf((*this).parts), (*this).inline) };
+        // Written by Winsock before it returns; read only for a success it
+        // completed inline. A local, never the operation: a queued receive
+        // may be finished and freed before the call returns.
+        let mut bytes = 0;
+        // SAFETY: the buffer and flags live in `*this`, in place until the
+        // completion (the caller's contract); Winsock copies the WSABUF.
+        let r = unsafe { WSARecv(socket(handle), &buf, 1, &mut bytes, &raw mut (*this).flags, ov, None) };
+        classify(r != SOCKET_ERROR, bytes, inline, Call::Receive)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -101,13 +105,12 @@ pub(super) struct Transmit<B> {
     pub(super) buf: B,
     pub(super) start: usize,
     pub(super) parts: (BufPtr, u32),
-    pub(super) bytes: u32,
     pub(super) inline: bool,
 }
 
 impl<B> Transmit<B> {
     pub(super) fn new(buf: B, start: usize, inline: bool) -> Self {
-        Self { buf, start, parts: (BufPtr::NULL, 0), bytes: 0, inline }
+        Self { buf, start, parts: (BufPtr::NULL, 0), inline }
     }
 }
 
@@ -132,11 +135,13 @@ impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for Transmit<B> {
         Ok(())
     }
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        let buf = wsabuf(self.parts);
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: read before the send is issued (the caller's contract).
+        let (buf, inline) = unsafe { (wsabuf((*this).parts), (*this).inline) };
+        let mut bytes = 0; // as in `Recv::issue`
         // SAFETY: as for `Recv`; the kernel only reads the buffer.
-        let r = unsafe { WSASend(socket(handle), &buf, 1, &mut self.bytes, 0, ov, None) };
-        classify(r != SOCKET_ERROR, self.bytes, self.inline, Call::Other)
+        let r = unsafe { WSASend(socket(handle), &buf, 1, &mut bytes, 0, ov, None) };
+        classify(r != SOCKET_ERROR, bytes, inline, Call::Other)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -148,14 +153,18 @@ impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for Transmit<B> {
 /// the address's size plus 16 bytes).
 const ACCEPT_ADDRESS_LEN: u32 = (size_of::<SOCKADDR_STORAGE>() + 16) as u32;
 
+/// `AcceptEx`'s output buffer: the two addresses, aligned as the
+/// `SOCKADDR`s `GetAcceptExSockaddrs` points into it are.
+#[repr(C, align(8))]
+pub(super) struct AcceptAddresses(pub(super) [u8; 2 * ACCEPT_ADDRESS_LEN as usize]);
+
 /// An accept (`AcceptEx`) on a listener: the connection arrives on a socket
 /// made for it by `prepare`.
 pub(super) struct Accept {
     pub(super) listener: SOCKET,
     pub(super) family: u16,
     pub(super) accepted: Option<OwnedSocket>,
-    pub(super) addresses: [u8; 2 * ACCEPT_ADDRESS_LEN as usize],
-    pub(super) bytes: u32,
+    pub(super) addresses: AcceptAddresses,
     pub(super) inline: bool,
     /// Where the accepted stream is bound.
     pub(super) env: Option<CallbackEnviron>,
@@ -170,24 +179,29 @@ impl AsyncOp for Accept {
         Ok(())
     }
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
         let ws = sys::winsock()?;
-        let accepted = self.accepted.as_ref().map_or(0, |s| s.as_raw_socket() as SOCKET);
-        // SAFETY: the address buffer and count live in `self`, in place until
-        // the completion; `accepted` is a new, unbound socket of the family.
+        // SAFETY: read before the accept is issued (the caller's contract).
+        let (accepted, inline) = unsafe {
+            let accepted = (*this).accepted.as_ref().map_or(0, |s| s.as_raw_socket() as SOCKET);
+            (accepted, (*this).inline)
+        };
+        let mut bytes = 0; // as in `Recv::issue`
+        // SAFETY: the address buffer lives in `*this`, in place until the
+        // completion; `accepted` is a new, unbound socket of the family.
         let ok = unsafe {
             (ws.accept_ex)(
                 socket(handle),
                 accepted,
-                self.addresses.as_mut_ptr().cast(),
+                (&raw mut (*this).addresses).cast(),
                 0,
                 ACCEPT_ADDRESS_LEN,
                 ACCEPT_ADDRESS_LEN,
-                &mut self.bytes,
+                &mut bytes,
                 ov,
             )
         };
-        classify(ok != 0, self.bytes, self.inline, Call::Other)
+        classify(ok != 0, bytes, inline, Call::Other)
     }
 
     fn finish(mut self, result: io::Result<usize>) -> Self::Output {
@@ -204,7 +218,7 @@ impl AsyncOp for Accept {
         // it was given; the pointers it returns point into it.
         let peer = unsafe {
             (ws.accept_ex_sockaddrs)(
-                self.addresses.as_ptr().cast(),
+                (&raw const self.addresses).cast(),
                 0,
                 ACCEPT_ADDRESS_LEN,
                 ACCEPT_ADDRESS_LEN,
@@ -213,6 +227,9 @@ impl AsyncOp for Accept {
                 &mut remote,
                 &mut remote_len,
             );
+            if remote.is_null() {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "AcceptEx gave no peer address"));
+            }
             sys::from_raw(remote, remote_len)?
         };
         Ok((TcpStream::from_connected(accepted, self.env.as_ref())?, peer))
@@ -224,29 +241,31 @@ pub(super) struct Connect {
     pub(super) to: SOCKADDR_STORAGE,
     pub(super) to_len: i32,
     pub(super) socket: SOCKET,
-    pub(super) bytes: u32,
     pub(super) inline: bool,
 }
 
 impl AsyncOp for Connect {
     type Output = io::Result<()>;
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
         let ws = sys::winsock()?;
-        // SAFETY: the address and count live in `self`, in place until the
+        // SAFETY: read before the connect is issued (the caller's contract).
+        let (to_len, inline) = unsafe { ((*this).to_len, (*this).inline) };
+        let mut bytes = 0; // as in `Recv::issue`
+        // SAFETY: the address lives in `*this`, in place until the
         // completion; no data is sent with the connect.
         let ok = unsafe {
             (ws.connect_ex)(
                 socket(handle),
-                (&raw const self.to).cast(),
-                self.to_len,
+                (&raw const (*this).to).cast(),
+                to_len,
                 core::ptr::null(),
                 0,
-                &mut self.bytes,
+                &mut bytes,
                 ov,
             )
         };
-        classify(ok != 0, self.bytes, self.inline, Call::Other)
+        classify(ok != 0, bytes, inline, Call::Other)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -286,25 +305,26 @@ impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for RecvFrom<B> {
         self.recv.prepare()
     }
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        let r = &mut self.recv;
-        let buf = wsabuf(r.parts);
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: read before the receive is issued (the caller's contract).
+        let (buf, inline) = unsafe { (wsabuf((*this).recv.parts), (*this).recv.inline) };
+        let mut bytes = 0; // as in `Recv::issue`
         // SAFETY: as for `Recv`, and the sender's address and its length live
-        // in `self` too.
+        // in `*this` too.
         let ret = unsafe {
             WSARecvFrom(
                 socket(handle),
                 &buf,
                 1,
-                &mut r.bytes,
-                &mut r.flags,
-                (&raw mut self.from).cast(),
-                &mut self.from_len,
+                &mut bytes,
+                &raw mut (*this).recv.flags,
+                (&raw mut (*this).from).cast(),
+                &raw mut (*this).from_len,
                 ov,
                 None,
             )
         };
-        classify(ret != SOCKET_ERROR, r.bytes, r.inline, Call::Receive)
+        classify(ret != SOCKET_ERROR, bytes, inline, Call::Receive)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -336,14 +356,15 @@ impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for SendTo<B> {
         self.send.prepare()
     }
 
-    unsafe fn issue(&mut self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        let s = &mut self.send;
-        let buf = wsabuf(s.parts);
-        // SAFETY: as for `Send`, and the address lives in `self` too.
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: read before the send is issued (the caller's contract).
+        let (buf, inline, to_len) = unsafe { (wsabuf((*this).send.parts), (*this).send.inline, (*this).to_len) };
+        let mut bytes = 0; // as in `Recv::issue`
+        // SAFETY: as for `Transmit`, and the address lives in `*this` too.
         let ret = unsafe {
-            WSASendTo(socket(handle), &buf, 1, &mut s.bytes, 0, (&raw const self.to).cast(), self.to_len, ov, None)
+            WSASendTo(socket(handle), &buf, 1, &mut bytes, 0, (&raw const (*this).to).cast(), to_len, ov, None)
         };
-        classify(ret != SOCKET_ERROR, s.bytes, s.inline, Call::Other)
+        classify(ret != SOCKET_ERROR, bytes, inline, Call::Other)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {

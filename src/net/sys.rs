@@ -116,8 +116,14 @@ unsafe fn extension<F: Copy>(s: SOCKET, guid: windows_sys::core::GUID) -> Result
             None,
         )
     };
-    // SAFETY: no preconditions.
-    if r == SOCKET_ERROR { Err(unsafe { WSAGetLastError() }) } else { Ok(f) }
+    if r == SOCKET_ERROR {
+        // SAFETY: no preconditions.
+        return Err(unsafe { WSAGetLastError() });
+    }
+    if bytes as usize != size_of::<Option<F>>() {
+        return Err(windows_sys::Win32::Networking::WinSock::WSAEOPNOTSUPP);
+    }
+    Ok(f)
 }
 
 /// Whether `socket`'s provider hands out real file handles
@@ -177,6 +183,39 @@ pub(super) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO
     Ok(unsafe { OwnedSocket::from_raw_socket(s as RawSocket) })
 }
 
+/// Refuses a socket that was not created for overlapped I/O (its file
+/// object has synchronous I/O, `FileModeInformation`): `std`'s
+/// `From<OwnedSocket>` can wrap any socket, and overlapped calls on a
+/// synchronous one would complete in ways the start/cancel balance does
+/// not expect.
+pub(super) fn require_overlapped(socket: &OwnedSocket) -> io::Result<()> {
+    use windows_sys::Wdk::Storage::FileSystem::{
+        FILE_MODE_INFORMATION, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT, FileModeInformation,
+        NtQueryInformationFile,
+    };
+    let mut iosb = windows_sys::Win32::System::IO::IO_STATUS_BLOCK::default();
+    let mut info = FILE_MODE_INFORMATION { Mode: 0 };
+    // SAFETY: the socket is open; both out-pointers are valid for their sizes.
+    let status = unsafe {
+        NtQueryInformationFile(
+            socket.as_raw_socket() as HANDLE,
+            &mut iosb,
+            (&raw mut info).cast(),
+            size_of::<FILE_MODE_INFORMATION>() as u32,
+            FileModeInformation,
+        )
+    };
+    if status < 0 {
+        // SAFETY: a pure conversion.
+        let code = unsafe { windows_sys::Win32::Foundation::RtlNtStatusToDosError(status) };
+        return Err(io::Error::from_raw_os_error(code as i32));
+    }
+    if info.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the socket was not created for overlapped I/O"));
+    }
+    Ok(())
+}
+
 /// Binds an overlapped socket to the pool, with skip-on-success where
 /// Winsock allows it; returns the engine and whether a synchronous success
 /// completes inline (queues no completion).
@@ -230,9 +269,10 @@ pub(super) unsafe fn from_raw(raw: *const SOCKADDR, len: i32) -> io::Result<Sock
         return Err(io::Error::new(io::ErrorKind::InvalidData, "an address shorter than its family"));
     }
     // SAFETY: at least the family is readable; each kind is read only if
-    // `len` covers it, unaligned since the caller's buffer may be a byte array.
+    // `len` covers it; every read is unaligned, since the caller's buffer may
+    // be a byte array.
     unsafe {
-        match (*raw).sa_family {
+        match (&raw const (*raw).sa_family).read_unaligned() {
             AF_INET if len >= size_of::<SOCKADDR_IN>() => {
                 let a = raw.cast::<SOCKADDR_IN>().read_unaligned();
                 let ip = Ipv4Addr::from(a.sin_addr.S_un.S_addr.to_ne_bytes());

@@ -10,7 +10,7 @@ use windows_sys::Win32::Networking::WinSock::{
     TCP_NODELAY, getpeername, getsockname, listen,
 };
 
-use super::ops::{Accept, Connect, Recv, Transmit};
+use super::ops::{Accept, AcceptAddresses, Connect, Recv, Transmit};
 use super::sys;
 use super::{AcceptFuture, ReadFuture, WriteFuture, resolve};
 use crate::callback_env::CallbackEnviron;
@@ -124,7 +124,9 @@ impl TcpListener {
     /// binding it is sound.
     pub fn from_std(listener: std::net::TcpListener) -> io::Result<Self> {
         let family = sys::family(&listener.local_addr()?);
-        Self::from_listening(listener.into(), family, None)
+        let socket = listener.into();
+        sys::require_overlapped(&socket)?;
+        Self::from_listening(socket, family, None)
     }
 
     /// Accepts one connection: resolves to the connected stream and the
@@ -138,8 +140,7 @@ impl TcpListener {
                 listener: raw(&self.engine),
                 family: self.family,
                 accepted: None,
-                addresses: [0; _],
-                bytes: 0,
+                addresses: AcceptAddresses([0; _]),
                 inline: self.inline,
                 env: self.env.clone(),
             },
@@ -203,7 +204,7 @@ impl TcpStream {
         let (engine, inline) = sys::bind_socket(socket, env)?;
         let stream = TcpStream { engine, inline };
         let (to, to_len) = sys::to_raw(addr);
-        OpFuture::new(&stream.engine, Connect { to, to_len, socket: s, bytes: 0, inline }).await?;
+        OpFuture::new(&stream.engine, Connect { to, to_len, socket: s, inline }).await?;
         Ok(stream)
     }
 
@@ -217,12 +218,18 @@ impl TcpStream {
     /// and not inheritable); see the [module docs](super#from-std) for why
     /// binding it is sound.
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<Self> {
-        Self::from_connected(stream.into(), None)
+        Self::from_std_with(stream, None)
     }
 
     /// [`from_std`](Self::from_std), bound to the pool of `env`.
     pub fn from_std_in(stream: std::net::TcpStream, env: &CallbackEnviron) -> io::Result<Self> {
-        Self::from_connected(stream.into(), Some(env))
+        Self::from_std_with(stream, Some(env))
+    }
+
+    fn from_std_with(stream: std::net::TcpStream, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        let socket = stream.into();
+        sys::require_overlapped(&socket)?;
+        Self::from_connected(socket, env)
     }
 
     fn raw(&self) -> SOCKET {

@@ -77,7 +77,9 @@ impl UdpSocket {
     /// for why binding it is sound.
     pub fn from_std(socket: std::net::UdpSocket) -> io::Result<Self> {
         let family = sys::family(&socket.local_addr()?);
-        let (engine, inline) = sys::bind_socket(socket.into(), None)?;
+        let socket = socket.into();
+        sys::require_overlapped(&socket)?;
+        let (engine, inline) = sys::bind_socket(socket, None)?;
         Ok(Self { engine, inline, family })
     }
 
