@@ -233,6 +233,91 @@ impl reentry::Settle for Engine {
     }
 }
 
+/// An operation issued by [`Engine::start`] whose output has not been
+/// taken: what its future keeps, without a borrow of the engine, so an
+/// owner of the engine (a poll-based adapter) can keep it beside the engine.
+/// Dropped without [`cancel`](Self::cancel), the operation runs to its
+/// completion, which frees its state.
+pub(crate) struct InFlight<O> {
+    id: OperationId,
+    shared: Arc<OpShared<O>>,
+}
+
+/// What [`Engine::start`] gives.
+pub(crate) enum Started<O> {
+    /// Finished synchronously (an inline completion or a synchronous error).
+    Done(O),
+    /// Its completion is to come.
+    InFlight(InFlight<O>),
+}
+
+impl Engine {
+    /// Issues `op`: its output at once if it finished synchronously.
+    pub(crate) fn start<T: AsyncOp<Output = O>, O>(&self, op: T) -> Started<O> {
+        let shared = Arc::new(OpShared { done: Mutex::new(None), waker: WakerSlot::new() });
+        let pending: Box<dyn ErasedOp> = Box::new(Pending { op, shared: Arc::clone(&shared) });
+        // Counted once prepared, before it is started: a `prepare` that
+        // fails (or a buffer's `AsMut` that panics) leaves nothing counted.
+        let mut counted = false;
+        let prepare = |e: &mut Erased| {
+            // One raw pointer to the boxed state, from which everything the
+            // kernel is given derives; the box stays where it is, inside the
+            // block, until the completion.
+            let p: *mut dyn ErasedOp = &raw mut *e.op;
+            // SAFETY: `p` is the live, uniquely owned box contents.
+            unsafe { (*p).prepare() }?;
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            counted = true;
+            Ok((NonNull::new(p.cast::<()>()).expect("a box is never null"), e.issue))
+        };
+        // SAFETY: `p` points to the prepared `Pending` in the block being
+        // issued, and `f` is its own kind's issue.
+        let issue = |h: HANDLE, ov: *mut OVERLAPPED, (p, f): (NonNull<()>, IssueFn)| unsafe { f(p.as_ptr(), h, ov) };
+        let payload = Erased { op: pending, issue: issue_pending::<T> };
+        // SAFETY: `issue_pending` meets `submit_op`'s contract (`AsyncOp::issue`'s).
+        let submitted = unsafe { self.io.core.submit_op(Operation::new(payload), prepare, issue) };
+        let (op, result) = match submitted {
+            Ok(Submitted::Queued(id)) => return Started::InFlight(InFlight { id, shared }),
+            Ok(Submitted::Completed(op, bytes)) => (op, Ok(bytes)),
+            Err(e) => {
+                let (error, op) = e.into_parts();
+                (op, Err(error))
+            }
+        };
+        if counted {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+        let pending = op.into_payload().op.into_any().downcast::<Pending<T>>();
+        let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
+        Started::Done(pending.op.finish(result))
+    }
+}
+
+impl<O> InFlight<O> {
+    /// The output once it has arrived; the caller drops `self` then.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<O> {
+        // Register, then check (see `crate::waker_slot`).
+        self.shared.waker.register(cx.waker());
+        match self.shared.lock().take() {
+            Some(output) => Poll::Ready(output),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Cancels the operation (`CancelIoEx`) without waiting, unless it has
+    /// completed; the completion frees its state. `engine` is the one that
+    /// started it (another's refuses the id).
+    pub(crate) fn cancel(self, engine: &Engine) {
+        if self.shared.lock().is_some() {
+            return; // completed: the output drops with `shared`
+        }
+        self.shared.waker.clear();
+        // The completion still comes (normally ERROR_OPERATION_ABORTED)
+        // and frees the state. An error means it is already on its way.
+        let _ = engine.io.cancel(self.id);
+    }
+}
+
 /// The future of one operation of kind `T` on `engine`: issued at the first
 /// poll; dropped after that, it cancels the operation (`CancelIoEx`) without
 /// waiting, and the completion frees the operation's state.
@@ -246,56 +331,12 @@ pub(crate) struct OpFuture<'a, T, O = <T as AsyncOp>::Output> {
     /// The operation until it is issued.
     op: Option<T>,
     /// The issued operation until its output is taken.
-    issued: Option<(OperationId, Arc<OpShared<O>>)>,
+    issued: Option<InFlight<O>>,
 }
 
 impl<'a, T: AsyncOp<Output = O>, O> OpFuture<'a, T, O> {
     pub(crate) fn new(engine: &'a Engine, op: T) -> Self {
         Self { engine, op: Some(op), issued: None }
-    }
-
-    /// Issues `op`: its output at once if it finished synchronously.
-    fn issue(&mut self, op: T) -> Option<O> {
-        let shared = Arc::new(OpShared { done: Mutex::new(None), waker: WakerSlot::new() });
-        let pending: Box<dyn ErasedOp> = Box::new(Pending { op, shared: Arc::clone(&shared) });
-        let engine = self.engine;
-        // Counted once prepared, before it is started: a `prepare` that
-        // fails (or a buffer's `AsMut` that panics) leaves nothing counted.
-        let mut counted = false;
-        let prepare = |e: &mut Erased| {
-            // One raw pointer to the boxed state, from which everything the
-            // kernel is given derives; the box stays where it is, inside the
-            // block, until the completion.
-            let p: *mut dyn ErasedOp = &raw mut *e.op;
-            // SAFETY: `p` is the live, uniquely owned box contents.
-            unsafe { (*p).prepare() }?;
-            engine.in_flight.fetch_add(1, Ordering::SeqCst);
-            counted = true;
-            Ok((NonNull::new(p.cast::<()>()).expect("a box is never null"), e.issue))
-        };
-        // SAFETY: `p` points to the prepared `Pending` in the block being
-        // issued, and `f` is its own kind's issue.
-        let issue = |h: HANDLE, ov: *mut OVERLAPPED, (p, f): (NonNull<()>, IssueFn)| unsafe { f(p.as_ptr(), h, ov) };
-        let payload = Erased { op: pending, issue: issue_pending::<T> };
-        // SAFETY: `issue_pending` meets `submit_op`'s contract (`AsyncOp::issue`'s).
-        let submitted = unsafe { engine.io.core.submit_op(Operation::new(payload), prepare, issue) };
-        let (op, result) = match submitted {
-            Ok(Submitted::Queued(id)) => {
-                self.issued = Some((id, shared));
-                return None;
-            }
-            Ok(Submitted::Completed(op, bytes)) => (op, Ok(bytes)),
-            Err(e) => {
-                let (error, op) = e.into_parts();
-                (op, Err(error))
-            }
-        };
-        if counted {
-            engine.in_flight.fetch_sub(1, Ordering::SeqCst);
-        }
-        let pending = op.into_payload().op.into_any().downcast::<Pending<T>>();
-        let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
-        Some(pending.op.finish(result))
     }
 }
 
@@ -304,19 +345,16 @@ impl<T: AsyncOp<Output = O>, O> Future for OpFuture<'_, T, O> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
         let this = self.get_mut();
-        if let Some(op) = this.op.take()
-            && let Some(output) = this.issue(op)
-        {
-            return Poll::Ready(output);
+        if let Some(op) = this.op.take() {
+            match this.engine.start(op) {
+                Started::Done(output) => return Poll::Ready(output),
+                Started::InFlight(f) => this.issued = Some(f),
+            }
         }
-        let Some((_, shared)) = &this.issued else {
+        let Some(issued) = &this.issued else {
             panic!("an I/O future polled after completion");
         };
-        // Register, then check (see `crate::waker_slot`).
-        shared.waker.register(cx.waker());
-        let Some(output) = shared.lock().take() else {
-            return Poll::Pending;
-        };
+        let output = core::task::ready!(issued.poll(cx));
         this.issued = None;
         Poll::Ready(output)
     }
@@ -331,7 +369,7 @@ impl<T, O> OpFuture<'_, T, O> {
 
     /// The issued operation's id, until its output is taken.
     pub(crate) fn id(&self) -> Option<OperationId> {
-        self.issued.as_ref().map(|(id, _)| *id)
+        self.issued.as_ref().map(|f| f.id)
     }
 }
 
@@ -339,14 +377,8 @@ impl<T, O> Unpin for OpFuture<'_, T, O> {}
 
 impl<T, O> Drop for OpFuture<'_, T, O> {
     fn drop(&mut self) {
-        if let Some((id, shared)) = self.issued.take() {
-            if shared.lock().is_some() {
-                return; // completed: the output drops with `shared`
-            }
-            shared.waker.clear();
-            // The completion still comes (normally ERROR_OPERATION_ABORTED)
-            // and frees the state. An error means it is already on its way.
-            let _ = self.engine.io.cancel(id);
+        if let Some(issued) = self.issued.take() {
+            issued.cancel(self.engine);
         }
     }
 }

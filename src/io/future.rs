@@ -117,7 +117,7 @@ use crate::callback_env::CallbackEnviron;
 #[must_use = "dropping it cancels outstanding I/O, drains and closes the I/O object and its handle"]
 #[derive(Debug)]
 pub struct AsyncIo {
-    engine: Unblocking,
+    pub(super) engine: Unblocking,
 }
 
 const _: () = {
@@ -142,11 +142,17 @@ fn read_result(result: io::Result<usize>) -> io::Result<usize> {
 }
 
 /// A read (`WRITE = false`) or write of a file or stream.
-struct Transfer<B, const WRITE: bool> {
+pub(super) struct Transfer<B, const WRITE: bool> {
     buf: B,
     offset: u64,
     /// The buffer's pointer and length, taken by `prepare`.
     parts: (BufPtr, u32),
+}
+
+impl<B, const WRITE: bool> Transfer<B, WRITE> {
+    pub(super) fn new(buf: B, offset: u64) -> Self {
+        Self { buf, offset, parts: (BufPtr::NULL, 0) }
+    }
 }
 
 impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transfer<B, WRITE> {
@@ -194,7 +200,7 @@ impl AsyncIo {
     where
         B: BufferFor<WRITE> + Send + 'static,
     {
-        OpFuture::new(&self.engine, Transfer { buf, offset, parts: (BufPtr::NULL, 0) })
+        OpFuture::new(&self.engine, Transfer::new(buf, offset))
     }
 
     /// Reads into `buf` from byte `offset` of a file. Resolves to the bytes

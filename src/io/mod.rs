@@ -203,6 +203,8 @@
 
 use crate::trace::EventInfo;
 
+#[cfg(any(feature = "futures-io", feature = "tokio"))]
+pub(crate) mod compat;
 pub(crate) mod engine;
 mod future;
 mod handles;
@@ -213,6 +215,8 @@ mod registry;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(feature = "futures-io", feature = "tokio"))]
+pub use compat::{Compat, CompatIo};
 #[cfg(any(test, feature = "test-hooks"))]
 pub use engine::async_completions;
 pub use future::{AsyncIo, ReadFuture, WriteFuture};

@@ -99,6 +99,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::io::engine::OpFuture;
 
+#[cfg(any(feature = "futures-io", feature = "tokio"))]
+mod compat;
 mod ops;
 mod sys;
 mod tcp;

@@ -42,8 +42,8 @@ pub struct TcpListener {
 /// another writes. Dropping it never blocks (see the [module docs](super)).
 #[derive(Debug)]
 pub struct TcpStream {
-    engine: Unblocking,
-    inline: bool,
+    pub(super) engine: Unblocking,
+    pub(super) inline: bool,
 }
 
 const _: () = {

@@ -1,0 +1,26 @@
+//! [`io::Compat`](crate::io::Compat) over a [`TcpStream`].
+
+use std::io;
+use std::net::Shutdown;
+
+use super::TcpStream;
+use super::ops::{Recv, Transmit};
+use crate::io::CompatIo;
+use crate::io::compat::{EngineOf, ReadOutput, Sealed, Start, Unsent, WriteOutput};
+
+impl CompatIo for TcpStream {}
+
+impl Sealed for TcpStream {
+    fn engine(&self) -> EngineOf<'_> {
+        EngineOf(&self.engine)
+    }
+    fn start_read(&self, buf: Box<[u8]>) -> Start<ReadOutput> {
+        Start(self.engine.start(Recv::new(buf, self.inline)))
+    }
+    fn start_write(&self, buf: Unsent) -> Start<WriteOutput> {
+        Start(self.engine.start(Transmit::new(buf, 0, self.inline)))
+    }
+    fn close_write(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}

@@ -1,0 +1,275 @@
+//! `io::Compat`: tokio's and `futures-io`'s poll-based I/O traits over
+//! `net::TcpStream` and `io::AsyncIo`. Loopback and pipes only; every loop
+//! bounded.
+#![cfg(all(windows, feature = "tokio", feature = "futures-io"))]
+
+mod support;
+
+#[path = "support/executors.rs"]
+mod executors;
+use executors::{counting_waker, on_each_executor};
+
+use std::io::Write as _;
+use std::net::Shutdown;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use windows_threadpool::io::{self, AsyncIo, Compat};
+use windows_threadpool::net::{TcpListener, TcpStream};
+use windows_threadpool::task;
+
+/// A connected pair: (client, server side).
+async fn pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+    (client.unwrap(), accepted.unwrap().0)
+}
+
+/// Bytes that differ from their neighbours, so a lost or repeated chunk shows.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ (i / 251) as u8).collect()
+}
+
+/// 1 MiB through an echo server that is `tokio::io::copy` from a stream to
+/// itself, under every executor.
+#[test]
+fn tokio_copy_echoes_a_mebibyte() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let echo = async move {
+            let (mut r, mut w) = tokio::io::split(Compat::new(server));
+            let copied = tokio::io::copy(&mut r, &mut w).await.unwrap();
+            w.shutdown().await.unwrap();
+            copied
+        };
+        let data = pattern(1 << 20);
+        let (mut r, mut w) = tokio::io::split(Compat::new(client));
+        let send = async {
+            w.write_all(&data).await.unwrap();
+            w.shutdown().await.unwrap(); // the echo's read sees end of file
+        };
+        let mut back = Vec::new();
+        let (copied, (), got) = futures::join!(echo, send, r.read_to_end(&mut back));
+        assert_eq!(copied, 1 << 20);
+        assert_eq!(got.unwrap(), 1 << 20);
+        assert!(back == data, "the echo differs from what was sent");
+    });
+}
+
+#[test]
+fn buf_reader_reads_lines() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let mut client = Compat::new(client);
+        client.write_all(b"alpha\nbeta\n").await.unwrap();
+        client.write_all(b"gamma").await.unwrap();
+        client.shutdown().await.unwrap();
+
+        let mut lines = tokio::io::BufReader::new(Compat::new(server));
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let mut line = String::new();
+            if lines.read_line(&mut line).await.unwrap() == 0 {
+                break;
+            }
+            got.push(line);
+        }
+        assert_eq!(got, ["alpha\n", "beta\n", "gamma"]);
+    });
+}
+
+/// The adapter is an `AsyncBufRead` of its own: `lines` with no `BufReader`.
+#[test]
+fn compat_is_a_buf_read_itself() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let mut client = Compat::new(client);
+        client.write_all(b"one\r\ntwo\nthree\n").await.unwrap();
+        client.shutdown().await.unwrap();
+        let mut lines = Compat::new(server).lines();
+        let mut got = Vec::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            got.push(line);
+            assert!(got.len() <= 3);
+        }
+        assert_eq!(got, ["one", "two", "three"]);
+    });
+}
+
+#[test]
+fn futures_io_write_all_close_and_read_to_end() {
+    use futures::io::{AsyncReadExt, AsyncWriteExt};
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let data = pattern(300 * 1024);
+        let mut client = Compat::new(client);
+        let send = async {
+            client.write_all(&data).await.unwrap();
+            client.close().await.unwrap();
+        };
+        let mut server = Compat::new(server);
+        let mut got = Vec::new();
+        let ((), n) = futures::join!(send, server.read_to_end(&mut got));
+        assert_eq!(n.unwrap(), data.len());
+        assert!(got == data, "the bytes read differ from those written");
+    });
+}
+
+/// A read that completed with more than the caller's buffer takes keeps
+/// the rest for the next calls, in order. The 100 bytes are all in the
+/// socket before the first read (peeked with `std`), so that read returns
+/// every one of them at once.
+#[test]
+fn leftover_bytes_are_served_by_the_next_reads() {
+    use tokio::io::AsyncReadExt;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let data = pattern(100);
+    client.write_all(&data).unwrap();
+    let mut peek = [0u8; 100];
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while server.peek(&mut peek).unwrap() < 100 {
+        assert!(std::time::Instant::now() < deadline, "100 bytes never arrived");
+        std::thread::yield_now();
+    }
+    client.shutdown(Shutdown::Write).unwrap();
+
+    let mut server = Compat::new(TcpStream::from_std(server).unwrap());
+    task::block_on(async {
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        loop {
+            let mut tiny = [0u8; 7];
+            match server.read(&mut tiny).await.unwrap() {
+                0 => break,
+                n => {
+                    sizes.push(n);
+                    got.extend_from_slice(&tiny[..n]);
+                }
+            }
+            assert!(sizes.len() <= 15);
+        }
+        assert_eq!(got, data);
+        // Fourteen full reads of 7 and the last 2: each served whole.
+        assert_eq!(sizes, [[7; 14].as_slice(), &[2]].concat());
+    });
+}
+
+/// End of file passes through, again and again; after `shutdown` the
+/// stream still reads (a half-close).
+#[test]
+fn end_of_file_passes_through_and_shutdown_half_closes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let (mut client, mut server) = (Compat::new(client), Compat::new(server));
+        client.write_all(b"x").await.unwrap();
+        client.shutdown().await.unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(server.read(&mut buf).await.unwrap(), 1);
+        assert_eq!(server.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(server.read(&mut buf).await.unwrap(), 0);
+        // futures-io's view of the same end of file.
+        assert_eq!(futures::io::AsyncReadExt::read(&mut server, &mut buf).await.unwrap(), 0);
+        server.write_all(b"back").await.unwrap();
+        server.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        client.read_to_end(&mut back).await.unwrap();
+        assert_eq!(back, b"back");
+    });
+}
+
+/// A pipe of `AsyncIo`s through the adapter; the reader sees end of file
+/// once the writer is dropped (`shutdown` of a pipe only flushes).
+#[test]
+fn async_io_pipe_through_the_adapter() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    on_each_executor(|| async {
+        let (server, client) = io::pipe_pair().unwrap();
+        let (server, client) = (AsyncIo::new(server).unwrap(), AsyncIo::new(client).unwrap());
+        let data = pattern(300 * 1024);
+        let send = async {
+            let mut client = Compat::new(client);
+            client.write_all(&data).await.unwrap();
+            client.shutdown().await.unwrap();
+        };
+        let mut server = Compat::new(server);
+        let mut got = Vec::new();
+        let ((), n) = futures::join!(send, server.read_to_end(&mut got));
+        assert_eq!(n.unwrap(), data.len());
+        assert!(got == data, "the bytes read differ from those written");
+    });
+}
+
+/// Accepted is not written: with the pipe full, `poll_flush` stays pending
+/// until the reader has taken every accepted byte, and is woken then.
+#[test]
+fn flush_waits_until_every_accepted_byte_is_written() {
+    use tokio::io::{AsyncReadExt, AsyncWrite};
+    let (server, client) = io::pipe_pair().unwrap();
+    let (server, client) = (AsyncIo::new(server).unwrap(), AsyncIo::new(client).unwrap());
+    let mut client = Compat::new(client);
+    let (wakes, waker) = counting_waker();
+    let mut cx = Context::from_waker(&waker);
+    let chunk = pattern(64 * 1024);
+    // Write until a write stays in flight (the pipe holds 64 KiB): then a
+    // `poll_write` waits for it.
+    let mut accepted = Vec::new();
+    while let Poll::Ready(n) = Pin::new(&mut client).poll_write(&mut cx, &chunk) {
+        accepted.extend_from_slice(&chunk[..n.unwrap()]);
+        assert!(accepted.len() <= 64 * chunk.len(), "the pipe never filled");
+    }
+    assert!(Pin::new(&mut client).poll_flush(&mut cx).is_pending(), "flush is ready with a write in flight");
+    // Wakes so far came from writes polled as they completed.
+    let before = wakes.0.get();
+    let reader = task::spawn(async move {
+        let mut server = Compat::new(server);
+        let mut got = vec![0u8; accepted.len()];
+        server.read_exact(&mut got).await.unwrap();
+        assert!(got == accepted, "the bytes read differ from those accepted");
+        server
+    });
+    wakes.0.wait_for(before + 1);
+    assert!(matches!(Pin::new(&mut client).poll_flush(&mut cx), Poll::Ready(Ok(()))));
+    let _server = reader.join().unwrap();
+}
+
+/// Dropping the adapter with a read in flight does not block, and the
+/// stream is closed: the peer reads end of file.
+#[test]
+fn drop_with_a_read_in_flight_closes_the_stream() {
+    use tokio::io::{AsyncRead, ReadBuf};
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 8];
+        let read = Pin::new(&mut server).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+        assert!(read.is_pending());
+        assert_eq!(server.get_ref().outstanding(), 1);
+        drop(server);
+        let (n, _) = client.read(vec![0u8; 8]).await;
+        assert_eq!(n.unwrap(), 0);
+    });
+}
+
+/// A zero-length read is ready at once and issues nothing; the adapted
+/// object stays reachable for its other methods.
+#[test]
+fn zero_length_read_issues_nothing() {
+    use futures::io::AsyncRead;
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        assert_eq!(server.get_ref().peer_addr().unwrap(), client.local_addr().unwrap());
+        let (_, waker) = counting_waker();
+        let read = Pin::new(&mut server).poll_read(&mut Context::from_waker(&waker), &mut []);
+        assert!(matches!(read, Poll::Ready(Ok(0))));
+        assert_eq!(server.get_ref().outstanding(), 0);
+    });
+}
