@@ -37,7 +37,9 @@ leak_tests!(
     time_sleep,
     wait_signalled,
     async_io_read_at,
-    task_spawn
+    task_spawn,
+    tcp,
+    udp
 );
 
 /// The handle count is not vacuous (under Wine 8 `GetProcessHandleCount`

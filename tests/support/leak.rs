@@ -111,6 +111,7 @@ use std::time::{Duration, Instant};
 
 use windows_threadpool::cleanup_group::CleanupGroup;
 use windows_threadpool::io::{AsyncIo, Io, open_file, pipe_pair};
+use windows_threadpool::net::{TcpListener, TcpStream, UdpSocket};
 use windows_threadpool::{Deadline, Event, PeriodicTimer, Timer, Wait, Work, task, time, wait};
 
 /// How long a cycle waits for its callback.
@@ -150,6 +151,8 @@ pub fn kinds() -> Vec<Kind> {
         k("wait_signalled", signalled_cycle),
         with_raw("async_io_read_at", async_read_cycle, raw_file_read_cycle),
         k("task_spawn", spawn_cycle),
+        with_raw("tcp", tcp_cycle, raw_tcp_cycle),
+        with_raw("udp", udp_cycle, raw_udp_cycle),
     ]
 }
 
@@ -268,11 +271,151 @@ fn raw_file_read_cycle() {
     }
 }
 
+/// The listener every `tcp` cycle connects to (one per process, kept).
+fn tcp_listener() -> &'static TcpListener {
+    static LISTENER: std::sync::OnceLock<TcpListener> = std::sync::OnceLock::new();
+    LISTENER.get_or_init(|| TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
+/// Reads until `want` bytes have arrived or the peer shut down (at most
+/// `want + 1` reads: each returns at least one byte, or ends the loop).
+async fn read_up_to(s: &TcpStream, want: usize) -> Vec<u8> {
+    let mut got = Vec::with_capacity(want);
+    while got.len() < want {
+        let (n, buf) = s.read(vec![0u8; want - got.len()]).await;
+        match n.unwrap() {
+            0 => break,
+            n => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    got
+}
+
+/// Connect and accept, one small write and read each way, then the server
+/// side closes first and the client reads the end of file before it
+/// closes: the accepted socket, not the client's ephemeral port, is the one
+/// left in `TIME_WAIT`, so the long version does not run out of ports.
+fn tcp_cycle() {
+    let listener = tcp_listener();
+    let addr = listener.local_addr().unwrap();
+    let cycle = async {
+        let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+        let (client, (server, _)) = (client.unwrap(), accepted.unwrap());
+        let (sent, _) = client.write_all(b"ping".to_vec()).await;
+        sent.unwrap();
+        assert_eq!(read_up_to(&server, 4).await, b"ping");
+        let (sent, _) = server.write_all(b"pong".to_vec()).await;
+        sent.unwrap();
+        assert_eq!(read_up_to(&client, 4).await, b"pong");
+        drop(server);
+        let (n, _) = client.read(vec![0u8; 1]).await;
+        assert_eq!(n.unwrap(), 0, "the end of file after the server's close");
+    };
+    task::block_on(time::timeout(PATIENCE, cycle)).expect("a tcp cycle took longer than PATIENCE");
+}
+
+/// Two sockets bound, a datagram each way, both dropped.
+fn udp_cycle() {
+    let cycle = async {
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let (sent, _) = a.send_to(b"ping".to_vec(), b_addr).await;
+        assert_eq!(sent.unwrap(), 4);
+        let (got, buf) = b.recv_from(vec![0u8; 16]).await;
+        assert_eq!(got.unwrap(), (4, a_addr));
+        assert_eq!(&buf[..4], b"ping");
+        let (sent, _) = b.send_to(b"pong".to_vec(), a_addr).await;
+        assert_eq!(sent.unwrap(), 4);
+        let (got, _) = a.recv_from(vec![0u8; 16]).await;
+        assert_eq!(got.unwrap(), (4, b_addr));
+    };
+    task::block_on(time::timeout(PATIENCE, cycle)).expect("a udp cycle took longer than PATIENCE");
+}
+
+/// `tcp_cycle` with raw calls on the same number of sockets and `TP_IO`s:
+/// `std` connects and accepts (on a `std` listener kept, as the crate's
+/// is), then each stream is bound to a `TP_IO` and the same sends and
+/// receives go through it (`WSASend`/`WSARecv`, no skip flag: every one
+/// completes through the callback); the server side is closed first and
+/// the client's receive of the end of file awaited.
+fn raw_tcp_cycle() {
+    use std::os::windows::io::AsRawSocket;
+    static LISTENER: std::sync::OnceLock<std::net::TcpListener> = std::sync::OnceLock::new();
+    let listener = LISTENER.get_or_init(|| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let (c, s) = (client.as_raw_socket() as usize, server.as_raw_socket() as usize);
+    let (ctx, crx) = mpsc::channel::<()>();
+    let (stx, srx) = mpsc::channel::<()>();
+    // SAFETY: both sockets are open and overlapped (std creates them so)
+    // and outlive their I/O objects (closed first); the senders outlive
+    // the I/O objects; the buffers and OVERLAPPEDs outlive their
+    // operations: every completion is awaited before the I/O object is
+    // closed (and a panic before that aborts rather than unwind past them).
+    unsafe {
+        let cio = raw::io(c as _, Some(raw::send_completion), (&raw const ctx).cast_mut().cast());
+        let sio = raw::io(s as _, Some(raw::send_completion), (&raw const stx).cast_mut().cast());
+        let mut ops = [const { raw::SocketOp::new() }; 5];
+        let (mut sbuf, mut cbuf, mut eof) = ([0u8; 4], [0u8; 4], [0u8; 1]);
+        let pending = raw::AbortOnUnwind;
+        let [ping_recv, ping_send, pong_recv, pong_send, eof_recv] = &mut ops;
+        raw::start_recv(sio, s, &mut sbuf, ping_recv);
+        raw::start_send(cio, c, b"ping", ping_send);
+        recv(&srx, "raw tcp receive");
+        recv(&crx, "raw tcp send");
+        raw::start_recv(cio, c, &mut cbuf, pong_recv);
+        raw::start_send(sio, s, b"pong", pong_send);
+        recv(&crx, "raw tcp receive");
+        recv(&srx, "raw tcp send");
+        raw::close_io(sio);
+        drop(server);
+        raw::start_recv(cio, c, &mut eof, eof_recv);
+        recv(&crx, "raw tcp end of file");
+        raw::close_io(cio);
+        core::mem::forget(pending);
+    }
+    drop(client);
+}
+
+/// `udp_cycle` with raw calls: two `std` sockets bound (and connected to
+/// each other, so `WSASend`/`WSARecv` serve), each bound to a `TP_IO`, a
+/// datagram each way through them, both drained and closed.
+fn raw_udp_cycle() {
+    use std::os::windows::io::AsRawSocket;
+    let (a, b) = (std::net::UdpSocket::bind("127.0.0.1:0").unwrap(), std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
+    a.connect(b.local_addr().unwrap()).unwrap();
+    b.connect(a.local_addr().unwrap()).unwrap();
+    let (sa, sb) = (a.as_raw_socket() as usize, b.as_raw_socket() as usize);
+    let (atx, arx) = mpsc::channel::<()>();
+    let (btx, brx) = mpsc::channel::<()>();
+    // SAFETY: as in `raw_tcp_cycle`.
+    unsafe {
+        let aio = raw::io(sa as _, Some(raw::send_completion), (&raw const atx).cast_mut().cast());
+        let bio = raw::io(sb as _, Some(raw::send_completion), (&raw const btx).cast_mut().cast());
+        let mut ops = [const { raw::SocketOp::new() }; 4];
+        let (mut abuf, mut bbuf) = ([0u8; 16], [0u8; 16]);
+        let pending = raw::AbortOnUnwind;
+        let [ping_recv, ping_send, pong_recv, pong_send] = &mut ops;
+        raw::start_recv(bio, sb, &mut bbuf, ping_recv);
+        raw::start_send(aio, sa, b"ping", ping_send);
+        recv(&brx, "raw udp receive");
+        recv(&arx, "raw udp send");
+        raw::start_recv(aio, sa, &mut abuf, pong_recv);
+        raw::start_send(bio, sb, b"pong", pong_send);
+        recv(&arx, "raw udp receive");
+        recv(&brx, "raw udp send");
+        raw::close_io(bio);
+        raw::close_io(aio);
+        core::mem::forget(pending);
+    }
+}
+
 /// The raw thread-pool I/O calls of the baselines.
 mod raw {
     use core::ffi::c_void;
     use std::sync::mpsc;
     use windows_sys::Win32::Foundation::{CloseHandle, ERROR_IO_PENDING, GetLastError, HANDLE};
+    use windows_sys::Win32::Networking::WinSock::{SOCKET, WSA_IO_PENDING, WSABUF, WSAGetLastError, WSARecv, WSASend};
     use windows_sys::Win32::Storage::FileSystem::{ReadFile, WriteFile};
     use windows_sys::Win32::System::IO::OVERLAPPED;
     use windows_sys::Win32::System::Threading::{
@@ -350,6 +493,68 @@ mod raw {
             StartThreadpoolIo(io);
             let ok = WriteFile(h, buf.as_ptr(), buf.len() as u32, core::ptr::null_mut(), ov);
             issued(io, ok, "WriteFile");
+        }
+    }
+
+    /// An overlapped Winsock operation's state: what must outlive it.
+    pub struct SocketOp {
+        ov: OVERLAPPED,
+        flags: u32,
+    }
+
+    impl SocketOp {
+        pub const fn new() -> Self {
+            // SAFETY: all-zero is a valid OVERLAPPED (no event).
+            Self { ov: unsafe { core::mem::zeroed() }, flags: 0 }
+        }
+    }
+
+    /// Checks a Winsock overlapped call's result, as [`issued`] does.
+    unsafe fn wsa_issued(io: PTP_IO, r: i32, what: &str) {
+        // SAFETY: no preconditions.
+        if r != 0 && unsafe { WSAGetLastError() } != WSA_IO_PENDING {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: `io` was started and nothing was issued.
+            unsafe { CancelThreadpoolIo(io) };
+            panic!("{what}: {e}");
+        }
+    }
+
+    /// # Safety
+    /// `io` is bound to the overlapped socket `s`; `buf` and `op` outlive
+    /// the operation.
+    pub unsafe fn start_recv(io: PTP_IO, s: SOCKET, buf: &mut [u8], op: &mut SocketOp) {
+        // Winsock copies the WSABUF array before the call returns.
+        let wsabuf = WSABUF { len: buf.len() as u32, buf: buf.as_mut_ptr() };
+        // SAFETY: guaranteed by the caller.
+        unsafe {
+            StartThreadpoolIo(io);
+            let r = WSARecv(s, &wsabuf, 1, core::ptr::null_mut(), &mut op.flags, &mut op.ov, None);
+            wsa_issued(io, r, "WSARecv");
+        }
+    }
+
+    /// # Safety
+    /// As for [`start_recv`].
+    pub unsafe fn start_send(io: PTP_IO, s: SOCKET, buf: &'static [u8], op: &mut SocketOp) {
+        let wsabuf = WSABUF { len: buf.len() as u32, buf: buf.as_ptr().cast_mut() };
+        // SAFETY: guaranteed by the caller; WSASend does not write the buffer.
+        unsafe {
+            StartThreadpoolIo(io);
+            let r = WSASend(s, &wsabuf, 1, core::ptr::null_mut(), 0, &mut op.ov, None);
+            wsa_issued(io, r, "WSASend");
+        }
+    }
+
+    /// Drains `io` and closes it (its socket is closed by its owner).
+    ///
+    /// # Safety
+    /// `io` is open and not used after.
+    pub unsafe fn close_io(io: PTP_IO) {
+        // SAFETY: guaranteed by the caller.
+        unsafe {
+            WaitForThreadpoolIoCallbacks(io, 0);
+            CloseThreadpoolIo(io);
         }
     }
 

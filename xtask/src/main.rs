@@ -7,7 +7,8 @@
 //! - `test`: setup, then format, the whole test matrix with per-configuration
 //!   counts, the stress scenarios at scale 1, lints and docs; ends with
 //!   `N passed, N failed`.
-//! - `demo`: run `examples/tour.rs`, `examples/service.rs` and `examples/async_service.rs`.
+//! - `demo`: run `examples/tour.rs`, `examples/service.rs`, `examples/async_service.rs` and
+//!   `examples/echo_server.rs --self-test`.
 //! - `bench`: run the benchmarks and write `docs/benchmarks.md`.
 //! - `trace-doc`: regenerate the event table in `docs/trace.md`.
 //! - `trace-view`: turn a trace dump into one self-contained HTML timeline
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
             let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
-                 \n  demo       run examples/tour.rs, service.rs and async_service.rs\
+                 \n  demo       run examples/tour.rs, service.rs, async_service.rs and echo_server.rs --self-test\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\

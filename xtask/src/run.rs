@@ -311,8 +311,8 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     let stress_line = format!("stress: {scenarios} scenarios at scale 1 in {:.1}s", t_stress.elapsed().as_secs_f64());
 
     // The examples assert what they show; running them keeps them true.
-    for example in EXAMPLES {
-        let (ok, _) = run_tee(p.cargo(&["run", "--quiet", "-p", LIB, "--example", example]).stdin(Stdio::null()));
+    for (example, args) in EXAMPLES {
+        let (ok, _) = run_tee(p.cargo(&example_args(example, args)).stdin(Stdio::null()));
         tally.check(format!("examples/{example}.rs"), ok);
     }
     let browser_skipped = match setup::browser() {
@@ -568,14 +568,23 @@ pub fn trace_doc(target: Option<&str>) -> Result<()> {
     if status.success() { Ok(()) } else { Err(format!("regenerating docs/trace.md failed: {status}")) }
 }
 
-/// The examples `demo` runs, and `test` runs as checks.
-const EXAMPLES: [&str; 3] = ["tour", "service", "async_service"];
+/// The examples `demo` runs, and `test` runs as checks, with their
+/// arguments (each ends by itself: the echo server serves its own client).
+const EXAMPLES: [(&str, &[&str]); 4] =
+    [("tour", &[]), ("service", &[]), ("async_service", &[]), ("echo_server", &["--self-test"])];
+
+/// `cargo run`'s arguments for one of [`EXAMPLES`].
+fn example_args<'a>(example: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["run", "--quiet", "-p", LIB, "--example", example, "--"];
+    all.extend(args);
+    all
+}
 
 pub fn demo(target: Option<&str>) -> Result<()> {
     let p = setup::setup(target)?;
-    for example in EXAMPLES {
+    for (example, args) in EXAMPLES {
         let status = p
-            .cargo(&["run", "--quiet", "-p", LIB, "--example", example])
+            .cargo(&example_args(example, args))
             .stdin(Stdio::null())
             .status()
             .map_err(|e| format!("cargo run: {e}"))?;
