@@ -119,6 +119,19 @@ pub fn completes_inline() -> io::Result<bool> {
     sys::ifs_provider(&sys::new_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)?)
 }
 
+/// Tries `each` on every address in turn, as std's `bind` does; the last
+/// error if none works.
+fn first_ok<T>(addrs: &[SocketAddr], mut each: impl FnMut(&SocketAddr) -> io::Result<T>) -> io::Result<T> {
+    let mut last = None;
+    for a in addrs {
+        match each(a) {
+            Ok(t) => return Ok(t),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to use")))
+}
+
 /// Every address `addr` resolves to.
 fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
     Ok(addr.to_socket_addrs()?.collect())

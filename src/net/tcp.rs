@@ -12,7 +12,7 @@ use windows_sys::Win32::Networking::WinSock::{
 
 use super::ops::{Accept, AcceptAddresses, Connect, Recv, Transmit};
 use super::sys;
-use super::{AcceptFuture, ReadFuture, WriteFuture, resolve};
+use super::{AcceptFuture, ReadFuture, WriteFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 
@@ -55,18 +55,6 @@ const _: () = {
 fn raw(engine: &Unblocking) -> SOCKET {
     use std::os::windows::io::AsRawHandle;
     engine.io.as_raw_handle() as SOCKET
-}
-
-/// Tries `each` on every address in turn; the last error if none works.
-fn first_ok<T>(addrs: &[SocketAddr], mut each: impl FnMut(&SocketAddr) -> io::Result<T>) -> io::Result<T> {
-    let mut last = None;
-    for a in addrs {
-        match each(a) {
-            Ok(t) => return Ok(t),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to use")))
 }
 
 impl TcpListener {

@@ -9,7 +9,7 @@ use windows_sys::Win32::Networking::WinSock::{IPPROTO_UDP, SOCK_DGRAM, SOCKADDR_
 use super::ops::{RecvFrom, SendTo, Transmit};
 use super::sys;
 use super::tcp::{set_ttl, ttl};
-use super::{RecvFromFuture, SendToFuture, resolve};
+use super::{RecvFromFuture, SendToFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 
@@ -58,19 +58,12 @@ impl UdpSocket {
     fn bind_with(addr: impl ToSocketAddrs, env: Option<&CallbackEnviron>) -> io::Result<Self> {
         sys::winsock()?;
         let addrs = resolve(addr)?;
-        let mut last = None;
-        for a in &addrs {
-            let bound = sys::new_socket(sys::family(a), SOCK_DGRAM, IPPROTO_UDP).and_then(|socket| {
-                sys::bind_to(socket.as_raw_socket() as SOCKET, a)?;
-                let (engine, inline) = sys::bind_socket(socket, env)?;
-                Ok(Self { engine, inline, family: sys::family(a) })
-            });
-            match bound {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to")))
+        first_ok(&addrs, |a| {
+            let socket = sys::new_socket(sys::family(a), SOCK_DGRAM, IPPROTO_UDP)?;
+            sys::bind_to(socket.as_raw_socket() as SOCKET, a)?;
+            let (engine, inline) = sys::bind_socket(socket, env)?;
+            Ok(Self { engine, inline, family: sys::family(a) })
+        })
     }
 
     /// Takes a bound `std` socket; see the [module docs](super#from-std)
