@@ -184,12 +184,20 @@ pub(crate) fn stop_in_own_callback<C: Lifecycle>(core: &C) -> bool {
 /// A standalone object's whole teardown: quiesce, close, free, then report
 /// a drain owed then or (`owed`) when it was handed off.
 fn tear_down<C: Lifecycle>(core: C, owed: bool) {
+    finish(core, owed, C::close_and_free);
+}
+
+/// Quiesces, hands the core to `close`, then reports a drain owed then or
+/// (`owed`) earlier: the one sequence of a standalone teardown, whatever
+/// closes the object.
+fn finish<C: Lifecycle, R>(core: C, owed: bool, close: impl FnOnce(C) -> R) -> R {
     let name = core.owner_name();
     let owed = quiesce_for_teardown(&core) | owed;
-    core.close_and_free();
+    let r = close(core);
     if owed {
         report_drain_owed(name);
     }
+    r
 }
 
 /// Panics if this thread is inside `core`'s own callback: `method` would
@@ -235,6 +243,19 @@ pub(crate) struct Owner<C: Lifecycle> {
 impl<C: Lifecycle> Owner<C> {
     pub(crate) fn new(core: C) -> Self {
         Self { core: ManuallyDrop::new(core) }
+    }
+
+    /// Tears the object down as dropping it does, but closes it with
+    /// `close` (a conversion that keeps what the core owns). Refused from
+    /// the object's own callback, which the drain would wait for.
+    #[track_caller]
+    pub(crate) fn tear_down_with<R>(self, method: &str, close: impl FnOnce(C) -> R) -> R {
+        // Checked while `self` still owns the core: a panic drops it properly.
+        forbid_drain_in_own_callback(&*self.core, method);
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: taken once, here; `this` is never dropped, so `Drop` cannot take it again.
+        let core = unsafe { ManuallyDrop::take(&mut this.core) };
+        finish(core, false, close)
     }
 }
 

@@ -21,6 +21,17 @@ pub(crate) fn check(ok: BOOL) -> io::Result<()> {
     if ok == 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
+/// An `NTSTATUS` of a query or set call (`NtQueryInformationFile`, ...):
+/// `Ok` when it is a success (`NT_SUCCESS`), the status as a Win32 error
+/// (`RtlNtStatusToDosError`) otherwise.
+pub(crate) fn nt_check(status: windows_sys::Win32::Foundation::NTSTATUS) -> io::Result<()> {
+    if status >= 0 {
+        return Ok(());
+    }
+    // SAFETY: a pure conversion.
+    Err(io::Error::from_raw_os_error(unsafe { windows_sys::Win32::Foundation::RtlNtStatusToDosError(status) } as i32))
+}
+
 /// A creating call's result (an object pointer or handle value): `Ok` when
 /// it is not zero (null), the thread's last error otherwise. As for
 /// [`check`], call it directly on the result.

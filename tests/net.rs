@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 use windows_threadpool::net::{self, TcpListener, TcpStream, UdpSocket};
 use windows_threadpool::{io, task, time};
 
+/// What Wine 8 reports for `FileReplaceCompletionInformation`:
+/// `STATUS_NOT_IMPLEMENTED`, as a Win32 error `ERROR_INVALID_FUNCTION`.
+const WINE_NOT_IMPLEMENTED: i32 = 1;
+
 /// A connected pair: (client, server side).
 async fn pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
     let addr = listener.local_addr().unwrap();
@@ -346,4 +350,74 @@ fn a_socket_not_created_overlapped_is_refused() {
     // The crate's own refusal, not a failure of the binding itself.
     assert_eq!((e.kind(), e.raw_os_error()), (ErrorKind::InvalidInput, None), "{e:?}");
     assert!(e.to_string().contains("overlapped"), "{e}");
+}
+
+/// `into_std` runs the stream down, then ends its association with the
+/// pool's port (`FileReplaceCompletionInformation`), which Wine 8 does not
+/// implement: there the conversion fails and gives back the stream, run
+/// down and still usable; on Windows (8.1 and later) the std stream works
+/// with blocking calls. Pinned per platform.
+#[test]
+fn into_std_gives_a_std_stream_or_the_stream_back() {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (client, server) = task::block_on(pair(&listener));
+    // A forgotten read is left outstanding: the conversion must cancel it.
+    let mut read = server.read(vec![0u8; 16]);
+    let (_woken, w) = counting_waker();
+    assert!(poll_once(&mut read, &w).is_pending(), "nothing was sent");
+    std::mem::forget(read);
+    match server.into_std() {
+        Ok(mut std_server) => {
+            assert!(!support::on_wine(), "Wine 8 was expected to refuse FileReplaceCompletionInformation");
+            let (sent, _) = task::block_on(client.write_all(b"std".to_vec()));
+            sent.unwrap();
+            let mut got = [0u8; 3];
+            std_server.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"std");
+            std_server.write_all(b"back").unwrap();
+            assert_eq!(task::block_on(read_exactly(&client, 4)), b"back");
+        }
+        Err(e) => {
+            assert!(support::on_wine(), "into_std failed: {e}");
+            assert_eq!(e.error().raw_os_error(), Some(WINE_NOT_IMPLEMENTED), "{e:?}");
+            let server = e.into_inner();
+            assert_eq!(server.outstanding(), 0, "the forgotten read was not run down");
+            let (sent, _) = task::block_on(client.write_all(b"still".to_vec()));
+            sent.unwrap();
+            assert_eq!(task::block_on(read_exactly(&server, 5)), b"still");
+        }
+    }
+}
+
+/// The listener and the UDP socket convert by the same path.
+#[test]
+fn into_std_of_a_listener_and_a_udp_socket() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_addr = udp.local_addr().unwrap();
+    match (listener.into_std(), udp.into_std()) {
+        (Ok(l), Ok(u)) => {
+            assert!(!support::on_wine(), "Wine 8 was expected to refuse FileReplaceCompletionInformation");
+            let _c = std::net::TcpStream::connect(addr).unwrap();
+            assert_eq!(l.accept().unwrap().0.local_addr().unwrap(), addr);
+            let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            peer.send_to(b"d", udp_addr).unwrap();
+            let mut b = [0u8; 4];
+            assert_eq!(u.recv_from(&mut b).unwrap(), (1, peer.local_addr().unwrap()));
+        }
+        (Err(l), Err(u)) => {
+            assert!(support::on_wine(), "into_std failed: {l} / {u}");
+            let (l, u) = (l.into_inner(), u.into_inner());
+            assert_eq!(l.local_addr().unwrap(), addr);
+            let (client, server) = task::block_on(pair(&l));
+            drop((client, server));
+            let (sent, _) = task::block_on(u.send_to(b"d".to_vec(), udp_addr));
+            assert_eq!(sent.unwrap(), 1);
+            let (got, _) = task::block_on(u.recv_from(vec![0u8; 4]));
+            assert_eq!(got.unwrap(), (1, udp_addr));
+        }
+        (l, u) => panic!("the two conversions disagree: {:?} / {:?}", l.map(|_| ()), u.map(|_| ())),
+    }
 }

@@ -207,6 +207,19 @@ impl Unblocking {
     pub(crate) fn new(engine: Engine) -> Self {
         Self(ManuallyDrop::new(engine))
     }
+
+    /// The socket, with the object run down, closed and no longer
+    /// associated with the pool's port; or, where the association cannot be
+    /// ended, `self` (run down, still usable) and the error.
+    pub(crate) fn into_socket(self) -> Result<std::os::windows::io::OwnedSocket, (Self, io::Error)> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: taken once; `this` is never dropped.
+        let Engine { io, in_flight } = unsafe { ManuallyDrop::take(&mut this.0) };
+        match io.into_bound() {
+            Ok(h) => Ok(h.into_socket().expect("a socket's engine is bound to a socket")),
+            Err((io, e)) => Err((Self::new(Engine { io, in_flight }), e)),
+        }
+    }
 }
 
 impl core::ops::Deref for Unblocking {

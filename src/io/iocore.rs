@@ -49,6 +49,14 @@ impl BoundHandle {
         }
     }
 
+    /// The socket, if this is one.
+    pub(crate) fn into_socket(self) -> Result<OwnedSocket, Self> {
+        match self {
+            Self::Socket(s) => Ok(s),
+            other => Err(other),
+        }
+    }
+
     /// Closes the handle; returns the value it had, for the trace.
     fn close(self) -> HANDLE {
         let h = self.raw();
@@ -168,6 +176,54 @@ impl IoCore {
 
     pub(super) fn header(&self) -> &IoHeader {
         self.ctx.header()
+    }
+
+    /// Ends the handle's association with the pool's completion port
+    /// (`NtSetInformationFile` with `FileReplaceCompletionInformation` and
+    /// no port, documented from Windows 8.1), so that the handle can
+    /// outlive the object: no later operation on it can queue a completion
+    /// for the closed object. Wine 8 does not implement it.
+    pub(super) fn dissociate(&self) -> io::Result<()> {
+        use windows_sys::Wdk::Storage::FileSystem::{
+            FILE_COMPLETION_INFORMATION, FileReplaceCompletionInformation, NtSetInformationFile,
+        };
+        let info = FILE_COMPLETION_INFORMATION { Port: core::ptr::null_mut(), Key: core::ptr::null_mut() };
+        let mut iosb = IO_STATUS_BLOCK::default();
+        let h = self.handle.raw();
+        let status = trace_call!("NtSetInformationFile", h, FileReplaceCompletionInformation, {
+            // SAFETY: `h` is open; `info` and `iosb` are valid for their sizes.
+            unsafe {
+                NtSetInformationFile(
+                    h,
+                    &mut iosb,
+                    (&raw const info).cast(),
+                    size_of::<FILE_COMPLETION_INFORMATION>() as u32,
+                    FileReplaceCompletionInformation,
+                )
+            }
+        });
+        sys::nt_check(status)
+    }
+
+    /// Gives the handle to `fate` (which closes it, or keeps it once
+    /// [`dissociate`](Self::dissociate)d), then closes the object and frees
+    /// the context: the order `CloseThreadpoolIo` documents, with "no
+    /// completion can reach the object" standing for "the handle is closed".
+    ///
+    /// # Safety
+    /// Nothing is outstanding, every callback has returned, and `fate`
+    /// closes the handle or it is no longer associated with the port.
+    pub(super) unsafe fn close_after<R>(self, fate: impl FnOnce(BoundHandle) -> R) -> R {
+        let Self { raw, ctx, handle, issuing: _, pool } = self;
+        let h = handle.raw();
+        let r = fate(handle);
+        // SAFETY: the caller's contract: no completion can reach the object
+        // and none is running; the object is closed exactly once, here.
+        trace_call!("CloseThreadpoolIo", raw, 0, { unsafe { CloseThreadpoolIo(raw) } });
+        drop(ctx);
+        drop(pool);
+        trace_record!("io", "drop-closed", raw, h);
+        r
     }
 
     /// Registers, starts and issues one operation whose completion is
@@ -452,14 +508,8 @@ impl Lifecycle for IoCore {
     /// Closes the handle, closes the object, then frees the context (the
     /// order `CloseThreadpoolIo` documents).
     fn close_and_free(self) {
-        let Self { raw, ctx, handle, issuing: _, pool } = self;
-        let h = handle.close();
-        // SAFETY: the handle is closed, nothing is outstanding and every
-        // callback has returned; the object is closed exactly once, here.
-        trace_call!("CloseThreadpoolIo", raw, 0, { unsafe { CloseThreadpoolIo(raw) } });
-        drop(ctx);
-        drop(pool);
-        trace_record!("io", "drop-closed", raw, h);
+        // SAFETY: `BoundHandle::close` closes the handle.
+        unsafe { self.close_after(BoundHandle::close) };
     }
 }
 

@@ -295,7 +295,7 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
         target: "io",
         event: "drop-closed",
         slots: ["io", "handle"],
-        meaning: "the I/O object and its handle were closed and the context freed",
+        meaning: "the I/O object was closed (its handle closed, or kept by a conversion) and the context freed",
     },
     EventInfo { target: "syscall", event: "CreateThreadpoolIo", slots: ["handle", "environment"], meaning: "" },
     EventInfo { target: "syscall", event: "StartThreadpoolIo", slots: ["io", ""], meaning: "" },
@@ -306,4 +306,5 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CancelIoEx", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtReadFile", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtWriteFile", slots: ["handle", "overlapped"], meaning: "" },
+    EventInfo { target: "syscall", event: "NtSetInformationFile", slots: ["handle", "class"], meaning: "" },
 ];

@@ -266,6 +266,26 @@ impl Io {
         owner::stop_and_drain(&*self.core);
     }
 
+    /// Runs the object down (as [`run_down`](Self::run_down)), ends the
+    /// handle's association with the pool's completion port, and closes
+    /// the object, giving the handle back; where the association cannot be
+    /// ended, the object comes back unchanged but run down, with the error.
+    ///
+    /// # Panics
+    /// If called from this object's own callback: it would wait for itself.
+    #[track_caller]
+    pub(crate) fn into_bound(self) -> Result<BoundHandle, (Self, io::Error)> {
+        self.run_down();
+        if let Err(e) = self.core.dissociate() {
+            return Err((self, e));
+        }
+        let Self { core } = self;
+        // SAFETY: the rundown left nothing outstanding and no callback
+        // running, the owner being consumed nothing can issue, and the
+        // handle is dissociated from the port.
+        Ok(core.tear_down_with("into_std", |c| unsafe { c.close_after(|h| h) }))
+    }
+
     /// Returns once every outstanding operation has completed and every
     /// callback has returned, without cancelling anything: a pipe read no
     /// one satisfies makes it wait forever.

@@ -88,6 +88,29 @@
 //! (`AsRawSocket`), not `AsSocket`, for the reason [`Io`](crate::io::Io)
 //! lends no `AsHandle`.
 //!
+//! # Into std
+//! `into_std` gives a socket back as std's type. It first runs the socket
+//! down: an operation a dropped or forgotten future left behind is
+//! cancelled and its completion waited for, so, like
+//! [`Io::run_down`](crate::io::Io::run_down), it blocks until a pool thread
+//! has delivered them (from a callback of a pool whose other threads are
+//! all busy, that deadlocks; with every future resolved there is nothing
+//! to wait for). It then ends the socket's association with the pool's
+//! completion port (`NtSetInformationFile` with
+//! `FileReplaceCompletionInformation` and no port, Windows 8.1 and later)
+//! before closing the I/O object: still associated, the socket would let
+//! any overlapped operation issued on it later, by code holding the std
+//! socket, queue a completion for an object that no longer exists. Where
+//! the association cannot be ended (Wine 8 does not implement the call),
+//! the conversion fails with an [`IntoStdError`] that gives the socket
+//! back, still bound and usable.
+//!
+//! The skip flags set at binding (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`,
+//! `FILE_SKIP_SET_EVENT_ON_HANDLE`) cannot be cleared and stay on the
+//! returned socket. std's synchronous calls do not depend on them; code
+//! that binds the socket to a completion port again must expect a
+//! synchronous success to queue no completion.
+//!
 //! Winsock is started once per process (`WSAStartup`, never cleaned up, as
 //! std does lazily).
 
@@ -117,6 +140,68 @@ pub fn completes_inline() -> io::Result<bool> {
     use windows_sys::Win32::Networking::WinSock::{AF_INET, IPPROTO_TCP, SOCK_STREAM};
     sys::winsock()?;
     sys::ifs_provider(&sys::new_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)?)
+}
+
+/// The failure of an `into_std` conversion: the error, and the socket,
+/// still bound to the pool and usable (its operations run down).
+///
+/// As [`std::io::IntoInnerError`], it converts into the `io::Error` for `?`.
+pub struct IntoStdError<T> {
+    error: io::Error,
+    socket: T,
+}
+
+impl<T> IntoStdError<T> {
+    /// Why the conversion failed.
+    pub fn error(&self) -> &io::Error {
+        &self.error
+    }
+
+    /// The socket, usable as before.
+    pub fn into_inner(self) -> T {
+        self.socket
+    }
+
+    /// The error and the socket.
+    pub fn into_parts(self) -> (io::Error, T) {
+        (self.error, self.socket)
+    }
+}
+
+impl<T> core::fmt::Debug for IntoStdError<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("IntoStdError").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl<T> core::fmt::Display for IntoStdError<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "the socket cannot leave the pool: {}", self.error)
+    }
+}
+
+impl<T> std::error::Error for IntoStdError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<T> From<IntoStdError<T>> for io::Error {
+    fn from(e: IntoStdError<T>) -> Self {
+        e.error
+    }
+}
+
+/// Unbinds the socket of `engine` from the pool for an `into_std`; `rebuild`
+/// makes the socket type again from the engine on failure.
+fn into_std<S, T: From<std::os::windows::io::OwnedSocket>>(
+    engine: crate::io::engine::Unblocking,
+    rebuild: impl FnOnce(crate::io::engine::Unblocking) -> S,
+) -> Result<T, IntoStdError<S>> {
+    match engine.into_socket() {
+        Ok(socket) => Ok(T::from(socket)),
+        Err((engine, error)) => Err(IntoStdError { error, socket: rebuild(engine) }),
+    }
 }
 
 /// Tries `each` on every address in turn, as std's `bind` does; the last

@@ -205,11 +205,7 @@ pub(super) fn require_overlapped(socket: &OwnedSocket) -> io::Result<()> {
             FileModeInformation,
         )
     };
-    if status < 0 {
-        // SAFETY: a pure conversion.
-        let code = unsafe { windows_sys::Win32::Foundation::RtlNtStatusToDosError(status) };
-        return Err(io::Error::from_raw_os_error(code as i32));
-    }
+    crate::sys::nt_check(status)?;
     if info.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0 {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "the socket was not created for overlapped I/O"));
     }

@@ -12,7 +12,7 @@ use windows_sys::Win32::Networking::WinSock::{
 
 use super::ops::{Accept, AcceptAddresses, Connect, Recv, Transmit};
 use super::sys;
-use super::{AcceptFuture, ReadFuture, WriteFuture, first_ok, resolve};
+use super::{AcceptFuture, IntoStdError, ReadFuture, WriteFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 
@@ -117,6 +117,17 @@ impl TcpListener {
         Self::from_listening(socket, family, None)
     }
 
+    /// Gives the listener back as a `std` one (see [Into
+    /// std](super#into-std)); on failure, the listener and the error.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the listener comes back by value, as std's IntoInnerError gives its writer"
+    )]
+    pub fn into_std(self) -> Result<std::net::TcpListener, IntoStdError<Self>> {
+        let Self { engine, inline, family, env } = self;
+        super::into_std(engine, |engine| Self { engine, inline, family, env })
+    }
+
     /// Accepts one connection: resolves to the connected stream and the
     /// peer's address. Lazy: the accept is issued at the first poll.
     /// Dropping the future after that cancels it; a connection that raced
@@ -218,6 +229,13 @@ impl TcpStream {
         let socket = stream.into();
         sys::require_overlapped(&socket)?;
         Self::from_connected(socket, env)
+    }
+
+    /// Gives the stream back as a `std` one (see [Into
+    /// std](super#into-std)); on failure, the stream and the error.
+    pub fn into_std(self) -> Result<std::net::TcpStream, IntoStdError<Self>> {
+        let Self { engine, inline } = self;
+        super::into_std(engine, |engine| Self { engine, inline })
     }
 
     fn raw(&self) -> SOCKET {

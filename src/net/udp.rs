@@ -9,7 +9,7 @@ use windows_sys::Win32::Networking::WinSock::{IPPROTO_UDP, SOCK_DGRAM, SOCKADDR_
 use super::ops::{RecvFrom, SendTo, Transmit};
 use super::sys;
 use super::tcp::{set_ttl, ttl};
-use super::{RecvFromFuture, SendToFuture, first_ok, resolve};
+use super::{IntoStdError, RecvFromFuture, SendToFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 
@@ -74,6 +74,13 @@ impl UdpSocket {
         sys::require_overlapped(&socket)?;
         let (engine, inline) = sys::bind_socket(socket, None)?;
         Ok(Self { engine, inline, family })
+    }
+
+    /// Gives the socket back as a `std` one (see [Into
+    /// std](super#into-std)); on failure, the socket and the error.
+    pub fn into_std(self) -> Result<std::net::UdpSocket, IntoStdError<Self>> {
+        let Self { engine, inline, family } = self;
+        super::into_std(engine, |engine| Self { engine, inline, family })
     }
 
     fn raw(&self) -> SOCKET {
