@@ -35,6 +35,8 @@ pub type Connection = Pin<Box<dyn Future<Output = ()> + Send>>;
 #[derive(Debug, Default)]
 pub struct Stats {
     pub accepted: AtomicU64,
+    /// Requests whose head was read (counted before their body is).
+    pub requests: AtomicU64,
     /// Served until the client closed, or shut down gracefully.
     pub closed: AtomicU64,
     /// Cut off by the header read timeout.
@@ -130,7 +132,12 @@ async fn connection(
 ) {
     // A peer already gone makes this fail; serving then fails too.
     let _ = stream.set_nodelay(true);
-    let mut conn = pin!(builder.serve_connection(Compat::new(stream), service_fn(answer)));
+    let counted = stats.clone();
+    let service = service_fn(move |req| {
+        counted.requests.fetch_add(1, Ordering::SeqCst);
+        answer(req)
+    });
+    let mut conn = pin!(builder.serve_connection(Compat::new(stream), service));
     let before_stop = match select(conn.as_mut(), pin!(stop.wait_for(|stopping| *stopping))).await {
         Either::Left((served, _)) => Some(served),
         Either::Right(_) => None, // (its guard of the watch's value is dropped here)
