@@ -8,9 +8,9 @@
 //!   owned buffer, `poll_flush` ready only once every accepted byte is
 //!   written, `poll_shutdown` a flush then `shutdown(Write)`.
 //! - **Background tasks**: [`PoolExecutor`] is an `rt::Executor` that
-//!   spawns each future with [`task::spawn`](crate::task::spawn), detached.
+//!   spawns each future with [`task::spawn`], detached.
 //! - **Timeouts**: [`PoolTimer`] is an `rt::Timer` whose sleeps are
-//!   [`time::Sleep`](crate::time::Sleep)s, so hyper's header read timeout
+//!   [`time::Sleep`]s, so hyper's header read timeout
 //!   and keep-alive timers fire from the crate's one timer queue, and
 //!   `reset` moves a sleep's deadline without a new allocation.
 //!
