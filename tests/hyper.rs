@@ -104,12 +104,12 @@ impl Server {
 
     /// Shuts the server down gracefully, and checks that every connection
     /// it accepted ended (a connection task that panicked never counts its
-    /// end) and that it refuses connections now.
+    /// end). That it refuses connections after the stop is the graceful
+    /// stop's test: its port, once free, may be bound by another test.
     async fn stop(mut self) {
         drop(self.stop.take());
         (&mut self.served).await.expect("the server's task panicked").unwrap();
         assert_eq!(self.stats.ended(), self.accepted(), "{:?}", self.stats);
-        assert!(TcpStream::connect(self.addr).await.is_err(), "a stopped server accepted a connection");
     }
 }
 
@@ -211,19 +211,29 @@ fn a_malformed_request_line_is_answered_400() {
     });
 }
 
+/// A head over the limit is answered 431. hyper closes at once, and a
+/// close with request bytes still unread resets the connection, which may
+/// discard the 431 before the client reads it: the head is sent in one
+/// write just over the limit, so the server has mostly read all of it, and
+/// the server's own verdict (`too_large`) is what is asserted every time.
 #[test]
 fn oversized_headers_are_answered_431() {
     On::Pool.run(|exec| async move {
         let server = Server::start(&exec, TIMEOUT);
         let addr = server.addr;
         let mut request = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
-        request.extend(std::iter::repeat_n(b'a', 2 * service::MAX_HEADER_SIZE));
+        request.extend(std::iter::repeat_n(b'a', service::MAX_HEADER_SIZE + 1024));
         request.extend_from_slice(b"\r\n\r\n");
         let got = task::spawn_blocking(move || answer_to(addr, &request)).await.unwrap();
-        assert!(got.starts_with("HTTP/1.1 431 "), "{got:?}");
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 431 "), "{got:?}");
+        let stats = server.stats.clone();
+        eventually("the verdict counted", move || Stats::get(&stats.too_large) == 1);
         still_serves(addr).await;
-        assert_eq!(Stats::get(&server.stats.bad_requests), 1);
+        assert_eq!(Stats::get(&server.stats.bad_requests), 0);
         server.stop().await;
+        if got.is_empty() {
+            eprintln!("the 431 was lost to the reset this time");
+        }
     });
 }
 
@@ -352,10 +362,13 @@ fn a_graceful_stop_finishes_the_request_in_flight_and_refuses_new_connections() 
             .unwrap();
         drop(server.stop.take());
         // Refused once the listener is closed (bounded: PATIENCE of tries).
+        // Another test may bind the freed port: whoever answers, this server
+        // accepts nothing more (checked below).
         let deadline = Instant::now() + support::PATIENCE;
         while TcpStream::connect(addr).await.is_ok() {
             assert!(Instant::now() < deadline, "still accepting after the stop");
         }
+        assert_eq!(Stats::get(&stats.accepted), 1, "a connection accepted after the stop");
         assert!(server.served.try_recv().is_err(), "the server returned with a request in flight");
         let got = task::spawn_blocking(move || {
             s.write_all(b"56789").unwrap();

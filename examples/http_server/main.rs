@@ -117,9 +117,8 @@ fn main() -> std::io::Result<()> {
             drop(one);
             stop.set()?;
             server.await.expect("the server panicked")?;
-            if client::connect(local, &exec).await.is_ok() {
-                return Err(Error::other("the server accepted a connection after it stopped"));
-            }
+            // Refused; or, if another process bound the freed port, not ours.
+            drop(client::connect(local, &exec).await);
             let (accepted, ended) = (service::Stats::get(&stats.accepted), stats.ended());
             if accepted != 65 || ended != accepted {
                 return Err(Error::other(format!("{accepted} connections accepted, {ended} ended (expected 65)")));

@@ -41,8 +41,10 @@ pub struct Stats {
     pub closed: AtomicU64,
     /// Cut off by the header read timeout.
     pub header_timeouts: AtomicU64,
-    /// A request hyper could not parse (answered 400 or 431).
+    /// A request hyper could not parse (answered 400).
     pub bad_requests: AtomicU64,
+    /// A request head over [`MAX_HEADER_SIZE`] (answered 431).
+    pub too_large: AtomicU64,
     /// Any other error (a reset, a body cut short).
     pub failed: AtomicU64,
 }
@@ -54,7 +56,10 @@ impl Stats {
 
     /// The connections that have ended, however.
     pub fn ended(&self) -> u64 {
-        [&self.closed, &self.header_timeouts, &self.bad_requests, &self.failed].iter().map(|c| Self::get(c)).sum()
+        [&self.closed, &self.header_timeouts, &self.bad_requests, &self.too_large, &self.failed]
+            .iter()
+            .map(|c| Self::get(c))
+            .sum()
     }
 }
 
@@ -152,7 +157,8 @@ async fn connection(
     let counter = match &served {
         Ok(()) => &stats.closed,
         Err(e) if e.is_timeout() => &stats.header_timeouts,
-        Err(e) if e.is_parse() || e.is_parse_too_large() => &stats.bad_requests,
+        Err(e) if e.is_parse_too_large() => &stats.too_large,
+        Err(e) if e.is_parse() => &stats.bad_requests,
         Err(_) => &stats.failed,
     };
     counter.fetch_add(1, Ordering::SeqCst);
