@@ -50,8 +50,9 @@
 //! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
 //! [`io`], [`task`] (one-off closures with results), [`cleanup_group`], [`instance`] (what a running callback can ask
 //! of the pool), [`placement`] (running an object's callbacks on chosen
-//! processors), and [`trace`] (an optional in-process record of what the
-//! crate does).
+//! processors), [`trace`] (an optional in-process record of what the
+//! crate does), and `rt` (feature `hyper`: hyper 1.x's executor and timer
+//! on the pool).
 //!
 //! On targets other than Windows the crate exports nothing. It still builds
 //! the pure-Rust cores that need no Windows call (the trace ring, the drain
@@ -116,6 +117,8 @@ pub mod placement;
 pub mod pool;
 #[cfg(windows)]
 mod reentry;
+#[cfg(all(windows, feature = "hyper"))]
+pub mod rt;
 #[cfg(windows)]
 mod spans;
 #[cfg(windows)]

@@ -96,8 +96,9 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use windows_sys::Win32::Foundation::{DuplicateHandle, FILETIME, HANDLE, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{
-    CloseThreadpoolWait, CreateEventW, CreateThreadpoolWait, GetCurrentProcess, PTP_CALLBACK_INSTANCE, PTP_WAIT,
-    ResetEvent, SYNCHRONIZATION_SYNCHRONIZE, SetEvent, SetThreadpoolWait, WaitForThreadpoolWaitCallbacks,
+    CloseThreadpoolWait, CreateEventW, CreateThreadpoolWait, EVENT_MODIFY_STATE, GetCurrentProcess, OpenEventW,
+    PTP_CALLBACK_INSTANCE, PTP_WAIT, ResetEvent, SYNCHRONIZATION_SYNCHRONIZE, SetEvent, SetThreadpoolWait,
+    WaitForThreadpoolWaitCallbacks,
 };
 use windows_sys::core::BOOL;
 
@@ -419,7 +420,9 @@ impl<T> From<std::thread::JoinHandle<T>> for WaitableHandle {
     }
 }
 
-/// An owned unnamed event (`CreateEventW`), with full access.
+/// An owned event (`CreateEventW`), unnamed with full access, or named
+/// ([`named_manual_reset`](Self::named_manual_reset), [`open`](Self::open)),
+/// so that another process can set it.
 ///
 /// Keep one and give a [`try_clone`](Self::try_clone) (or a
 /// [`wait_only`](Self::wait_only) duplicate) to a [`Wait`].
@@ -448,9 +451,48 @@ impl Event {
         Self::create(false)
     }
 
+    /// Creates the unsignalled manual-reset event `name` (for example
+    /// `Local\my-service-stop`), or opens it if it exists already, with
+    /// full access: a process that knows the name can then set it
+    /// ([`open`](Self::open)). An existing event keeps its state and its
+    /// reset kind.
+    ///
+    /// # Errors
+    /// `InvalidInput` if `name` contains a NUL; the OS error if
+    /// `CreateEventW` fails (`ERROR_INVALID_HANDLE` when the name belongs
+    /// to an object of another kind).
+    pub fn named_manual_reset(name: &str) -> io::Result<Self> {
+        let name = wide_name(name)?;
+        // SAFETY: null attributes are allowed; `name` is NUL-terminated and
+        // outlives the call; the result is checked.
+        let h = unsafe { CreateEventW(core::ptr::null(), 1, 0, name.as_ptr()) };
+        Self::owning(h)
+    }
+
+    /// Opens the existing event `name` (`OpenEventW`) with the access to
+    /// [`set`](Self::set), [`reset`](Self::reset) and wait on it.
+    ///
+    /// # Errors
+    /// `InvalidInput` if `name` contains a NUL; `NotFound`
+    /// (`ERROR_FILE_NOT_FOUND`) if no such event exists; the OS error if
+    /// `OpenEventW` fails otherwise.
+    pub fn open(name: &str) -> io::Result<Self> {
+        let name = wide_name(name)?;
+        // SAFETY: `name` is NUL-terminated and outlives the call; the result
+        // is checked.
+        let h = unsafe { OpenEventW(EVENT_MODIFY_STATE | SYNCHRONIZATION_SYNCHRONIZE, 0, name.as_ptr()) };
+        Self::owning(h)
+    }
+
     fn create(manual_reset: bool) -> io::Result<Self> {
         // SAFETY: null attributes and name are allowed; the result is checked.
         let h = unsafe { CreateEventW(core::ptr::null(), manual_reset.into(), 0, core::ptr::null()) };
+        Self::owning(h)
+    }
+
+    /// Takes a handle just returned by `CreateEventW`/`OpenEventW`: null is
+    /// their failure.
+    fn owning(h: HANDLE) -> io::Result<Self> {
         if h.is_null() {
             return Err(io::Error::last_os_error());
         }
@@ -485,6 +527,14 @@ impl Event {
     pub fn as_handle(&self) -> BorrowedHandle<'_> {
         self.handle.as_handle()
     }
+}
+
+/// `name` as a NUL-terminated UTF-16 string for the `W` calls.
+fn wide_name(name: &str) -> io::Result<Vec<u16>> {
+    if name.contains('\0') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "an event name cannot contain NUL"));
+    }
+    Ok(name.encode_utf16().chain(Some(0)).collect())
 }
 
 impl AsHandle for Event {

@@ -1315,3 +1315,24 @@ fn a_settled_wait_drops_on_the_only_thread_of_its_pool() {
     rx.recv_timeout(PATIENCE).expect("the settled wait's drop returned on the pool's only thread");
     work.wait();
 }
+
+/// A named event: opened by its name, the other handle sets it; creating
+/// it again opens the same event; no such name is `NotFound`; a NUL in the
+/// name is `InvalidInput`.
+#[test]
+fn a_named_event_is_set_through_another_handle_opened_by_name() {
+    let name = format!("Local\\windows-threadpool-test-{}", std::process::id());
+    let created = Event::named_manual_reset(&name).unwrap();
+    assert!(!is_signalled(created.as_handle().as_raw_handle()));
+    Event::open(&name).unwrap().set().unwrap();
+    assert!(is_signalled(created.as_handle().as_raw_handle()));
+    let again = Event::named_manual_reset(&name).unwrap();
+    assert!(is_signalled(again.as_handle().as_raw_handle()), "an existing event keeps its state");
+    again.reset().unwrap();
+    assert!(!is_signalled(created.as_handle().as_raw_handle()));
+    let missing = Event::open(&format!("{name}-missing")).unwrap_err();
+    assert_eq!(missing.kind(), std::io::ErrorKind::NotFound, "{missing}");
+    for bad in [Event::open("a\0b").unwrap_err(), Event::named_manual_reset("a\0b").unwrap_err()] {
+        assert_eq!(bad.kind(), std::io::ErrorKind::InvalidInput);
+    }
+}

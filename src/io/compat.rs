@@ -1,5 +1,5 @@
-//! [`Compat`]: the poll-based I/O traits of `futures-io` and tokio over
-//! the completion-based streams of this crate.
+//! [`Compat`]: the poll-based I/O traits of `futures-io`, tokio and hyper
+//! over the completion-based streams of this crate.
 //!
 //! The contract is documented on [`Compat`], for its users.
 
@@ -72,9 +72,12 @@ pub trait CompatIo: Sealed {}
 
 /// A [`TcpStream`](crate::net::TcpStream) or [`AsyncIo`](super::AsyncIo)
 /// as a `futures_io` `AsyncRead`/`AsyncWrite`/`AsyncBufRead` (feature
-/// `futures-io`) and a `tokio::io` `AsyncRead`/`AsyncWrite`/`AsyncBufRead`
+/// `futures-io`), a `tokio::io` `AsyncRead`/`AsyncWrite`/`AsyncBufRead`
 /// (feature `tokio`), so `tokio::io::copy`, `BufReader`, `read_to_end`,
-/// `write_all` and codecs work on it.
+/// `write_all` and codecs work on it, and hyper 1.x's `rt::Read`/`rt::Write`
+/// (feature `hyper`; module `rt` has hyper's executor and timer),
+/// so hyper's HTTP/1 server and client connections run over it. The three
+/// front ends share one core: what follows holds for each.
 ///
 /// A completion-based read hands the kernel a buffer until its completion;
 /// a poll-based `poll_read` lends one only for the call. The adapter bridges
@@ -93,7 +96,7 @@ pub trait CompatIo: Sealed {}
 ///   write buffer, issues the write and returns `Ready(Ok(n))`: the bytes
 ///   are accepted, not yet written. `poll_flush` returns `Ready(Ok(()))`
 ///   only once every accepted byte has been written (a short write is
-///   issued again for the rest), and `poll_shutdown` (tokio) or
+///   issued again for the rest), and `poll_shutdown` (tokio, hyper) or
 ///   `poll_close` (futures) flushes, then shuts the writing side down: for
 ///   a [`TcpStream`](crate::net::TcpStream) `shutdown(Write)`, so the peer
 ///   reads end of file; for an [`AsyncIo`](super::AsyncIo) nothing more
@@ -357,6 +360,33 @@ impl<T: CompatIo> tokio::io::AsyncBufRead for Compat<T> {
 
 #[cfg(feature = "tokio")]
 impl<T: CompatIo> tokio::io::AsyncWrite for Compat<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_accept(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_sent(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_close_write(cx)
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl<T: CompatIo> hyper::rt::Read for Compat<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let room = buf.remaining();
+        self.get_mut().poll_read_with(cx, room, |src| buf.put_slice(src)).map_ok(drop)
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl<T: CompatIo> hyper::rt::Write for Compat<T> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.get_mut().poll_accept(cx, buf)
     }

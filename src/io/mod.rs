@@ -203,7 +203,7 @@
 
 use crate::trace::EventInfo;
 
-#[cfg(any(feature = "futures-io", feature = "tokio"))]
+#[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 pub(crate) mod compat;
 pub(crate) mod engine;
 mod future;
@@ -215,7 +215,7 @@ mod registry;
 #[cfg(test)]
 mod tests;
 
-#[cfg(any(feature = "futures-io", feature = "tokio"))]
+#[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 pub use compat::{Compat, CompatIo};
 #[cfg(any(test, feature = "test-hooks"))]
 pub use engine::async_completions;

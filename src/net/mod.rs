@@ -122,7 +122,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::io::engine::OpFuture;
 
-#[cfg(any(feature = "futures-io", feature = "tokio"))]
+#[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 mod compat;
 mod ops;
 mod sys;

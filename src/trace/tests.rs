@@ -48,6 +48,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("placement.rs", include_str!("../placement.rs")),
     ("pool.rs", include_str!("../pool.rs")),
     ("reentry.rs", include_str!("../reentry.rs")),
+    ("rt.rs", include_str!("../rt.rs")),
     ("spans.rs", include_str!("../spans.rs")),
     ("sys.rs", include_str!("../sys.rs")),
     ("task/mod.rs", include_str!("../task/mod.rs")),

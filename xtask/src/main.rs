@@ -27,6 +27,7 @@
 mod bench;
 mod coverage;
 mod doc_links;
+mod http;
 mod mutants;
 mod run;
 mod setup;
@@ -68,6 +69,8 @@ fn main() -> ExitCode {
     let result = match cmd {
         "setup" => setup::setup(target).map(|_| setup::print_user_config()),
         "test" => run::test(target, &rest),
+        // `--curl`: set up, then only the curl check of examples/http_server that `test` runs.
+        "demo" if rest.iter().any(|a| a == "--curl") => run::curl_check(target),
         "demo" => run::demo(target),
         "bench" => bench::bench(target, &rest),
         "stress" => run::stress(target, &rest),
@@ -83,7 +86,8 @@ fn main() -> ExitCode {
             let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
-                 \n  demo       run examples/tour.rs, service.rs, async_service.rs and echo_server.rs --self-test\
+                 \n  demo       run examples/tour.rs, service.rs, async_service.rs, echo_server.rs and http_server --self-test\
+                 \n             --curl: setup, then only the curl check of examples/http_server that `test` runs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\

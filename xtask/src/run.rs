@@ -315,6 +315,17 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         let (ok, _) = run_tee(p.cargo(&example_args(example, args)).stdin(Stdio::null()));
         tally.check(format!("examples/{example}.rs"), ok);
     }
+    match setup::http_tool("curl") {
+        Ok(curl) => {
+            let result = crate::http::curl_check(&p, &curl);
+            match &result {
+                Ok(line) => println!("xtask test: {line}"),
+                Err(e) => println!("xtask test: examples/http_server under curl: {e}"),
+            }
+            tally.check("examples/http_server under curl".into(), result.is_ok());
+        }
+        Err(why) => println!("xtask test: SKIPPED the curl check of examples/http_server: {why}"),
+    }
     let browser_skipped = match setup::browser() {
         Ok(browser) => {
             let result = timeline_in_browser(&p, &browser);
@@ -570,12 +581,24 @@ pub fn trace_doc(target: Option<&str>) -> Result<()> {
 
 /// The examples `demo` runs, and `test` runs as checks, with their
 /// arguments (each ends by itself: the echo server serves its own client).
-const EXAMPLES: [(&str, &[&str]); 4] =
-    [("tour", &[]), ("service", &[]), ("async_service", &[]), ("echo_server", &["--self-test"])];
+const EXAMPLES: [(&str, &[&str]); 5] = [
+    ("tour", &[]),
+    ("service", &[]),
+    ("async_service", &[]),
+    ("echo_server", &["--self-test"]),
+    ("http_server", &["--self-test"]),
+];
+
+/// The features an example of [`EXAMPLES`] needs (its `required-features`).
+fn example_features(example: &str) -> &'static [&'static str] {
+    if example == "http_server" { &["--features", "hyper"] } else { &[] }
+}
 
 /// `cargo run`'s arguments for one of [`EXAMPLES`].
 fn example_args<'a>(example: &'a str, args: &[&'a str]) -> Vec<&'a str> {
-    let mut all = vec!["run", "--quiet", "-p", LIB, "--example", example, "--"];
+    let mut all = vec!["run", "--quiet", "-p", LIB, "--example", example];
+    all.extend(example_features(example));
+    all.push("--");
     all.extend(args);
     all
 }
@@ -592,6 +615,14 @@ pub fn demo(target: Option<&str>) -> Result<()> {
             return Err(format!("examples/{example}.rs failed: {status}"));
         }
     }
+    Ok(())
+}
+
+/// `cargo xtask demo --curl`: setup, then the curl check alone.
+pub fn curl_check(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
+    let curl = setup::http_tool("curl").map_err(|why| format!("SKIPPED: no curl: {why}"))?;
+    println!("xtask demo: {}", crate::http::curl_check(&p, &curl)?);
     Ok(())
 }
 

@@ -286,6 +286,7 @@ pub fn setup(target: Option<&str>) -> Result<Platform> {
     let t0 = std::time::Instant::now();
     install_packages()?;
     install_browser();
+    install_http_tools();
     add_rust_target(WIN_TARGET)?;
     // Only checked, never linked: `cargo xtask test` checks the library for MSVC's cfg.
     add_rust_target(MSVC_TARGET)?;
@@ -454,6 +455,8 @@ fn install_packages() -> Result<()> {
 
 /// Why the browser check cannot run, when setup tried to install Chromium and could not.
 static BROWSER_MISSING: OnceLock<String> = OnceLock::new();
+/// Why the HTTP checks cannot run, when setup tried to install curl and wrk and could not.
+static HTTP_TOOLS_MISSING: OnceLock<String> = OnceLock::new();
 
 /// Programs that are a Chromium, by the names distributions give it.
 const CHROMIUM_NAMES: [&str; 2] = ["chromium", "chromium-browser"];
@@ -462,29 +465,63 @@ const CHROMIUM_NAMES: [&str; 2] = ["chromium", "chromium-browser"];
 /// no Chromium is on `PATH`. Not fatal: without it that one check is
 /// skipped, loudly, and the reason kept for [`browser`] to report.
 fn install_browser() {
-    if CHROMIUM_NAMES.iter().any(|b| have(b)) {
+    install_optional("chromium", &CHROMIUM_NAMES, "the HTML timeline's browser check", &BROWSER_MISSING);
+}
+
+/// Installs Debian's `curl` and `wrk` for the HTTP example's checks
+/// (`cargo xtask test`: curl; `cargo xtask bench` and `stress`: wrk). Not
+/// fatal, as [`install_browser`]; [`http_tool`] reports why one is missing.
+fn install_http_tools() {
+    for tool in ["curl", "wrk"] {
+        install_optional(tool, &[tool], "the HTTP server's checks", &HTTP_TOOLS_MISSING);
+    }
+}
+
+/// Installs the Debian package `package` unless one of `programs` is on
+/// `PATH`; on failure warns, naming `purpose`, and keeps the reason in `missing`.
+fn install_optional(package: &str, programs: &[&str], purpose: &str, missing: &OnceLock<String>) {
+    if programs.iter().any(|b| have(b)) {
         return;
     }
     let lock = ["-o", "DPkg::Lock::Timeout=120"];
-    let install = [&["install", "-y", "-q"][..], &lock, &["chromium"]].concat();
+    let install = [&["install", "-y", "-q"][..], &lock, &[package]].concat();
     let why = match (
         as_root("apt-get", &[&["update", "-q"][..], &lock].concat(), &[]),
         as_root("apt-get", &install, &[("DEBIAN_FRONTEND", "noninteractive")]),
     ) {
         (Some(mut update), Some(mut install)) => {
-            println!("setup: installing chromium (for the HTML timeline's browser check)");
+            println!("setup: installing {package} (for {purpose})");
             match run_quiet(&mut update, "apt-get update").and_then(|()| run_quiet(&mut install, "apt-get install")) {
-                Ok(()) if CHROMIUM_NAMES.iter().any(|b| have(b)) => return,
-                Ok(()) => "apt-get installed chromium but no chromium is on PATH".to_string(),
-                Err(e) => format!("installing chromium failed: {e}"),
+                Ok(()) if programs.iter().any(|b| have(b)) => return,
+                Ok(()) => format!("apt-get installed {package} but no {} is on PATH", programs[0]),
+                Err(e) => format!("installing {package} failed: {e}"),
             }
         }
-        _ => "chromium is not installed and setup is neither root nor allowed passwordless sudo \
-              (apt-get install chromium)"
-            .to_string(),
+        _ => format!(
+            "{package} is not installed and setup is neither root nor allowed passwordless sudo \
+             (apt-get install {package})"
+        ),
     };
-    println!("setup: WARNING: {why}; the browser check of the HTML timeline will be SKIPPED");
-    let _ = BROWSER_MISSING.set(why);
+    println!("setup: WARNING: {why}; {purpose} will be SKIPPED");
+    let _ = missing.set(why);
+}
+
+/// `program` (`curl` or `wrk`) if it is on `PATH` (on Windows, curl ships
+/// with the system; wrk does not exist there); `Err` says why not.
+pub fn http_tool(program: &str) -> std::result::Result<PathBuf, String> {
+    let found = if cfg!(windows) {
+        Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    } else {
+        have(program)
+    };
+    if found {
+        return Ok(PathBuf::from(program));
+    }
+    Err(HTTP_TOOLS_MISSING
+        .get()
+        .filter(|why| why.contains(program))
+        .cloned()
+        .unwrap_or_else(|| format!("no {program} on PATH (cargo xtask setup installs it on Debian)")))
 }
 
 /// The headless browser the timeline check drives: a Chromium on `PATH`

@@ -1,0 +1,138 @@
+//! An HTTP/1.1 server on the pool: hyper 1.x over `net::TcpStream`
+//! (`io::Compat`), its timeouts on `rt::PoolTimer`, a task per connection
+//! (`rt::PoolExecutor`), and no runtime thread.
+//!
+//! `cargo run --example http_server --features hyper -- [ADDR]
+//! [--stop-event NAME] [--header-timeout SECS]` serves on `ADDR` (default
+//! `127.0.0.1:8080`): `GET /` answers a short body, `POST /echo` the request's
+//! body; connections are kept alive, and a client that takes more than
+//! `SECS` (default 10) to send a request's head is cut off. It prints
+//! `stop event NAME` and then `listening on ADDR`, and serves until the
+//! named event is set (default name `Local\windows-threadpool-http-server-PID`);
+//! then it refuses new connections, lets the requests in flight finish,
+//! closes the rest and exits. `http_server --stop NAME` sets that event
+//! (from any process of the same session), so
+//! `http_server --stop 'Local\windows-threadpool-http-server-1234'` stops
+//! the server whose process id is 1234.
+//!
+//! With `--self-test` (what `cargo xtask demo` and `cargo xtask test` run)
+//! it serves on a free port and is its own client, through hyper's client
+//! over the same sockets: a GET, a 1 MiB echo, 1,000 requests on one
+//! connection and 64 connections at once; then it sets its own stop event
+//! and checks that the server shut down, and exits.
+#[cfg(windows)]
+mod client;
+#[cfg(windows)]
+mod service;
+
+#[cfg(windows)]
+fn main() -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use windows_threadpool::net::TcpListener;
+    use windows_threadpool::rt::PoolExecutor;
+    use windows_threadpool::{Deadline, Event, task, time, wait};
+
+    const USAGE: &str = "usage: http_server [ADDR] [--stop-event NAME] [--header-timeout SECS] [--self-test] \
+                         | http_server --stop NAME";
+    /// How long the self-test may take in all.
+    const SELF_TEST_LIMIT: Duration = Duration::from_secs(120);
+
+    let usage = || Error::new(ErrorKind::InvalidInput, USAGE);
+    let (mut addr, mut stop_event, mut header_timeout, mut self_test) = (None, None, Duration::from_secs(10), false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--stop" => {
+                let name = args.next().ok_or_else(usage)?;
+                return Event::open(&name)?.set();
+            }
+            "--stop-event" => stop_event = Some(args.next().ok_or_else(usage)?),
+            "--header-timeout" => {
+                let secs = args.next().and_then(|s| s.parse().ok()).ok_or_else(usage)?;
+                header_timeout = Duration::from_secs_f64(secs);
+            }
+            "--self-test" => self_test = true,
+            flag if flag.starts_with("--") => return Err(usage()),
+            _ if addr.is_none() => addr = Some(arg),
+            _ => return Err(usage()),
+        }
+    }
+    let name = stop_event.unwrap_or_else(|| format!("Local\\windows-threadpool-http-server-{}", std::process::id()));
+    let stop = Event::named_manual_reset(&name)?;
+    let default_addr = if self_test { "127.0.0.1:0" } else { "127.0.0.1:8080" };
+    let listener = TcpListener::bind(addr.as_deref().unwrap_or(default_addr))?;
+    let local = listener.local_addr()?;
+    println!("stop event {name}");
+    println!("listening on {local}");
+
+    let stats = Arc::new(service::Stats::default());
+    let stopped = {
+        let stop = stop.try_clone()?;
+        async move {
+            if let Err(e) = wait::signalled(&stop, Deadline::NEVER).await {
+                eprintln!("http_server: waiting for the stop event: {e}");
+            }
+        }
+    };
+    let server = task::spawn(service::serve(
+        listener,
+        service::http1(header_timeout),
+        PoolExecutor::new(),
+        stopped,
+        stats.clone(),
+    ));
+    if !self_test {
+        task::block_on(server).expect("the server panicked")?;
+        println!("stopped after {} connections", service::Stats::get(&stats.accepted));
+        return Ok(());
+    }
+
+    task::block_on(async {
+        let checked = time::timeout(SELF_TEST_LIMIT, async {
+            let exec = PoolExecutor::new();
+            let t = Instant::now();
+            let mut one = client::connect(local, &exec).await?;
+            client::hellos(&mut one, 1).await?;
+            client::echo(&mut one, 1 << 20).await?;
+            println!("GET / and a 1 MiB POST /echo: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            client::hellos(&mut one, 1_000).await?;
+            println!("1,000 requests on one connection: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            let many: Vec<_> = (0..64)
+                .map(|_| {
+                    task::spawn(async move {
+                        let mut sender = client::connect(local, &PoolExecutor::new()).await?;
+                        client::hellos(&mut sender, 10).await
+                    })
+                })
+                .collect();
+            for c in many {
+                c.await.expect("a client panicked")?;
+            }
+            println!("64 connections at once, 10 requests each: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            drop(one);
+            stop.set()?;
+            server.await.expect("the server panicked")?;
+            // Refused; or, if another process bound the freed port, not ours.
+            drop(client::connect(local, &exec).await);
+            let (accepted, ended) = (service::Stats::get(&stats.accepted), stats.ended());
+            if accepted != 65 || ended != accepted {
+                return Err(Error::other(format!("{accepted} connections accepted, {ended} ended (expected 65)")));
+            }
+            println!("stopped: {accepted} connections, all ended");
+            Ok(())
+        });
+        checked
+            .await
+            .map_err(|_| Error::new(ErrorKind::TimedOut, format!("the self-test took over {SELF_TEST_LIMIT:?}")))?
+    })
+}
+
+#[cfg(not(windows))]
+fn main() {
+    eprintln!("this example runs on Windows (or under Wine: `cargo xtask demo`)");
+}

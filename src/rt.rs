@@ -1,0 +1,123 @@
+//! hyper 1.x on the pool (feature `hyper`): the three things hyper asks
+//! of a runtime, from this crate.
+//!
+//! - **I/O**: [`io::Compat`](crate::io::Compat) over a
+//!   [`net::TcpStream`](crate::net::TcpStream) is hyper's `rt::Read` and
+//!   `rt::Write`, the same adapter that gives tokio's and `futures-io`'s
+//!   traits: one read kept in flight in an owned buffer, writes through an
+//!   owned buffer, `poll_flush` ready only once every accepted byte is
+//!   written, `poll_shutdown` a flush then `shutdown(Write)`.
+//! - **Background tasks**: [`PoolExecutor`] is an `rt::Executor` that
+//!   spawns each future with [`task::spawn`], detached.
+//! - **Timeouts**: [`PoolTimer`] is an `rt::Timer` whose sleeps are
+//!   [`time::Sleep`]s, so hyper's header read timeout
+//!   and keep-alive timers fire from the crate's one timer queue, and
+//!   `reset` moves a sleep's deadline without a new allocation.
+//!
+//! An HTTP/1.1 server then runs entirely on the pool, with no runtime
+//! thread of its own:
+//!
+//! ```no_run
+//! use std::convert::Infallible;
+//! use std::time::Duration;
+//! use hyper::{Request, Response, body::{Bytes, Incoming}, server::conn::http1, service::service_fn};
+//! use http_body_util::Full;
+//! use windows_threadpool::{io::Compat, net::TcpListener, rt::PoolTimer, task};
+//!
+//! async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+//!     Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
+//! }
+//!
+//! async fn serve() -> std::io::Result<()> {
+//!     let listener = TcpListener::bind("127.0.0.1:8080")?;
+//!     loop {
+//!         let (stream, _) = listener.accept().await?;
+//!         stream.set_nodelay(true)?;
+//!         task::spawn(async move {
+//!             let served = http1::Builder::new()
+//!                 .timer(PoolTimer::new())
+//!                 .header_read_timeout(Duration::from_secs(10))
+//!                 .serve_connection(Compat::new(stream), service_fn(hello))
+//!                 .await;
+//!             if let Err(e) = served {
+//!                 eprintln!("connection: {e}");
+//!             }
+//!         });
+//!     }
+//! }
+//!
+//! fn main() -> std::io::Result<()> {
+//!     task::block_on(serve())
+//! }
+//! ```
+//!
+//! HTTP/1 needs no executor (each connection is a future the caller
+//! runs, as above); [`PoolExecutor`] is for what takes one: hyper's
+//! HTTP/2, and libraries built on hyper that spawn.
+
+use core::future::Future;
+use core::pin::Pin;
+use std::time::{Duration, Instant};
+
+use crate::{task, time};
+
+/// hyper's `rt::Executor` over [`task::spawn`]: each future runs as a
+/// detached task on the default pool (a dropped [`JoinHandle`](crate::JoinHandle)
+/// detaches, never cancels).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PoolExecutor(());
+
+impl PoolExecutor {
+    /// The executor.
+    pub const fn new() -> Self {
+        Self(())
+    }
+}
+
+impl<F> hyper::rt::Executor<F> for PoolExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        drop(task::spawn(fut));
+    }
+}
+
+/// hyper's `rt::Timer` over [`time::sleep`] and [`time::sleep_until`]; its
+/// `reset` resets the [`time::Sleep`] in place.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PoolTimer(());
+
+impl PoolTimer {
+    /// The timer.
+    pub const fn new() -> Self {
+        Self(())
+    }
+}
+
+impl hyper::rt::Timer for PoolTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(time::sleep(duration))
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(time::sleep_until(deadline))
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
+        match sleep.as_mut().downcast_mut_pin::<time::Sleep>() {
+            Some(ours) => ours.get_mut().reset(new_deadline),
+            None => *sleep = self.sleep_until(new_deadline),
+        }
+    }
+}
+
+impl hyper::rt::Sleep for time::Sleep {}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync + Unpin>() {}
+    send_sync::<time::Sleep>();
+    send_sync::<PoolExecutor>();
+    send_sync::<PoolTimer>();
+};

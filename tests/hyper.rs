@@ -1,0 +1,414 @@
+//! hyper 1.x on the pool (feature `hyper`): hyper's client against
+//! `examples/http_server`'s service in one process, under the crate's
+//! executor and under tokio, and the bad inputs a server meets. Loopback
+//! only; every loop bounded in count and time.
+#![cfg(all(windows, feature = "hyper"))]
+
+mod support;
+
+#[path = "support/executors.rs"]
+mod executors;
+#[path = "support/leak.rs"]
+mod leak;
+
+#[path = "../examples/http_server/client.rs"]
+mod client;
+#[path = "../examples/http_server/service.rs"]
+mod service;
+
+use std::future::Future;
+use std::io::{Read as _, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::body::Bytes;
+use service::{Connection, Stats};
+use windows_threadpool::net::{TcpListener, TcpStream};
+use windows_threadpool::rt::PoolExecutor;
+use windows_threadpool::task;
+
+/// Which executor runs the test: its body, the server's accept loop and
+/// every connection's task, the server's and the client's.
+#[derive(Debug, Clone, Copy)]
+enum On {
+    Pool,
+    Tokio,
+}
+
+impl On {
+    /// Runs `body` to completion on this executor (under the executors'
+    /// watchdog), handing it the executor to spawn on.
+    fn run<F: Future<Output = ()> + Send + 'static>(self, body: impl FnOnce(Exec) -> F + Send + 'static) {
+        let name = match self {
+            On::Pool => "task::block_on",
+            On::Tokio => "tokio multi-thread",
+        };
+        executors::run_on(name, async move {
+            let exec = match self {
+                On::Pool => Exec::Pool,
+                On::Tokio => Exec::Tokio(tokio::runtime::Handle::current()),
+            };
+            body(exec).await
+        });
+    }
+}
+
+/// [`On`]'s executor, as hyper's `rt::Executor`.
+#[derive(Debug, Clone)]
+enum Exec {
+    Pool,
+    Tokio(tokio::runtime::Handle),
+}
+
+impl hyper::rt::Executor<Connection> for Exec {
+    fn execute(&self, fut: Connection) {
+        match self {
+            Exec::Pool => PoolExecutor::new().execute(fut),
+            Exec::Tokio(rt) => drop(rt.spawn(fut)),
+        }
+    }
+}
+
+/// The service on a free loopback port, stopped by [`Server::stop`].
+struct Server {
+    addr: SocketAddr,
+    stats: Arc<Stats>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: tokio::sync::oneshot::Receiver<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Its accept loop and connections run on `exec`.
+    fn start(exec: &Exec, header_read_timeout: Duration) -> Self {
+        use hyper::rt::Executor;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stats = Arc::new(Stats::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (done, served) = tokio::sync::oneshot::channel();
+        let serving = service::serve(
+            listener,
+            service::http1(header_read_timeout),
+            exec.clone(),
+            async move { drop(stopped.await) },
+            stats.clone(),
+        );
+        exec.execute(Box::pin(async move { drop(done.send(serving.await)) }));
+        Self { addr, stats, stop: Some(stop), served }
+    }
+
+    fn accepted(&self) -> u64 {
+        Stats::get(&self.stats.accepted)
+    }
+
+    /// Shuts the server down gracefully, and checks that every connection
+    /// it accepted ended (a connection task that panicked never counts its
+    /// end). That it refuses connections after the stop is the graceful
+    /// stop's test: its port, once free, may be bound by another test.
+    async fn stop(mut self) {
+        drop(self.stop.take());
+        (&mut self.served).await.expect("the server's task panicked").unwrap();
+        assert_eq!(self.stats.ended(), self.accepted(), "{:?}", self.stats);
+    }
+}
+
+/// Waits (at most [`support::PATIENCE`]) until `done` holds.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + support::PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {:?}", support::PATIENCE);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// GET, a 1 MiB echo, 1,000 requests on one kept-alive connection, and 64
+/// connections at once, then a graceful stop.
+fn client_and_server(on: On) {
+    on.run(|exec| async move {
+        let server = Server::start(&exec, TIMEOUT);
+        let mut one = client::connect(server.addr, &exec).await.unwrap();
+        client::hellos(&mut one, 1).await.unwrap();
+        client::echo(&mut one, 1 << 20).await.unwrap();
+        client::hellos(&mut one, 1_000).await.unwrap();
+        assert_eq!(server.accepted(), 1, "keep-alive: every request on the one connection");
+        assert_eq!(Stats::get(&server.stats.requests), 1_002);
+        let many = (0..64).map(|_| async {
+            let mut sender = client::connect(server.addr, &exec).await?;
+            client::hellos(&mut sender, 5).await?;
+            client::echo(&mut sender, 4096).await
+        });
+        for done in futures::future::join_all(many).await {
+            done.unwrap();
+        }
+        assert_eq!(server.accepted(), 65);
+        drop(one);
+        server.stop().await;
+    });
+}
+
+#[test]
+fn hyper_client_and_server_on_the_pool() {
+    client_and_server(On::Pool);
+}
+
+#[test]
+fn hyper_client_and_server_on_tokio() {
+    client_and_server(On::Tokio);
+}
+
+/// A blocking client's connection, with a bounded wait on reads.
+fn raw(addr: SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(support::PATIENCE)).unwrap();
+    s
+}
+
+/// Everything until the server closes (or resets) the connection.
+fn read_until_closed(s: &mut std::net::TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
+                panic!("the server kept the connection open past {:?}", support::PATIENCE)
+            }
+            Err(_) => break, // reset
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Sends `request` raw and reads the answer up to the server's close.
+fn answer_to(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = raw(addr);
+    s.write_all(request).unwrap();
+    read_until_closed(&mut s)
+}
+
+/// The server answers another client after a bad one: one GET through
+/// hyper's client.
+async fn still_serves(addr: SocketAddr) {
+    let mut sender = client::connect(addr, &Exec::Pool).await.unwrap();
+    client::hellos(&mut sender, 1).await.unwrap();
+}
+
+#[test]
+fn a_malformed_request_line_is_answered_400() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start(&exec, TIMEOUT);
+        let addr = server.addr;
+        let got =
+            task::spawn_blocking(move || answer_to(addr, b"GARBAGE\x01 / HTTP/1.1\r\nHost: x\r\n\r\n")).await.unwrap();
+        assert!(got.starts_with("HTTP/1.1 400 "), "{got:?}");
+        still_serves(addr).await;
+        assert_eq!(Stats::get(&server.stats.bad_requests), 1);
+        server.stop().await;
+    });
+}
+
+/// A head over the limit is answered 431. hyper closes at once, and a
+/// close with request bytes still unread resets the connection, which may
+/// discard the 431 before the client reads it: the head is sent in one
+/// write just over the limit, so the server has mostly read all of it, and
+/// the server's own verdict (`too_large`) is what is asserted every time.
+#[test]
+fn oversized_headers_are_answered_431() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start(&exec, TIMEOUT);
+        let addr = server.addr;
+        let mut request = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+        request.extend(std::iter::repeat_n(b'a', service::MAX_HEADER_SIZE + 1024));
+        request.extend_from_slice(b"\r\n\r\n");
+        let got = task::spawn_blocking(move || answer_to(addr, &request)).await.unwrap();
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 431 "), "{got:?}");
+        let stats = server.stats.clone();
+        eventually("the verdict counted", move || Stats::get(&stats.too_large) == 1);
+        still_serves(addr).await;
+        assert_eq!(Stats::get(&server.stats.bad_requests), 0);
+        server.stop().await;
+        if got.is_empty() {
+            eprintln!("the 431 was lost to the reset this time");
+        }
+    });
+}
+
+/// A client that sends its head one byte every 100 ms is cut off by the
+/// header read timeout (500 ms here), however long it keeps sending.
+#[test]
+fn a_slow_header_is_cut_off_by_the_header_read_timeout() {
+    const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
+    On::Pool.run(|exec| async move {
+        let server = Server::start(&exec, HEADER_TIMEOUT);
+        let addr = server.addr;
+        let started = Instant::now();
+        let got = task::spawn_blocking(move || {
+            let mut s = raw(addr);
+            let mut reader = s.try_clone().unwrap();
+            let reading = std::thread::spawn(move || read_until_closed(&mut reader));
+            // At most 60 s of bytes: far past the timeout.
+            for &b in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ".iter().chain(&[b'a'; 560]) {
+                if reading.is_finished() || s.write_all(&[b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            reading.join().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got:?}");
+        assert!(started.elapsed() >= HEADER_TIMEOUT);
+        let stats = server.stats.clone();
+        eventually("the timeout counted", move || Stats::get(&stats.header_timeouts) == 1);
+        assert_eq!(Stats::get(&server.stats.requests), 0);
+        still_serves(addr).await;
+        server.stop().await;
+    });
+}
+
+/// Sets `SO_LINGER` to 0, so the close resets the connection.
+fn reset_on_close(s: &std::net::TcpStream) {
+    use std::os::windows::io::AsRawSocket;
+    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
+    let linger = LINGER { l_onoff: 1, l_linger: 0 };
+    // SAFETY: the socket is open; `linger` is a LINGER of the size passed.
+    let r = unsafe {
+        setsockopt(
+            s.as_raw_socket() as usize,
+            SOL_SOCKET,
+            SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<LINGER>() as i32,
+        )
+    };
+    assert_eq!(r, 0, "setsockopt(SO_LINGER): {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn a_client_that_resets_mid_body_fails_only_its_connection() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start(&exec, TIMEOUT);
+        let addr = server.addr;
+        let stats = server.stats.clone();
+        task::spawn_blocking(move || {
+            let mut s = raw(addr);
+            s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n").unwrap();
+            s.write_all(&[7u8; 64 * 1024]).unwrap();
+            // The head was read: the reset lands mid-body.
+            eventually("the request's head read", || Stats::get(&stats.requests) == 1);
+            reset_on_close(&s);
+        })
+        .await
+        .unwrap();
+        let stats = server.stats.clone();
+        eventually("the reset connection ended", move || Stats::get(&stats.failed) == 1);
+        still_serves(addr).await;
+        server.stop().await;
+    });
+}
+
+/// 1,000 connections opened and dropped without a request: each ends, the
+/// server still serves, and the process's handles and private bytes come
+/// back.
+#[test]
+fn a_thousand_connections_dropped_without_a_request_leak_nothing() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start(&exec, TIMEOUT);
+        let addr = server.addr;
+        // Warm up: the first connection's allocations are the pool's to keep.
+        for _ in 0..20 {
+            drop(TcpStream::connect(addr).await.unwrap());
+        }
+        still_serves(addr).await;
+        let stats = server.stats.clone();
+        eventually("the warm-up connections ended", move || stats.ended() == Stats::get(&stats.accepted));
+        let (handles, bytes) = (leak::handle_count(), leak::private_bytes());
+        for _ in 0..1_000 {
+            drop(TcpStream::connect(addr).await.unwrap());
+        }
+        let stats = server.stats.clone();
+        eventually("1,000 dropped connections ended", move || {
+            Stats::get(&stats.accepted) == 1_021 && stats.ended() == 1_021
+        });
+        still_serves(addr).await;
+        let stats = server.stats.clone();
+        eventually("all ended", move || stats.ended() == Stats::get(&stats.accepted));
+        let (handles_after, bytes_after) = (leak::handle_count(), leak::private_bytes());
+        assert!(handles_after <= handles + leak::POOL_HANDLE_SLACK, "handles {handles} -> {handles_after}");
+        assert!(bytes_after <= bytes + leak::PRIVATE_BYTES_SLACK, "private bytes {bytes} -> {bytes_after}");
+        assert_eq!(Stats::get(&server.stats.requests), 1 + 1);
+        server.stop().await;
+    });
+}
+
+/// A request in flight when the stop comes is answered; new connections
+/// are refused from then on; the server returns once it is answered.
+#[test]
+fn a_graceful_stop_finishes_the_request_in_flight_and_refuses_new_connections() {
+    On::Pool.run(|exec| async move {
+        let mut server = Server::start(&exec, TIMEOUT);
+        let addr = server.addr;
+        let stats = server.stats.clone();
+        let mut s = raw(addr);
+        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234").unwrap();
+        let head_read = stats.clone();
+        task::spawn_blocking(move || eventually("the head read", || Stats::get(&head_read.requests) == 1))
+            .await
+            .unwrap();
+        drop(server.stop.take());
+        // Refused once the listener is closed (bounded: PATIENCE of tries).
+        // Another test may bind the freed port: whoever answers, this server
+        // accepts nothing more (checked below).
+        let deadline = Instant::now() + support::PATIENCE;
+        while TcpStream::connect(addr).await.is_ok() {
+            assert!(Instant::now() < deadline, "still accepting after the stop");
+        }
+        assert_eq!(Stats::get(&stats.accepted), 1, "a connection accepted after the stop");
+        assert!(server.served.try_recv().is_err(), "the server returned with a request in flight");
+        let got = task::spawn_blocking(move || {
+            s.write_all(b"56789").unwrap();
+            read_until_closed(&mut s)
+        })
+        .await
+        .unwrap();
+        assert!(got.starts_with("HTTP/1.1 200 "), "{got:?}");
+        assert!(got.ends_with("0123456789"), "{got:?}");
+        assert!(got.to_ascii_lowercase().contains("connection: close"), "{got:?}");
+        server.served.await.unwrap().unwrap();
+        assert_eq!(stats.ended(), Stats::get(&stats.accepted));
+    });
+}
+
+/// `PoolExecutor` runs what hyper hands it as a pool task.
+#[test]
+fn the_pool_executor_runs_futures_on_the_pool() {
+    use hyper::rt::Executor;
+    let (tx, rx) = std::sync::mpsc::channel();
+    PoolExecutor::new().execute(async move { tx.send(Bytes::from_static(b"ran")).unwrap() });
+    assert_eq!(rx.recv_timeout(support::PATIENCE).unwrap(), "ran");
+}
+
+/// `PoolTimer`: a sleep completes at its deadline, not before; a reset
+/// moves the same sleep.
+#[test]
+fn the_pool_timer_sleeps_and_resets() {
+    use hyper::rt::Timer;
+    let timer = windows_threadpool::rt::PoolTimer::new();
+    task::block_on(async {
+        let t = Instant::now();
+        timer.sleep(Duration::from_millis(20)).await;
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        let mut sleep = timer.sleep(Duration::from_secs(3600));
+        let before = &*sleep as *const dyn hyper::rt::Sleep as *const u8;
+        let t = Instant::now();
+        timer.reset(&mut sleep, t + Duration::from_millis(20));
+        assert_eq!(&*sleep as *const dyn hyper::rt::Sleep as *const u8, before, "reset in place");
+        sleep.await;
+        assert!(t.elapsed() >= Duration::from_millis(20));
+    });
+}
