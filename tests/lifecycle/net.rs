@@ -53,7 +53,7 @@ use std::task::{Context, Poll, Waker};
 
 use proptest::prelude::*;
 use windows_threadpool::net::{TcpListener, TcpStream};
-use windows_threadpool::{Work, task, time};
+use windows_threadpool::{CallbackEnviron, Pool, Work, task, time};
 
 use crate::engine::{self, Model, PATIENCE, Step, wait_until};
 
@@ -61,8 +61,9 @@ use crate::engine::{self, Model, PATIENCE, Step, wait_until};
 pub const PAIRS: usize = engine::SLOTS;
 
 /// Cases unless `PROPTEST_CASES` says otherwise: a case opens up to a few
-/// dozen connections, about 15 times the cost of the other models' cases.
-pub const DEFAULT_CASES: u32 = 60;
+/// dozen connections and costs several of the other models' cases (40
+/// cases took 2.5 to 6 s under Wine here, depending on the machine's load).
+pub const DEFAULT_CASES: u32 = 40;
 
 /// The proptest configuration: [`DEFAULT_CASES`], or with `PROPTEST_CASES`
 /// set (`cargo xtask stress`), its [`engine::DEFAULT_CASES`]-relative share
@@ -324,15 +325,33 @@ fn read_due(pair: &Pair, s: &TcpStream, from: usize, flow: &mut Flow, len: usize
 struct NetModel {
     listener: Mutex<Option<TcpListener>>,
     pairs: Vec<Pair>,
+    /// A private pool limited to one thread: the listener's, so every
+    /// accepted end (end 1) completes there, and its tasks run there. A
+    /// task there that dropped its stream by draining it in place would
+    /// wait for a cancelled completion that needs the thread it holds.
+    env: CallbackEnviron,
+    _pool: Pool,
 }
 
 impl NetModel {
     fn new() -> Self {
-        let model = Self { listener: Mutex::new(None), pairs: (0..PAIRS).map(Pair::empty).collect() };
+        let pool = Pool::new().expect("Pool::new");
+        pool.set_max_threads(1).expect("set_max_threads");
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let model = Self { listener: Mutex::new(None), pairs: (0..PAIRS).map(Pair::empty).collect(), env, _pool: pool };
         for p in 0..PAIRS {
             model.open(p);
         }
         model
+    }
+
+    /// Spawns `fut` on the pool end `end`'s streams complete on.
+    fn spawn_for<F>(&self, end: usize, fut: F) -> task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        if end == 1 { task::spawn_in(fut, &self.env) } else { task::spawn(fut) }
     }
 
     /// Connects and accepts pair `p` if both its ends are gone.
@@ -343,7 +362,7 @@ impl NetModel {
         if ends.iter().any(|e| e.is_some()) {
             return;
         }
-        let l = listener.get_or_insert_with(|| TcpListener::bind("127.0.0.1:0").expect("bind"));
+        let l = listener.get_or_insert_with(|| TcpListener::bind_in("127.0.0.1:0", &self.env).expect("bind"));
         let addr = l.local_addr().unwrap();
         let (client, accepted) =
             bounded("connect and accept", async { futures::join!(TcpStream::connect(addr), l.accept()) });
@@ -457,7 +476,7 @@ impl NetModel {
                 let peer = peer.unwrap();
                 let (polled_tx, polled_rx) = mpsc::channel();
                 let (done_tx, done_rx) = mpsc::channel();
-                let t = task::spawn(async move {
+                let t = self.spawn_for(end, async move {
                     let (r, buf) = {
                         let mut read = s.read(vec![0u8; 64]);
                         let _ = polled_tx.send(futures::poll!(&mut read).is_pending());
@@ -514,7 +533,7 @@ impl NetModel {
                 let r = match via {
                     Via::Task | Via::Woken | Via::OwnCompletion => {
                         let (tx, rx) = mpsc::channel();
-                        let t = task::spawn(async move {
+                        let t = self.spawn_for(end, async move {
                             let _ = tx.send(drop_it());
                         });
                         let r = rx.recv_timeout(PATIENCE).expect("net: a drop in a task never returned");
@@ -583,7 +602,7 @@ impl NetModel {
         };
         let r = if in_task {
             let (tx, rx) = mpsc::channel();
-            let t = task::spawn(async move {
+            let t = self.spawn_for(1, async move {
                 let _ = tx.send(drop_it());
             });
             let r = rx.recv_timeout(PATIENCE).expect("net: a listener's drop in a task never returned");
