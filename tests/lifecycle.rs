@@ -8,7 +8,9 @@
 //! shares, and each model's module for its own.
 //!
 //! `PROPTEST_CASES` sets the number of cases per model (default
-//! `engine::DEFAULT_CASES`; `cargo xtask stress` runs many more). A failing
+//! `engine::DEFAULT_CASES`; `cargo xtask stress` runs many more); the
+//! sockets model, whose cases cost more, runs a fixed share of it
+//! (`net::config`). A failing
 //! case is shrunk and its seed kept in `lifecycle/<model>.proptest-regressions`,
 //! committed: proptest replays those seeds first on every run.
 //!
@@ -25,6 +27,8 @@ mod engine;
 mod group;
 #[path = "lifecycle/io.rs"]
 mod io;
+#[path = "lifecycle/net.rs"]
+mod net;
 #[path = "lifecycle/periodic.rs"]
 mod periodic;
 #[path = "lifecycle/timer.rs"]
