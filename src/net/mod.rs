@@ -33,6 +33,42 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! The whole surface in one piece: a stream, its options and its
+//! shutdown, beside a datagram each way.
+//!
+//! ```
+//! use windows_threadpool::net::{TcpListener, TcpStream, UdpSocket};
+//! use windows_threadpool::task;
+//!
+//! task::block_on(async {
+//!     let listener = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = listener.local_addr()?;
+//!     let (connected, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+//!     let (stream, (server, peer)) = (connected?, accepted?);
+//!     assert_eq!(peer, stream.local_addr()?);
+//!     stream.set_nodelay(true)?;
+//!     let (res, buf) = stream.write(b"ping".to_vec()).await;
+//!     assert_eq!(res?, 4);
+//!     let (res, buf) = server.read(buf).await; // the buffer comes back
+//!     assert_eq!(&buf[..res?], b"ping");
+//!     let (res, _) = stream.write_all(buf).await;
+//!     res?;
+//!     stream.shutdown(std::net::Shutdown::Write)?;
+//!     let (res, _) = server.read(vec![0u8; 4096]).await;
+//!     assert!(res? > 0); // the rest, then end of file
+//!
+//!     let udp = UdpSocket::bind("127.0.0.1:0")?;
+//!     let to = udp.local_addr()?;
+//!     let (res, _) = udp.send_to(b"datagram".to_vec(), to).await;
+//!     assert_eq!(res?, 8);
+//!     let (res, buf) = udp.recv_from(vec![0u8; 1500]).await;
+//!     let (n, from) = res?;
+//!     assert_eq!((&buf[..n], from), (&b"datagram"[..], to));
+//!     Ok::<(), std::io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # One completion path, completing in place
 //! The sockets use the I/O object's machinery as it is: the operation
 //! blocks, the registry that ignores foreign and stale `OVERLAPPED`s, the
