@@ -36,15 +36,31 @@ const STD: usize = 5;
 const MSG: usize = 64;
 /// The longest one cell may take before the watchdog ends the program.
 const LIMIT: Duration = Duration::from_secs(120);
+/// The longest one run in a tokio runtime may take: it then fails (and its
+/// tasks are dropped with the runtime), leaving the cell n/a.
+const TOKIO_LIMIT: Duration = Duration::from_secs(60);
 
+/// Runs every row, or only those `WTP_BENCH_NET_ROWS` names (`N1,N4`).
 pub fn run(cfg: &Config, table: &mut Table) {
-    tcp_ping_pong(cfg, table);
-    for chunk in [64 << 10, 1 << 20] {
-        streaming(cfg, table, chunk);
+    let only = std::env::var("WTP_BENCH_NET_ROWS").ok();
+    let want = |row: &str| only.as_deref().is_none_or(|o| o.split(',').any(|r| r.trim() == row));
+    if want("N1") {
+        tcp_ping_pong(cfg, table);
     }
-    many_connections(cfg, table);
-    udp_ping_pong(cfg, table);
-    file_reads(cfg, table);
+    for (row, chunk) in [("N2", 64 << 10), ("N3", 1 << 20)] {
+        if want(row) {
+            streaming(cfg, table, chunk);
+        }
+    }
+    if want("N4") {
+        many_connections(cfg, table);
+    }
+    if want("N5") {
+        udp_ping_pong(cfg, table);
+    }
+    if want("N6") {
+        file_reads(cfg, table);
+    }
 }
 
 /// Ends the program if it is not dropped within [`LIMIT`].
@@ -68,10 +84,14 @@ fn watchdog(what: String) -> Watchdog {
 fn measure<T>(row: &str, column: usize, f: impl FnOnce() -> io::Result<T>) -> Option<T> {
     let what = format!("{row} / {}", COLUMNS[column]);
     let _dog = watchdog(what.clone());
+    let t = Instant::now();
     match f() {
-        Ok(v) => Some(v),
+        Ok(v) => {
+            eprintln!("bench: {what}: {:.1} s", t.elapsed().as_secs_f64());
+            Some(v)
+        }
         Err(e) => {
-            eprintln!("bench: {what}: failed: {e}");
+            eprintln!("bench: {what}: failed after {:.1} s: {e}", t.elapsed().as_secs_f64());
             None
         }
     }
@@ -181,7 +201,8 @@ fn streaming(cfg: &Config, table: &mut Table, chunk: usize) {
 
 /// N4. Many connections at once.
 fn many_connections(cfg: &Config, table: &mut Table) {
-    let conns = cfg.n(1_000).max(50);
+    // `WTP_BENCH_CONNS` overrides the count (to find where an implementation stops scaling).
+    let conns = std::env::var("WTP_BENCH_CONNS").ok().and_then(|v| v.parse().ok()).unwrap_or(cfg.n(1_000).max(50));
     let trips = 10;
     let trials = cfg.trials.min(3);
     let row = "N4 many connections";
@@ -337,12 +358,20 @@ impl AsMut<[u8]> for Window {
     }
 }
 
-/// Runs `f` in a fresh multi-thread or current-thread tokio runtime.
+/// Runs `f` in a fresh multi-thread or current-thread tokio runtime, for
+/// at most [`TOKIO_LIMIT`].
 fn in_tokio<T>(
     rt: fn() -> io::Result<tokio::runtime::Runtime>,
     f: impl Future<Output = io::Result<T>>,
 ) -> io::Result<T> {
-    rt()?.block_on(f)
+    let rt = rt()?;
+    let r = rt.block_on(async {
+        tokio::time::timeout(TOKIO_LIMIT, f)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("over {TOKIO_LIMIT:?}")))?
+    });
+    rt.shutdown_background();
+    r
 }
 
 mod wtp {
