@@ -308,10 +308,10 @@ fn child_exit(cfg: &Config, table: &mut Table) {
 }
 
 const FILE_SIZE: u64 = 64 << 20;
-const BLOCK: usize = 4096;
+pub(crate) const BLOCK: usize = 4096;
 
 /// A 64 MiB file of non-zero bytes, written once and read back by row 18.
-fn read_file() -> std::path::PathBuf {
+pub(crate) fn read_file() -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("wtp-bench-reads-{}", std::process::id()));
     let chunk: Vec<u8> = (0..1 << 20).map(|i| (i % 251 + 1) as u8).collect();
     let mut f = std::fs::File::create(&path).unwrap();
@@ -322,7 +322,7 @@ fn read_file() -> std::path::PathBuf {
 }
 
 /// `n` block-aligned offsets from a fixed xorshift sequence.
-fn offsets(n: usize) -> Vec<u64> {
+pub(crate) fn offsets(n: usize) -> Vec<u64> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     (0..n)
         .map(|_| {

@@ -1,13 +1,14 @@
 //! Benchmarks: each workload measured for this crate, the raw `windows-sys`
 //! calls doing the same thing (the floor), and where they apply the
-//! alternatives a Rust user would otherwise pick. Prints one Markdown table;
-//! `cargo xtask bench` writes it into `docs/benchmarks.md`.
+//! alternatives a Rust user would otherwise pick. Prints a Markdown table,
+//! then [`NET_MARKER`] and the socket table (its own columns);
+//! `cargo xtask bench` writes both into `docs/benchmarks.md`.
 //!
-//! `wtp-bench [--quick] [--only-trace | --only-tracing | --only-io | --only-create | --only-tasks | --only-async]`:
+//! `wtp-bench [--quick] [--only-trace | --only-tracing | --only-io | --only-create | --only-tasks | --only-async | --only-net]`:
 //! `--quick` runs fewer trials and samples (a smoke run); `--only-io` runs
 //! just the I/O workload (6); `--only-create` just create + drop (7);
 //! `--only-tasks` just the one-off tasks (10 to 13 and 20); `--only-async` just the
-//! async rows (14 to 18);
+//! async rows (14 to 18); `--only-net` just the socket table (N1 to N6, no marker);
 //! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,
 //! disarmed and armed); `--only-tracing` just the `tracing` cost (19; run
@@ -19,6 +20,8 @@ mod async_workload;
 mod heap;
 #[cfg(windows)]
 mod io_workload;
+#[cfg(windows)]
+mod net_workload;
 #[cfg(windows)]
 mod task_workload;
 #[cfg(windows)]
@@ -43,11 +46,25 @@ fn main() {
         async_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-create") {
         workloads::create_drop(&cfg, &mut table);
+    } else if std::env::args().any(|a| a == "--only-net") {
+        let mut net = report::Table::new(&net_workload::COLUMNS, net_workload::RAW);
+        net_workload::run(&cfg, &mut net);
+        print!("{}", net.markdown());
+        return;
     } else {
         workloads::run_all(&cfg, &mut table);
+        let mut net = report::Table::new(&net_workload::COLUMNS, net_workload::RAW);
+        net_workload::run(&cfg, &mut net);
+        print!("{}{NET_MARKER}\n{}", table.markdown(), net.markdown());
+        return;
     }
     print!("{}", table.markdown());
 }
+
+/// The line between the main table and the socket table in the full run's
+/// output (`cargo xtask bench` splits there).
+#[cfg(windows)]
+const NET_MARKER: &str = "<!-- net -->";
 
 #[cfg(not(windows))]
 fn main() {
@@ -106,12 +123,26 @@ mod report {
         pub cells: Vec<Option<Cell>>,
     }
 
-    #[derive(Default)]
+    /// Rows under a column list of their own; ratios are taken against the
+    /// `floor` column.
     pub struct Table {
+        pub columns: &'static [&'static str],
+        pub floor: usize,
         pub rows: Vec<Row>,
     }
 
+    impl Default for Table {
+        /// The main table: [`COLUMNS`], floor [`RAW`].
+        fn default() -> Self {
+            Self::new(&COLUMNS, RAW)
+        }
+    }
+
     impl Table {
+        pub fn new(columns: &'static [&'static str], floor: usize) -> Self {
+            Self { columns, floor, rows: Vec::new() }
+        }
+
         /// Adds a row; cells are given for the first `N` columns, the rest are n/a.
         pub fn add<const N: usize>(
             &mut self,
@@ -120,25 +151,28 @@ mod report {
             cells: [Option<Cell>; N],
         ) {
             let mut cells = Vec::from(cells);
-            cells.resize(COLUMNS.len(), None);
+            cells.resize(self.columns.len(), None);
             let row = Row { workload: workload.into(), unit, cells };
-            eprintln!("bench: {}", render(&row));
+            eprintln!("bench: {}", render(&row, self.floor));
             self.rows.push(row);
         }
 
         pub fn markdown(&self) -> String {
-            let mut s =
-                format!("| workload | unit | {} |\n|---|---|{}\n", COLUMNS.join(" | "), "---|".repeat(COLUMNS.len()));
+            let mut s = format!(
+                "| workload | unit | {} |\n|---|---|{}\n",
+                self.columns.join(" | "),
+                "---|".repeat(self.columns.len())
+            );
             for r in &self.rows {
-                s += &render(r);
+                s += &render(r, self.floor);
                 s.push('\n');
             }
             s
         }
     }
 
-    fn render(r: &Row) -> String {
-        let raw = r.cells[RAW].as_ref().map(|c| c.value);
+    fn render(r: &Row, floor: usize) -> String {
+        let raw = r.cells[floor].as_ref().map(|c| c.value);
         let cells: Vec<String> = r
             .cells
             .iter()

@@ -1,10 +1,24 @@
 //! `cargo xtask bench`: build the release benchmark program for the Windows
-//! target, run it (under Wine on Linux), print its table, and write
-//! `docs/benchmarks.md` with the machine, Wine version and date.
+//! target, run it (under Wine on Linux), print its tables, and write
+//! `docs/benchmarks.md` with the machine, Wine version and date: the main
+//! table, then the socket table (the program prints it after [`NET_MARKER`])
+//! under a heading of its own.
 
 use std::process::{Command, Stdio};
 
 use crate::setup::{self, Result, workspace_root};
+
+/// The line the benchmark program prints between its two tables.
+const NET_MARKER: &str = "<!-- net -->";
+
+/// The main table and the socket table of the program's output (the socket
+/// table is empty if the marker is missing).
+fn split_tables(out: &str) -> (String, String) {
+    match out.split_once(NET_MARKER) {
+        Some((main, net)) => (main.to_string(), net.trim_start_matches('\n').to_string()),
+        None => (out.to_string(), String::new()),
+    }
+}
 
 fn capture(cmd: &mut Command) -> String {
     cmd.stderr(Stdio::null())
@@ -65,7 +79,7 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     if !out.status.success() {
         return Err(format!("the benchmark program failed: {}", out.status));
     }
-    let mut table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (mut table, net) = split_tables(&String::from_utf8_lossy(&out.stdout));
     // The trace workload again, in a build with the recorder: disarmed, then armed.
     let mut build = p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench", "--features", "trace"]);
     if !build.status().map_err(|e| e.to_string())?.success() {
@@ -109,7 +123,7 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
             table.push('\n');
         }
     }
-    println!("{table}");
+    println!("{table}\n{net}");
     let date = utc_minute(std::time::SystemTime::now());
     let template = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap_or_default();
     let notes = template.split_once("<!-- notes -->").map(|(_, n)| n.to_string()).unwrap_or_default();
@@ -120,7 +134,10 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
          To reproduce: `cargo xtask setup && cargo xtask bench` (on Linux the program runs under Wine; on Windows natively).\n\
          Each cell is the median, its spread in parentheses (min..max over trials, or the p99 of latency samples), \
          and the ratio to the raw `windows-sys` column (×1.00 is the floor). Lower is better everywhere.\n\n\
-         {table}\n<!-- notes -->{notes}",
+         {table}\n\
+         ## Sockets\n\n\
+         Columns of their own; the ratio is to the raw `windows-sys` TP_IO column. Lower is better except in MB/s rows.\n\n\
+         {net}\n<!-- notes -->{notes}",
         if quick { " --quick" } else { "" },
         t0.elapsed().as_secs_f64(),
         machine()
@@ -173,6 +190,13 @@ mod tests {
         assert_eq!(civil_from_days(19_782), (2024, 2, 29));
         // 2026-08-04 13:05:59 UTC (`date -u -d @1785848759`).
         assert_eq!(utc_minute(UNIX_EPOCH + Duration::from_secs(1_785_848_759)), "2026-08-04 13:05 UTC");
+    }
+
+    #[test]
+    fn the_socket_table_is_split_off_at_the_marker() {
+        let out = "| a |\n| 1 |\n<!-- net -->\n| b |\n| 2 |\n";
+        assert_eq!(split_tables(out), ("| a |\n| 1 |\n".to_string(), "| b |\n| 2 |\n".to_string()));
+        assert_eq!(split_tables("| a |\n"), ("| a |\n".to_string(), String::new()));
     }
 
     #[test]
