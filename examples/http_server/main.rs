@@ -3,7 +3,7 @@
 //! (`rt::PoolExecutor`), and no runtime thread.
 //!
 //! `cargo run --example http_server --features hyper -- [ADDR]
-//! [--stop-event NAME] [--header-timeout SECS]` serves on `ADDR` (default
+//! [--stop-event NAME] [--header-timeout SECS] [--stats]` serves on `ADDR` (default
 //! `127.0.0.1:8080`): `GET /` answers a short body, `POST /echo` the request's
 //! body; connections are kept alive, and a client that takes more than
 //! `SECS` (default 10) to send a request's head is cut off. It prints
@@ -13,7 +13,10 @@
 //! closes the rest and exits. `http_server --stop NAME` sets that event
 //! (from any process of the same session), so
 //! `http_server --stop 'Local\windows-threadpool-http-server-1234'` stops
-//! the server whose process id is 1234.
+//! the server whose process id is 1234. With `--stats`, `GET /stats`
+//! answers one line: connections accepted and ended, the process's open
+//! handles and private bytes, and the slack within which the leak checks
+//! let those move (what the HTTP soak of `cargo xtask stress` compares).
 //!
 //! With `--self-test` (what `cargo xtask demo` and `cargo xtask test` run)
 //! it serves on a free port and is its own client, through hyper's client
@@ -23,7 +26,22 @@
 #[cfg(windows)]
 mod client;
 #[cfg(windows)]
+#[path = "../../tests/support/process.rs"]
+mod process;
+#[cfg(windows)]
 mod service;
+
+/// What `GET /stats` reports of the process under `--stats`.
+#[cfg(windows)]
+fn resources() -> String {
+    format!(
+        "handles={} private_bytes={} handle_slack={} private_bytes_slack={}",
+        process::handle_count(),
+        process::private_bytes(),
+        process::POOL_HANDLE_SLACK,
+        process::PRIVATE_BYTES_SLACK
+    )
+}
 
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
@@ -35,13 +53,14 @@ fn main() -> std::io::Result<()> {
     use windows_threadpool::rt::PoolExecutor;
     use windows_threadpool::{Deadline, Event, task, time, wait};
 
-    const USAGE: &str = "usage: http_server [ADDR] [--stop-event NAME] [--header-timeout SECS] [--self-test] \
+    const USAGE: &str = "usage: http_server [ADDR] [--stop-event NAME] [--header-timeout SECS] [--stats] [--self-test] \
                          | http_server --stop NAME";
     /// How long the self-test may take in all.
     const SELF_TEST_LIMIT: Duration = Duration::from_secs(120);
 
     let usage = || Error::new(ErrorKind::InvalidInput, USAGE);
     let (mut addr, mut stop_event, mut header_timeout, mut self_test) = (None, None, Duration::from_secs(10), false);
+    let mut stats = service::Stats::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -55,6 +74,7 @@ fn main() -> std::io::Result<()> {
                 header_timeout = Duration::from_secs_f64(secs);
             }
             "--self-test" => self_test = true,
+            "--stats" => stats.resources = Some(resources),
             flag if flag.starts_with("--") => return Err(usage()),
             _ if addr.is_none() => addr = Some(arg),
             _ => return Err(usage()),
@@ -68,7 +88,7 @@ fn main() -> std::io::Result<()> {
     println!("stop event {name}");
     println!("listening on {local}");
 
-    let stats = Arc::new(service::Stats::default());
+    let stats = Arc::new(stats);
     let stopped = {
         let stop = stop.try_clone()?;
         async move {

@@ -47,6 +47,9 @@ pub struct Stats {
     pub too_large: AtomicU64,
     /// Any other error (a reset, a body cut short).
     pub failed: AtomicU64,
+    /// With `Some`, `GET /stats` answers [`Stats::report`] (the example's
+    /// `--stats`, which the HTTP soak of `cargo xtask stress` reads).
+    pub resources: Option<fn() -> String>,
 }
 
 impl Stats {
@@ -60,6 +63,13 @@ impl Stats {
             .iter()
             .map(|c| Self::get(c))
             .sum()
+    }
+
+    /// `accepted=A ended=E ` and what [`Stats::resources`] reports, on one
+    /// line; `None` without it.
+    pub fn report(&self) -> Option<String> {
+        let resources = self.resources?;
+        Some(format!("accepted={} ended={} {}\n", Self::get(&self.accepted), self.ended(), resources()))
     }
 }
 
@@ -138,9 +148,15 @@ async fn connection(
     // A peer already gone makes this fail; serving then fails too.
     let _ = stream.set_nodelay(true);
     let counted = stats.clone();
-    let service = service_fn(move |req| {
+    let service = service_fn(move |req: Request<Incoming>| {
         counted.requests.fetch_add(1, Ordering::SeqCst);
-        answer(req)
+        let report = if req.uri().path() == "/stats" { counted.report() } else { None };
+        async move {
+            match report {
+                Some(report) => Ok(Response::new(Full::new(Bytes::from(report)))),
+                None => answer(req).await,
+            }
+        }
     });
     let mut conn = pin!(builder.serve_connection(Compat::new(stream), service));
     let before_stop = match select(conn.as_mut(), pin!(stop.wait_for(|stopping| *stopping))).await {

@@ -47,14 +47,47 @@ fn machine() -> String {
     format!("{os}, {cpu}, {cores} cores, {mem} memory; {wine} (the Windows program runs under Wine)")
 }
 
+/// The HTTP section: the example and tokio + hyper under wrk
+/// (`http::bench`), or why it did not run.
+fn http_section(p: &setup::Platform) -> Result<String> {
+    match setup::http_tool("wrk") {
+        Ok(wrk) => crate::http::bench(p, &wrk),
+        Err(why) => {
+            println!("bench: !!! SKIPPED the HTTP benchmark: {why}");
+            Ok(format!("Not run: {why}.\n"))
+        }
+    }
+}
+
+/// `docs/benchmarks.md` with its HTTP section (from `## HTTP` to the notes) replaced.
+fn with_http_section(doc: &str, section: &str) -> Option<String> {
+    let (head, rest) = doc.split_once(HTTP_HEADING)?;
+    let (_, notes) = rest.split_once("<!-- notes -->")?;
+    Some(format!("{head}{HTTP_HEADING}{section}<!-- notes -->{notes}"))
+}
+
+/// The HTTP section's heading and the line under it.
+const HTTP_HEADING: &str = "## HTTP\n\n`examples/http_server` and the same service on tokio + hyper \
+    (`wtp-bench`'s `tokio-http`), alternated under wrk; higher requests/s and lower latency are better.\n\n";
+
 pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     let quick = rest.iter().any(|a| a == "--quick");
-    if let Some(a) = rest.iter().find(|a| *a != "--quick") {
+    let only_http = rest.iter().any(|a| a == "--only-http");
+    if let Some(a) = rest.iter().find(|a| *a != "--quick" && *a != "--only-http") {
         return Err(format!("unexpected argument {a:?}"));
     }
     let p = setup::setup(target)?;
     let root = workspace_root();
     let t0 = std::time::Instant::now();
+    if only_http {
+        let http = http_section(&p)?;
+        println!("{http}");
+        let doc = std::fs::read_to_string(root.join("docs/benchmarks.md")).map_err(|e| e.to_string())?;
+        let doc = with_http_section(&doc, &http).ok_or("docs/benchmarks.md has no HTTP section to replace")?;
+        std::fs::write(root.join("docs/benchmarks.md"), doc).map_err(|e| e.to_string())?;
+        println!("bench: wrote the HTTP section of docs/benchmarks.md ({:.0}s)", t0.elapsed().as_secs_f64());
+        return Ok(());
+    }
     if !p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench"]).status().map_err(|e| e.to_string())?.success() {
         return Err("building the benchmark program failed".into());
     }
@@ -123,7 +156,8 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
             table.push('\n');
         }
     }
-    println!("{table}\n{net}");
+    let http = if quick { "Not run with `--quick`.\n".to_string() } else { http_section(&p)? };
+    println!("{table}\n{net}\n{http}");
     let date = utc_minute(std::time::SystemTime::now());
     let template = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap_or_default();
     let notes = template.split_once("<!-- notes -->").map(|(_, n)| n.to_string()).unwrap_or_default();
@@ -137,7 +171,7 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
          {table}\n\
          ## Sockets\n\n\
          Columns of their own; the ratio is to the raw `windows-sys` TP_IO column. Lower is better except in MB/s rows.\n\n\
-         {net}\n<!-- notes -->{notes}",
+         {net}\n{HTTP_HEADING}{http}<!-- notes -->{notes}",
         if quick { " --quick" } else { "" },
         t0.elapsed().as_secs_f64(),
         machine()
@@ -197,6 +231,14 @@ mod tests {
         let out = "| a |\n| 1 |\n<!-- net -->\n| b |\n| 2 |\n";
         assert_eq!(split_tables(out), ("| a |\n| 1 |\n".to_string(), "| b |\n| 2 |\n".to_string()));
         assert_eq!(split_tables("| a |\n"), ("| a |\n".to_string(), String::new()));
+    }
+
+    #[test]
+    fn the_http_section_is_replaced_alone() {
+        let doc = format!("# B\n| a |\n{HTTP_HEADING}| old |\n<!-- notes -->\n## Notes\n");
+        let new = with_http_section(&doc, "| new |\n").unwrap();
+        assert_eq!(new, format!("# B\n| a |\n{HTTP_HEADING}| new |\n<!-- notes -->\n## Notes\n"));
+        assert_eq!(with_http_section("# B\n<!-- notes -->", "| new |\n"), None);
     }
 
     #[test]

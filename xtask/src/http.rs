@@ -1,7 +1,9 @@
-//! `examples/http_server` checked with a real client: curl, in
-//! `cargo xtask test`. The server runs as users run it (under Wine on
-//! Linux), is found by its `listening on ADDR` line and stopped through its
-//! named stop event (`http_server --stop NAME`).
+//! `examples/http_server` checked with real clients: curl in `cargo xtask
+//! test`, a wrk soak in `cargo xtask stress`, and wrk against it and the
+//! same service on tokio (`wtp-bench`'s `tokio-http`) in `cargo xtask
+//! bench`. A server runs as users run it (under Wine on Linux), is found by
+//! its `listening on ADDR` line and stopped through its named stop event
+//! (`http_server --stop NAME`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,15 +21,26 @@ const HELLO: &str = "hello from the pool\n";
 
 /// Builds the example; the exe.
 pub fn build(p: &Platform, profile: &str) -> Result<PathBuf> {
-    let mut args = vec!["build", "--quiet", "-p", LIB, "--example", "http_server", "--features", "hyper"];
+    cargo_build(p, profile, &["-p", LIB, "--example", "http_server", "--features", "hyper"], "examples/http_server")?;
+    Ok(p.bin_dir(profile)?.join("examples").join("http_server.exe"))
+}
+
+/// Builds `wtp-bench`'s `tokio-http` in release; the exe.
+fn build_tokio(p: &Platform) -> Result<PathBuf> {
+    cargo_build(p, "release", &["-p", "wtp-bench", "--bin", "tokio-http"], "tokio-http")?;
+    Ok(p.bin_dir("release")?.join("tokio-http.exe"))
+}
+
+fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result<()> {
+    let mut args = [&["build", "--quiet"][..], what].concat();
     if profile == "release" {
         args.push("--release");
     }
     let status = p.cargo(&args).stdin(Stdio::null()).status().map_err(|e| format!("cargo build: {e}"))?;
     if !status.success() {
-        return Err("building examples/http_server failed".into());
+        return Err(format!("building {name} failed"));
     }
-    Ok(p.bin_dir(profile)?.join("examples").join("http_server.exe"))
+    Ok(())
 }
 
 /// The exe run as this platform runs it: under Wine on Linux.
@@ -49,24 +62,39 @@ pub struct Served {
     stop_with: Command,
 }
 
-/// Starts `exe` on a free loopback port with a stop event of its own.
+/// Starts the example `exe` on a free loopback port with a stop event of
+/// its own.
 pub fn start(p: &Platform, exe: &Path) -> Result<Served> {
-    let stop_event = format!("Local\\windows-threadpool-xtask-http-{}", std::process::id());
+    start_server(p, exe, exe, &[])
+}
+
+/// Starts `server` (the example, or `tokio-http`) with `extra` arguments on
+/// a free loopback port and a stop event of its own, which the example
+/// `example` sets.
+fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> Result<Served> {
+    static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stop_event = format!("Local\\windows-threadpool-xtask-http-{}-{n}", std::process::id());
+    let exe = server;
     let mut child = command(p, exe)
         .args(["127.0.0.1:0", "--stop-event", &stop_event])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting {}: {e}", exe.display()))?;
     let stdout = child.stdout.take().expect("piped");
+    let name = exe.file_stem().map_or("server".into(), |n| n.to_string_lossy().into_owned());
     let (tx, rx) = mpsc::channel();
+    let printed = name.clone();
     std::thread::spawn(move || {
+        let name = printed;
         for line in BufReader::new(stdout).lines().map_while(std::io::Result::ok) {
-            println!("http_server: {line}");
+            println!("{name}: {line}");
             let _ = tx.send(line);
         }
     });
-    let mut stop_with = command(p, exe);
+    let mut stop_with = command(p, example);
     stop_with.args(["--stop", &stop_event]).stdin(Stdio::null());
     let mut served = Served { addr: String::new(), child, stop_event, stop_with };
     let deadline = Instant::now() + PATIENCE;
@@ -78,7 +106,7 @@ pub fn start(p: &Platform, exe: &Path) -> Result<Served> {
                     served.addr = addr.trim().to_string();
                 }
             }
-            Err(_) => return Err(format!("http_server printed no `listening on` line within {PATIENCE:?}")),
+            Err(_) => return Err(format!("{name} printed no `listening on` line within {PATIENCE:?}")),
         }
     }
     Ok(served)
@@ -170,4 +198,305 @@ pub fn curl_check(p: &Platform, curl_exe: &Path) -> Result<String> {
     }
     served.stop()?;
     Ok("curl: GET / twice on one connection, a 256 KiB POST /echo, stopped by its named event".into())
+}
+
+// ---- wrk: the soak and the benchmark -----------------------------------------
+
+/// What wrk reported of one run.
+#[derive(Debug, Default, PartialEq)]
+pub struct WrkRun {
+    pub requests: u64,
+    pub per_second: f64,
+    /// Mean and largest latency, in milliseconds.
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    /// Connect, read, write and timeout errors, summed (wrk prints the line only when one is non-zero).
+    pub socket_errors: u64,
+    /// Responses other than 2xx and 3xx (printed only when non-zero).
+    pub non_2xx: u64,
+}
+
+/// A wrk latency such as `3.01ms`, `250.00us` or `1.20s`, in milliseconds.
+fn wrk_ms(text: &str) -> Option<f64> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60e3)
+    } else {
+        (text.strip_suffix('s')?, 1e3)
+    };
+    number.parse::<f64>().ok().map(|n| n * scale)
+}
+
+/// wrk's report (`wrk` 4.x's text output); `None` if it is not one.
+pub fn parse_wrk(out: &str) -> Option<WrkRun> {
+    let mut run = WrkRun::default();
+    let (mut latency, mut rate, mut count) = (false, false, false);
+    for line in out.lines().map(str::trim) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Latency", mean, _stdev, max, ..] => {
+                (run.mean_ms, run.max_ms) = (wrk_ms(mean)?, wrk_ms(max)?);
+                latency = true;
+            }
+            ["Requests/sec:", n] => {
+                run.per_second = n.parse().ok()?;
+                rate = true;
+            }
+            [n, "requests", "in", ..] => {
+                run.requests = n.parse().ok()?;
+                count = true;
+            }
+            ["Socket", "errors:", rest @ ..] => {
+                let numbers = rest.iter().map(|w| w.trim_end_matches(',')).filter_map(|w| w.parse::<u64>().ok());
+                run.socket_errors = numbers.sum();
+            }
+            ["Non-2xx", "or", "3xx", "responses:", n] => run.non_2xx = n.parse().ok()?,
+            _ => {}
+        }
+    }
+    (latency && rate && count).then_some(run)
+}
+
+/// `wrk -t1 -cCONNS -dSECSs --timeout 10s http://ADDR/`, bounded in time by wrk itself.
+fn wrk(wrk: &Path, addr: &str, conns: u32, secs: u32) -> Result<WrkRun> {
+    let out = Command::new(wrk)
+        .args(["-t1", &format!("-c{conns}"), &format!("-d{secs}s"), "--timeout", "10s"])
+        .arg(format!("http://{addr}/"))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("wrk: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("wrk failed ({}): {text}{}", out.status, String::from_utf8_lossy(&out.stderr)));
+    }
+    parse_wrk(&text).ok_or_else(|| format!("wrk printed no report: {text}"))
+}
+
+/// One plain `GET path` on a connection of its own; the body.
+fn get(addr: &str, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("connecting to {addr}: {e}"))?;
+    s.set_read_timeout(Some(PATIENCE)).map_err(|e| e.to_string())?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).map_err(|e| format!("GET {path}: {e}"))?;
+    match response.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+        _ => Err(format!("GET {path}: {response:?}")),
+    }
+}
+
+/// The numbers of the example's `GET /stats` line (`key=value ...`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerStats {
+    pub accepted: u64,
+    pub ended: u64,
+    pub handles: u64,
+    pub private_bytes: u64,
+    pub handle_slack: u64,
+    pub private_bytes_slack: u64,
+}
+
+pub fn parse_stats(line: &str) -> Option<ServerStats> {
+    let field = |key: &str| {
+        line.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('=')).and_then(|v| v.parse().ok())
+    };
+    Some(ServerStats {
+        accepted: field("accepted")?,
+        ended: field("ended")?,
+        handles: field("handles")?,
+        private_bytes: field("private_bytes")?,
+        handle_slack: field("handle_slack")?,
+        private_bytes_slack: field("private_bytes_slack")?,
+    })
+}
+
+/// The server's stats once every connection but the asking one has ended
+/// (wrk's have closed), within [`PATIENCE`].
+fn settled_stats(addr: &str) -> Result<ServerStats> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let body = get(addr, "/stats")?;
+        let stats = parse_stats(&body).ok_or_else(|| format!("GET /stats: {body:?}"))?;
+        if stats.ended + 1 == stats.accepted {
+            return Ok(stats);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("connections still open {PATIENCE:?} after wrk: {stats:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Where a soak's counts moved beyond the leak checks' slack; empty if nowhere.
+pub fn leaked(before: &ServerStats, after: &ServerStats) -> Vec<String> {
+    let mut found = Vec::new();
+    if after.handles > before.handles + before.handle_slack {
+        found.push(format!("handles {} -> {} (slack {})", before.handles, after.handles, before.handle_slack));
+    }
+    if after.private_bytes > before.private_bytes + before.private_bytes_slack {
+        found.push(format!(
+            "private bytes {} -> {} (slack {})",
+            before.private_bytes, after.private_bytes, before.private_bytes_slack
+        ));
+    }
+    found
+}
+
+/// Connections of the soak.
+const SOAK_CONNS: u32 = 64;
+
+/// `cargo xtask stress`: `secs` of `wrk -c64` against the example (after a
+/// warm-up of the same load): no socket error, no non-2xx, handles and
+/// private bytes back within the leak checks' slack once wrk's connections
+/// have closed, and the server answering after. A summary line.
+pub fn soak(p: &Platform, wrk_exe: &Path, secs: u32) -> Result<String> {
+    let exe = build(p, "release")?;
+    let served = start_server(p, &exe, &exe, &["--stats"])?;
+    let addr = served.addr.clone();
+    let warm = wrk(wrk_exe, &addr, SOAK_CONNS, 5)?;
+    let before = settled_stats(&addr)?;
+    let run = wrk(wrk_exe, &addr, SOAK_CONNS, secs)?;
+    let after = settled_stats(&addr)?;
+    let hello = get(&addr, "/")?;
+    served.stop()?;
+    let mut failures = leaked(&before, &after);
+    if run.socket_errors + warm.socket_errors != 0 {
+        failures.push(format!("{} socket errors (warm-up {})", run.socket_errors, warm.socket_errors));
+    }
+    if run.non_2xx + warm.non_2xx != 0 {
+        failures.push(format!("{} non-2xx responses (warm-up {})", run.non_2xx, warm.non_2xx));
+    }
+    if run.requests == 0 {
+        failures.push("wrk completed no request".into());
+    }
+    if hello != HELLO {
+        failures.push(format!("GET / after the soak answered {hello:?}"));
+    }
+    let summary = format!(
+        "HTTP soak: {secs} s of wrk -c{SOAK_CONNS}: {} requests ({:.0}/s, mean {:.2} ms, max {:.1} ms), \
+         0 socket errors, 0 non-2xx; handles {} -> {}, private bytes {} -> {}",
+        run.requests,
+        run.per_second,
+        run.mean_ms,
+        run.max_ms,
+        before.handles,
+        after.handles,
+        before.private_bytes,
+        after.private_bytes
+    );
+    if failures.is_empty() { Ok(summary) } else { Err(format!("HTTP soak: {}", failures.join("; "))) }
+}
+
+/// The connection counts and seconds of each bench run.
+const BENCH_CONNS: [u32; 2] = [16, 256];
+const BENCH_SECS: u32 = 10;
+/// Runs of each server at each count, alternated, after a warm-up of each.
+const BENCH_ROUNDS: usize = 2;
+/// Seconds of the unrecorded warm-up (the first burst of connections grows
+/// each server's threads).
+const WARM_UP_SECS: u32 = 3;
+
+/// `cargo xtask bench`: the example (release) and `tokio-http` alternated
+/// under `wrk -t1 -c16` and `-c256` for 10 s each, twice, after a warm-up
+/// of each; a markdown table.
+pub fn bench(p: &Platform, wrk_exe: &Path) -> Result<String> {
+    let example = build(p, "release")?;
+    let tokio = build_tokio(p)?;
+    let servers = [start_server(p, &example, &example, &[])?, start_server(p, &tokio, &example, &[])?];
+    let mut table = String::from(
+        "| wrk -t1 -dNs | server | requests/s (each run) | mean latency ms (each run) | max latency ms (each run) | \
+         requests/s ×tokio |\n|---|---|---|---|---|---|\n",
+    );
+    for conns in BENCH_CONNS {
+        let mut runs: [Vec<WrkRun>; 2] = Default::default();
+        for served in &servers {
+            wrk(wrk_exe, &served.addr, conns, WARM_UP_SECS)?;
+        }
+        for _ in 0..BENCH_ROUNDS {
+            for (i, served) in servers.iter().enumerate() {
+                let run = wrk(wrk_exe, &served.addr, conns, BENCH_SECS)?;
+                eprintln!("bench http: -c{conns} {}: {run:?}", ["pool", "tokio"][i]);
+                runs[i].push(run);
+            }
+        }
+        let mean = |r: &[WrkRun]| r.iter().map(|r| r.per_second).sum::<f64>() / r.len() as f64;
+        let ratio = mean(&runs[0]) / mean(&runs[1]);
+        for (i, name) in
+            ["this crate (examples/http_server)", "tokio multi-thread + hyper (tokio-http)"].iter().enumerate()
+        {
+            let each = |f: fn(&WrkRun) -> f64, digits: usize| {
+                runs[i].iter().map(|r| format!("{:.*}", digits, f(r))).collect::<Vec<_>>().join(", ")
+            };
+            let errors: u64 = runs[i].iter().map(|r| r.socket_errors + r.non_2xx).sum();
+            let note = if errors == 0 { String::new() } else { format!(" ({errors} errors)") };
+            table.push_str(&format!(
+                "| -c{conns} -d{BENCH_SECS}s | {name}{note} | {} | {} | {} | {} |\n",
+                each(|r| r.per_second, 0),
+                each(|r| r.mean_ms, 2),
+                each(|r| r.max_ms, 1),
+                if i == 0 { format!("×{ratio:.2}") } else { "×1.00".into() }
+            ));
+        }
+    }
+    for served in servers {
+        served.stop()?;
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As Debian's wrk 4.1.0 prints it.
+    const REPORT: &str = "Running 10s test @ http://127.0.0.1:8080/
+  1 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     3.01ms    1.07ms  20.50ms   90.00%
+    Req/Sec     5.00k   300.00     5.50k    70.00%
+  50012 requests in 10.00s, 5.00MB read
+  Socket errors: connect 1, read 2, write 0, timeout 4
+  Non-2xx or 3xx responses: 5
+Requests/sec:   5001.20
+Transfer/sec:    512.00KB
+";
+
+    #[test]
+    fn a_wrk_report_is_parsed() {
+        let run = parse_wrk(REPORT).unwrap();
+        assert_eq!(
+            run,
+            WrkRun { requests: 50012, per_second: 5001.2, mean_ms: 3.01, max_ms: 20.5, socket_errors: 7, non_2xx: 5 }
+        );
+        let clean: String =
+            REPORT.lines().filter(|l| !l.contains("errors") && !l.contains("Non-2xx")).collect::<Vec<_>>().join("\n");
+        let run = parse_wrk(&clean).unwrap();
+        assert_eq!((run.socket_errors, run.non_2xx), (0, 0));
+        assert_eq!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused"), None);
+    }
+
+    #[test]
+    fn wrk_latencies_are_read_in_their_units() {
+        assert_eq!(wrk_ms("250.00us"), Some(0.25));
+        assert_eq!(wrk_ms("3.01ms"), Some(3.01));
+        assert_eq!(wrk_ms("1.20s"), Some(1200.0));
+        assert_eq!(wrk_ms("2.00m"), Some(120_000.0));
+        assert_eq!(wrk_ms("fast"), None);
+    }
+
+    #[test]
+    fn the_soak_compares_within_the_reported_slack() {
+        let line = "accepted=66 ended=65 handles=40 private_bytes=1000000 handle_slack=4 private_bytes_slack=4194304\n";
+        let before = parse_stats(line).unwrap();
+        assert_eq!((before.accepted, before.ended, before.handles), (66, 65, 40));
+        let same = ServerStats { handles: 44, private_bytes: 1_000_000 + 4_194_304, ..before };
+        assert!(leaked(&before, &same).is_empty());
+        let more = ServerStats { handles: 45, private_bytes: 1_000_000 + 4_194_305, ..before };
+        assert_eq!(leaked(&before, &more).len(), 2);
+        assert_eq!(parse_stats("accepted=1 ended=0"), None);
+    }
 }

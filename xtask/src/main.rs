@@ -88,8 +88,9 @@ fn main() -> ExitCode {
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs, service.rs, async_service.rs, echo_server.rs and http_server --self-test\
                  \n             --curl: setup, then only the curl check of examples/http_server that `test` runs\
-                 \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load)\
-                 \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run)\
+                 \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load),\
+                 \n             then 60 s of wrk against examples/http_server (--only-http: that soak alone)\
+                 \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run; --only-http: the wrk section alone)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\
                  \n  trace-view DUMP [-o OUT.html]: one self-contained HTML timeline from a trace dump (text or Chrome JSON);\
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\

@@ -626,22 +626,42 @@ pub fn curl_check(target: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`.
+/// Seconds of `wrk -c64` in the HTTP soak of `cargo xtask stress`.
+const HTTP_SOAK_SECS: u32 = 60;
+
+/// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`,
+/// the lifecycle models, and the HTTP soak (`http::soak`); `--only-http`:
+/// the soak alone.
 pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
-    if !rest.is_empty() {
-        return Err(format!("unexpected arguments {rest:?}"));
+    let only_http = rest.iter().any(|a| a == "--only-http");
+    if let Some(a) = rest.iter().find(|a| *a != "--only-http") {
+        return Err(format!("unexpected argument {a:?}"));
     }
     let p = setup::setup(target)?;
-    let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
-    println!("xtask stress: scale {scale}");
-    let t0 = Instant::now();
-    clear_runner_log();
     let mut tally = Tally::default();
-    let ran = stress_scenarios(&p, &mut tally, &scale, ALL_STRESS);
-    println!("xtask stress: {ran} scenarios at scale {scale} in {:.1}s", t0.elapsed().as_secs_f64());
-    let t1 = Instant::now();
-    let cases = lifecycle_cases(&p, &mut tally, &scale);
-    println!("xtask stress: lifecycle models with {cases} cases each in {:.1}s", t1.elapsed().as_secs_f64());
+    if !only_http {
+        let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
+        println!("xtask stress: scale {scale}");
+        let t0 = Instant::now();
+        clear_runner_log();
+        let ran = stress_scenarios(&p, &mut tally, &scale, ALL_STRESS);
+        println!("xtask stress: {ran} scenarios at scale {scale} in {:.1}s", t0.elapsed().as_secs_f64());
+        let t1 = Instant::now();
+        let cases = lifecycle_cases(&p, &mut tally, &scale);
+        println!("xtask stress: lifecycle models with {cases} cases each in {:.1}s", t1.elapsed().as_secs_f64());
+    }
+    match setup::http_tool("wrk") {
+        Ok(wrk) => {
+            let t = Instant::now();
+            let result = crate::http::soak(&p, &wrk, HTTP_SOAK_SECS);
+            match &result {
+                Ok(line) => println!("xtask stress: {line} ({:.0}s)", t.elapsed().as_secs_f64()),
+                Err(e) => println!("xtask stress: {e}"),
+            }
+            tally.check("the HTTP soak of examples/http_server under wrk".into(), result.is_ok());
+        }
+        Err(why) => println!("xtask stress: !!! SKIPPED the HTTP soak of examples/http_server: {why}"),
+    }
     report_runner_retries("stress");
     tally.finish("stress")
 }
