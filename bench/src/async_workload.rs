@@ -250,7 +250,13 @@ fn spawn_await(cfg: &Config, table: &mut Table) {
              TrySubmitThreadpoolCallback per task; tokio: multi-thread runtime, a worker per processor)"
         ),
         "ns/task",
-        cols.map(|v| (!v.is_empty()).then(|| Cell::trials(v))),
+        cols.clone().map(|v| (!v.is_empty()).then(|| Cell::trials(v))),
+    );
+    table.add(
+        "16b. the crate's own share of row 16: task::spawn + await minus the raw TrySubmitThreadpoolCallback, \
+         trial by trial (add it to Windows' own submission cost)",
+        "ns/task",
+        [Some(Cell::difference(&cols[CRATE], &cols[RAW]))],
     );
 }
 

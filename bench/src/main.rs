@@ -98,6 +98,12 @@ mod report {
             Self { value, spread: format!("{}..{}", fmt(v[0]), fmt(v[v.len() - 1])) }
         }
 
+        /// The median of `a[i] - b[i]` over paired trials, with their
+        /// min..max: what one column adds to another measured in the same trial.
+        pub fn difference(a: &[f64], b: &[f64]) -> Self {
+            Self::trials(a.iter().zip(b).map(|(a, b)| a - b).collect())
+        }
+
         /// Median of latency samples, with the p99.
         pub fn latency(mut v: Vec<f64>) -> Self {
             v.sort_by(f64::total_cmp);

@@ -116,7 +116,13 @@ fn spawn_join(cfg: &Config, table: &mut Table) {
              spawn; std: thread::scope, a thread per task)"
         ),
         "ns/task",
-        cols.map(|v| Some(Cell::trials(v))),
+        cols.clone().map(|v| Some(Cell::trials(v))),
+    );
+    table.add(
+        "10b. the crate's own share of row 10: spawn_blocking + join minus the raw TrySubmitThreadpoolCallback, \
+         trial by trial (add it to Windows' own submission cost)",
+        "ns/task",
+        [Some(Cell::difference(&cols[CRATE], &cols[RAW]))],
     );
 }
 

@@ -25,6 +25,7 @@
 //! by `--target` (setup, test, demo, stress, bench, trace-doc accept it).
 
 mod bench;
+mod chart;
 mod coverage;
 mod doc_links;
 mod http;
@@ -90,7 +91,8 @@ fn main() -> ExitCode {
                  \n             --curl: setup, then only the curl check of examples/http_server that `test` runs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load),\
                  \n             then 60 s of wrk against examples/http_server (--only-http: that soak alone)\
-                 \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run; --only-http: the wrk section alone)\
+                 \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run; --only-http: the wrk section alone;\
+                 \n             --chart: only redraw docs/benchmarks.svg from it)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\
                  \n  trace-view DUMP [-o OUT.html]: one self-contained HTML timeline from a trace dump (text or Chrome JSON);\
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\

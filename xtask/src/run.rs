@@ -510,11 +510,47 @@ fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String
             &trace_view::file_url(&dir.join("trace.html")),
         ],
     )?;
-    let png = std::fs::read(&shot).map_err(|e| format!("no screenshot {}: {e}", shot.display()))?;
+    is_screenshot(&shot)?;
+    let chart = benchmark_chart_in_browser(browser, &dir)?;
+    Ok(format!("HTML timeline in {}: {summary}screenshot {}; {chart}", browser.display(), shot.display()))
+}
+
+/// A PNG of some size at `shot`, or why not.
+fn is_screenshot(shot: &std::path::Path) -> Result<()> {
+    let png = std::fs::read(shot).map_err(|e| format!("no screenshot {}: {e}", shot.display()))?;
     if !png.starts_with(b"\x89PNG") || png.len() < 1000 {
         return Err(format!("{} is not a screenshot", shot.display()));
     }
-    Ok(format!("HTML timeline in {}: {summary}screenshot {}", browser.display(), shot.display()))
+    Ok(())
+}
+
+/// `docs/benchmarks.svg` rendered once: the browser's document holds a bar
+/// for every ratio of `docs/benchmarks.md`'s head-to-head rows, and a
+/// screenshot of it is a picture.
+fn benchmark_chart_in_browser(browser: &std::path::Path, dir: &std::path::Path) -> Result<String> {
+    let root = setup::workspace_root();
+    let doc =
+        std::fs::read_to_string(root.join("docs/benchmarks.md")).map_err(|e| format!("docs/benchmarks.md: {e}"))?;
+    let expected = crate::chart::bar_count(&doc);
+    let url = crate::trace_view::file_url(&root.join(crate::bench::CHART));
+    let dom = browser_output(browser, dir, &["--dump-dom", &url])?;
+    let drawn = crate::trace_view::count_class(&dom, "rect", "bar");
+    if expected == 0 || drawn != expected {
+        return Err(format!(
+            "{}: the browser drew {drawn} bars, docs/benchmarks.md has {expected} head-to-head ratios \
+             (cargo xtask bench --chart redraws it)",
+            crate::bench::CHART
+        ));
+    }
+    let shot = dir.join("benchmarks.png");
+    let _ = std::fs::remove_file(&shot);
+    browser_output(
+        browser,
+        dir,
+        &["--hide-scrollbars", "--window-size=1060,720", &format!("--screenshot={}", shot.display()), &url],
+    )?;
+    is_screenshot(&shot)?;
+    Ok(format!("{}: {drawn} bars, screenshot {}", crate::bench::CHART, shot.display()))
 }
 
 /// Runs headless `browser` with `args` and returns its standard output;
