@@ -194,6 +194,10 @@ mod header;
 mod parallel;
 mod scoped;
 
+/// How many tasks were polled in place (a test hook).
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub use crate::inplace::inplace_polls;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub use blocking::fail_next_submits;
