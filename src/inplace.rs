@@ -156,7 +156,8 @@ impl Site {
     /// polls (or submits) the task parked here.
     #[inline]
     pub(crate) fn enter(&self) -> Entered<'_> {
-        let index = SITE.load(Ordering::Relaxed);
+        // Acquire: `ROW`, allocated before, is then seen too.
+        let index = SITE.load(Ordering::Acquire);
         if index == TLS_OUT_OF_INDEXES {
             return Entered { site: self, index, outer: core::ptr::null_mut() };
         }
@@ -185,7 +186,7 @@ impl Site {
 /// The site of the callback running on this thread, null outside one.
 #[inline]
 fn current() -> *const Site {
-    let index = SITE.load(Ordering::Relaxed);
+    let index = SITE.load(Ordering::Acquire);
     if index == TLS_OUT_OF_INDEXES {
         return core::ptr::null();
     }

@@ -4,7 +4,9 @@
 //! slot, a scheduling state, the pool work object (`TP_WORK`) that polls it,
 //! and the future, pinned in place. A wake moves the state
 //! `IDLE -> SCHEDULED` and submits the work object (`SubmitThreadpoolWork`):
-//! one submission, nothing allocated. A wake while the task is being polled
+//! one submission, nothing allocated; or, inside one of the crate's
+//! callbacks of the task's class, parks the task there to be polled in
+//! place, by the same code (see the module docs of `task`). A wake while the task is being polled
 //! only records `NOTIFIED`, and the poll's end submits it again, so a task
 //! is polled on one thread at a time and never misses a wake. The task's
 //! wakers are references to the block (`RawWaker`), as are the submission
@@ -294,8 +296,10 @@ where
     or_abort("dropping a completed future in a pool callback", || unsafe { *task.future.get() = None });
     task.sched.swap(COMPLETE, Ordering::AcqRel);
     let work = task.work.swap(0, Ordering::Relaxed);
-    // SAFETY: closed once, from its own callback, with nothing else queued:
-    // only `IDLE -> SCHEDULED` submits, and the state is now `COMPLETE`.
+    // SAFETY: closed once, from its own callback or an in-place poll, with
+    // nothing else queued: only `IDLE -> SCHEDULED` submits (or parks), and
+    // the state is now `COMPLETE`. A callback of it still returning on
+    // another thread is allowed: the object is freed after it returns.
     unsafe { CloseThreadpoolWork(work) };
     // SAFETY: this callback is the task's only runner, holds a reference,
     // and the task has not finished before.
