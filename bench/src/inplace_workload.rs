@@ -2,9 +2,10 @@
 //! "In-place polling"). Every row runs twice in one invocation: in this
 //! process, in place, and in a child process of this program with
 //! `WINDOWS_THREADPOOL_NO_INPLACE=1` (read once per process), where every
-//! wake is submitted as before. The child prints one line per cell
-//! (`IP<TAB>row<TAB>value<TAB>spread`), which the parent puts in the
-//! second column. `WTP_BENCH_INPLACE_ROWS` picks rows (`P1,P4`).
+//! wake is submitted as before, alternated over [`ROUNDS`] rounds; each
+//! cell is the median of the rounds' values. The child prints one line per
+//! row (`IP<TAB>row<TAB>value<TAB>spread`). `WTP_BENCH_INPLACE_ROWS` picks
+//! rows (`P1,P4`).
 
 use std::fs::OpenOptions;
 use std::process::{Command, Stdio};
@@ -79,6 +80,10 @@ fn measure(cfg: &Config) -> Vec<(&'static str, String, &'static str, Cell)> {
     rows
 }
 
+/// Rounds of both columns, alternated (submitted, in place, submitted, ...):
+/// a machine whose load changes during the run moves both columns alike.
+const ROUNDS: usize = 3;
+
 pub fn run(cfg: &Config, table: &mut Table) {
     if std::env::var_os(CHILD).is_some() {
         for (name, _, _, cell) in measure(cfg) {
@@ -86,7 +91,41 @@ pub fn run(cfg: &Config, table: &mut Table) {
         }
         return;
     }
-    // The submitted column first, in a child of this program.
+    let mut rows: Vec<(&'static str, String, &'static str, [Vec<f64>; 2])> = Vec::new();
+    for round in 0..ROUNDS {
+        eprintln!("bench: in-place round {} of {ROUNDS}", round + 1);
+        let child = submitted_child();
+        for (name, title, unit, cell) in measure(cfg) {
+            let i = match rows.iter().position(|r| r.0 == name) {
+                Some(i) => i,
+                None => {
+                    rows.push((name, title, unit, Default::default()));
+                    rows.len() - 1
+                }
+            };
+            rows[i].3[0].push(cell.value);
+            if let Some(v) = child.iter().find(|(n, _)| *n == name).map(|(_, v)| *v) {
+                rows[i].3[SUBMITTED].push(v);
+            }
+        }
+    }
+    for (_, title, unit, [on, off]) in rows {
+        let cell = |v: Vec<f64>| (!v.is_empty()).then(|| rounds(v));
+        table.add(title, unit, [cell(on), cell(off)]);
+    }
+}
+
+/// The median of the rounds' headline values, with each round's value.
+fn rounds(v: Vec<f64>) -> Cell {
+    let each: Vec<String> = v.iter().map(|x| crate::report::fmt(*x)).collect();
+    let mut sorted = v;
+    sorted.sort_by(f64::total_cmp);
+    Cell { value: sorted[sorted.len() / 2], spread: format!("rounds {}", each.join(", ")) }
+}
+
+/// Runs this program again with in-place polling off; each row's headline
+/// value by name.
+fn submitted_child() -> Vec<(String, f64)> {
     let exe = std::env::current_exe().expect("current_exe");
     let out = Command::new(exe)
         .args(std::env::args().skip(1))
@@ -97,17 +136,13 @@ pub fn run(cfg: &Config, table: &mut Table) {
         .output()
         .expect("running the submitted column's child");
     assert!(out.status.success(), "the submitted column's child failed: {}", out.status);
-    let child = String::from_utf8_lossy(&out.stdout).into_owned();
-    let submitted = |name: &str| {
-        child.lines().find_map(|l| {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
-            (f.len() == 4 && f[0] == "IP" && f[1] == name)
-                .then(|| Cell { value: f[2].parse().unwrap(), spread: f[3].to_string() })
+            (f.len() == 4 && f[0] == "IP").then(|| (f[1].to_string(), f[2].parse().unwrap()))
         })
-    };
-    for (name, title, unit, cell) in measure(cfg) {
-        table.add(title, unit, [Some(cell), submitted(name)]);
-    }
+        .collect()
 }
 
 /// P1: `n` round trips between two tasks over two unbounded channels; µs each.

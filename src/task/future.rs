@@ -360,7 +360,9 @@ where
 }
 
 /// Runs `future` on the process default pool: it is polled on pool threads,
-/// each wake scheduling one poll (one `SubmitThreadpoolWork`). Returns a
+/// each wake scheduling one poll (one `SubmitThreadpoolWork`, or none when
+/// the crate's own callback that woke it polls it in place: see the
+/// [module docs](super#in-place-polling)). Returns a
 /// handle that resolves (`.await`) or blocks ([`JoinHandle::join`]) to the
 /// future's output, or to the payload of its panic.
 ///
