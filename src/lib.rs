@@ -100,6 +100,8 @@ pub mod heal;
 #[cfg(all(windows, not(feature = "test-hooks")))]
 mod heal;
 #[cfg(windows)]
+mod inplace;
+#[cfg(windows)]
 pub mod instance;
 #[cfg(windows)]
 pub mod io;

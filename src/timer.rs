@@ -636,6 +636,10 @@ unsafe extern "system" fn one_shot_trampoline<F>(
 ) where
     F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
 {
+    // First, so it is left last (`crate::inplace`): the time driver's timer
+    // arms it.
+    let site = crate::inplace::Site::new(instance, true);
+    let _inplace = site.enter();
     let _scope = reentry::CallbackScope::enter(context);
     trace_record!("timer", "trampoline-entered", timer, 0);
     // SAFETY: `context` is the `Shared` this trampoline was created with; the

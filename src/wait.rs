@@ -759,6 +759,10 @@ unsafe extern "system" fn trampoline<F>(
 ) where
     F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
 {
+    // First, so it is left last (`crate::inplace`): a wait future's
+    // callback arms it.
+    let site = crate::inplace::Site::new(instance, true);
+    let _inplace = site.enter();
     let _scope = reentry::CallbackScope::enter(context);
     let result = if result == WAIT_TIMEOUT { WaitResult::TimedOut } else { WaitResult::Signalled };
     let timed_out = result == WaitResult::TimedOut;

@@ -827,3 +827,28 @@ fn a_refused_io_operation_does_not_keep_the_issuing_span_open() {
     drop(io);
     let _ = std::fs::remove_file(&path);
 }
+
+/// A task woken by the time driver's timer is polled in place, on the
+/// timer's thread, once the timer's callback span has closed: the poll
+/// still runs in a `task` span of its own, parented to the spawner's span.
+#[test]
+fn a_task_polled_in_place_runs_in_its_own_task_span() {
+    let _l = serial();
+    recorder();
+    let before = windows_threadpool::task::inplace_polls();
+    let (tx, rx) = mpsc::channel();
+    let (request, h) = in_request("in-place", || {
+        windows_threadpool::task::spawn(async move {
+            tx.send(current_id()).unwrap();
+            windows_threadpool::time::sleep(Duration::from_millis(1)).await;
+            tx.send(current_id()).unwrap();
+        })
+    });
+    h.join().unwrap();
+    assert!(windows_threadpool::task::inplace_polls() > before, "the second poll did not run in place");
+    let seen: Vec<_> = rx.try_iter().collect();
+    let spans: Vec<_> = kind_spans("task").into_iter().filter(|(_, s)| s.parent == Some(request)).collect();
+    assert_eq!(spans.len(), 2, "one span per poll: {spans:?}");
+    check(&spans, request, &seen);
+    assert_eq!(seen[1], Some(spans[1].0), "the in-place poll ran in another span");
+}

@@ -4,11 +4,13 @@
 //! then [`NET_MARKER`] and the socket table (its own columns);
 //! `cargo xtask bench` writes both into `docs/benchmarks.md`.
 //!
-//! `wtp-bench [--quick] [--only-trace | --only-tracing | --only-io | --only-create | --only-tasks | --only-async | --only-net]`:
+//! `wtp-bench [--quick] [--only-trace | --only-tracing | --only-io | --only-create | --only-tasks | --only-async | --only-net | --only-inplace]`:
 //! `--quick` runs fewer trials and samples (a smoke run); `--only-io` runs
 //! just the I/O workload (6); `--only-create` just create + drop (7);
 //! `--only-tasks` just the one-off tasks (10 to 13 and 20); `--only-async` just the
 //! async rows (14 to 18); `--only-net` just the socket table (N1 to N6, no marker);
+//! `--only-inplace` just the in-place rows (P1 to P4), each in place and in
+//! a child with in-place polling off (not part of the full run);
 //! `--only-trace` runs just the trace-cost workload
 //! (`cargo xtask bench` runs it again in a build with the `trace` feature,
 //! disarmed and armed); `--only-tracing` just the `tracing` cost (19; run
@@ -18,6 +20,8 @@
 mod async_workload;
 #[cfg(windows)]
 mod heap;
+#[cfg(windows)]
+mod inplace_workload;
 #[cfg(windows)]
 mod io_workload;
 #[cfg(windows)]
@@ -46,6 +50,11 @@ fn main() {
         async_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-create") {
         workloads::create_drop(&cfg, &mut table);
+    } else if std::env::args().any(|a| a == "--only-inplace") {
+        let mut t = report::Table::new(&inplace_workload::COLUMNS, inplace_workload::SUBMITTED);
+        inplace_workload::run(&cfg, &mut t);
+        print!("{}", t.markdown());
+        return;
     } else if std::env::args().any(|a| a == "--only-net") {
         let mut net = report::Table::new(&net_workload::COLUMNS, net_workload::RAW);
         net_workload::run(&cfg, &mut net);

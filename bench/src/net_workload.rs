@@ -151,6 +151,13 @@ fn warm(mut v: Vec<f64>) -> Cell {
     Cell::latency(v)
 }
 
+/// N1's measurement for this crate alone (the in-place rows): `n` round
+/// trips timed after a tenth as many of warm-up, µs each.
+pub fn crate_ping_pong(n: usize) -> Cell {
+    let trips = n + n / 9;
+    warm(wtp::Wtp.ping_pong(trips).expect("N1 tcp ping-pong (this crate)"))
+}
+
 /// N1. TCP ping-pong.
 fn tcp_ping_pong(cfg: &Config, table: &mut Table) {
     let n = cfg.n(5_000);

@@ -29,6 +29,7 @@ use windows_sys::Win32::System::IO::OVERLAPPED;
 use super::iocore::{Issued, Submitted};
 use super::{Io, IoCompletion, Operation, OperationId};
 use crate::callback_env::CallbackEnviron;
+use crate::inplace;
 use crate::reentry;
 use crate::waker_slot::WakerSlot;
 
@@ -162,10 +163,12 @@ pub fn async_completions() -> usize {
     COMPLETIONS.load(Ordering::SeqCst)
 }
 
-/// The object's callback: finishes the operation and wakes its future.
-fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize) {
+/// The object's callback: finishes the operation and wakes its future, a
+/// task of `class` in place (`crate::inplace`).
+fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize, class: Option<inplace::Class>) {
     #[cfg(any(test, feature = "test-hooks"))]
     COMPLETIONS.fetch_add(1, Ordering::SeqCst);
+    let _armed = inplace::arm(class);
     if let Some(op) = c.claim::<Erased>() {
         op.into_payload().op.complete(c.result(), in_flight);
     }
@@ -188,7 +191,8 @@ impl Engine {
     pub(crate) fn bind(handle: super::iocore::BoundHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&in_flight);
-        let callback = move |c: &IoCompletion| on_completion(c, &counted);
+        let class = inplace::Class::of_completions(env);
+        let callback = move |c: &IoCompletion| on_completion(c, &counted, class);
         let io = Io::bind(handle, callback, env)?;
         Ok(Self { io, in_flight })
     }

@@ -19,6 +19,7 @@ use windows_sys::Win32::System::Threading::{
 
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Context};
+use crate::inplace;
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::owner::{Lifecycle, Phase};
@@ -600,6 +601,10 @@ pub(super) unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sy
     bytes: usize,
     io: PTP_IO,
 ) {
+    // First, so it is left last: a task the completion woke is polled there,
+    // once nothing of the object is touched any more (`crate::inplace`).
+    let site = inplace::Site::new(instance, true);
+    let _inplace = site.enter();
     let _scope = reentry::CallbackScope::enter(context);
     trace_record!("io", "trampoline-entered", overlapped, io_result);
     // SAFETY: `context` is the `Shared` this trampoline was created with; the

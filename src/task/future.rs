@@ -4,7 +4,9 @@
 //! slot, a scheduling state, the pool work object (`TP_WORK`) that polls it,
 //! and the future, pinned in place. A wake moves the state
 //! `IDLE -> SCHEDULED` and submits the work object (`SubmitThreadpoolWork`):
-//! one submission, nothing allocated. A wake while the task is being polled
+//! one submission, nothing allocated; or, inside one of the crate's
+//! callbacks of the task's class, parks the task there to be polled in
+//! place, by the same code (see the module docs of `task`). A wake while the task is being polled
 //! only records `NOTIFIED`, and the poll's end submits it again, so a task
 //! is polled on one thread at a time and never misses a wake. The task's
 //! wakers are references to the block (`RawWaker`), as are the submission
@@ -42,6 +44,7 @@ use super::header::{
     Header, InstanceMark, JoinHandle, Prefix, RUNNING, VTable, discard, ensure_instance_slot, finish, release_pool,
 };
 use crate::callback_env::{CallbackEnviron, env_parts};
+use crate::inplace::{self, Class, Parked};
 use crate::placement;
 use crate::pool::PoolRef;
 use crate::spans::{self, Kind};
@@ -66,6 +69,8 @@ struct AsyncTask<F: Future> {
     work: AtomicIsize,
     /// Keeps a private pool open while the task lives.
     pool: PoolRef,
+    /// Where its work callback runs, for in-place polls (`crate::inplace`).
+    class: Option<Class>,
     /// Polled only by the callback that moved `SCHEDULED -> POLLING`;
     /// never moved (the block is never moved while it lives).
     future: UnsafeCell<Option<F>>,
@@ -102,14 +107,43 @@ where
             }
         }
         if s == IDLE {
-            // The submission's reference, given up by the callback.
+            // The submission's reference, given up by the callback (or by
+            // the in-place poll).
             // SAFETY: the caller's reference keeps the count above zero.
             unsafe { Arc::increment_strong_count(this) };
-            // SAFETY: the work object is open until the task completes
-            // (`COMPLETE` is never left, and `IDLE` never follows it).
-            unsafe { SubmitThreadpoolWork(task.work.load(Ordering::Relaxed)) };
+            let parked = Parked { task: this.cast(), poll: poll_in_place::<F>, submit: submit::<F> };
+            if inplace::park(task.class, parked) {
+                return;
+            }
+            // SAFETY: the reference just taken, handed to the submission.
+            unsafe { submit::<F>(this.cast()) };
         }
     }
+}
+
+/// Submits the task's work object, handing it the caller's reference.
+///
+/// # Safety
+/// `p` is an `AsyncTask<F>` that was just moved `IDLE -> SCHEDULED`, and the
+/// caller owns a reference to it for the submission.
+unsafe fn submit<F: Future>(p: *const ()) {
+    // SAFETY: the caller's reference keeps it alive.
+    let task = unsafe { &*p.cast::<AsyncTask<F>>() };
+    // SAFETY: the work object is open until the task completes (`COMPLETE`
+    // is never left, and `IDLE` never follows it).
+    unsafe { SubmitThreadpoolWork(task.work.load(Ordering::Relaxed)) };
+}
+
+/// Polls a task parked in an in-place site, on the callback that parked it.
+///
+/// # Safety
+/// As [`submit`]; the reference is given up by the poll.
+unsafe fn poll_in_place<F: Future + Send + 'static>(p: *const (), instance: PTP_CALLBACK_INSTANCE)
+where
+    F::Output: Send + 'static,
+{
+    // SAFETY: guaranteed by the caller.
+    unsafe { poll_once::<F>(instance, p.cast()) };
 }
 
 impl<F: Future> Drop for AsyncTask<F> {
@@ -182,7 +216,8 @@ where
     unsafe { Arc::decrement_strong_count(p.cast::<AsyncTask<F>>()) };
 }
 
-/// The work callback: polls the task once.
+/// The work callback: polls the task once, then, in place, a task of its
+/// class that the poll woke (`crate::inplace`).
 unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
@@ -191,8 +226,30 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     F::Output: Send + 'static,
 {
     let p = context.cast_const().cast::<AsyncTask<F>>();
+    // First, so it is left last, when nothing of this task is touched any
+    // more. Never disassociated: nothing drains a task's work object.
+    let site = inplace::Site::new(instance, false);
+    let _inplace = site.enter();
+    // SAFETY: the submission's reference keeps the task alive until
+    // `poll_once` gives it up.
+    site.arm(unsafe { (*p).class });
+    // SAFETY: as above.
+    unsafe { poll_once::<F>(instance, p) };
+}
+
+/// Polls the task once: the work callback's code, also run by an in-place
+/// poll.
+///
+/// # Safety
+/// `p` is an `AsyncTask<F>` moved to `SCHEDULED`, and the caller gives up
+/// the reference that scheduling took.
+unsafe fn poll_once<F: Future + Send + 'static>(instance: PTP_CALLBACK_INSTANCE, p: *const AsyncTask<F>)
+where
+    F::Output: Send + 'static,
+{
+    let context = p.cast_mut().cast::<c_void>();
     // SAFETY: the submission's reference keeps the task alive until this
-    // callback gives it up.
+    // poll gives it up.
     let task = unsafe { &*p };
     // SAFETY: the context is a live `repr(C)` block whose first field starts
     // with `Header` (`repr(C)`), which starts with its `Placement`.
@@ -239,8 +296,10 @@ unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     or_abort("dropping a completed future in a pool callback", || unsafe { *task.future.get() = None });
     task.sched.swap(COMPLETE, Ordering::AcqRel);
     let work = task.work.swap(0, Ordering::Relaxed);
-    // SAFETY: closed once, from its own callback, with nothing else queued:
-    // only `IDLE -> SCHEDULED` submits, and the state is now `COMPLETE`.
+    // SAFETY: closed once, from its own callback or an in-place poll, with
+    // nothing else queued: only `IDLE -> SCHEDULED` submits (or parks), and
+    // the state is now `COMPLETE`. A callback of it still returning on
+    // another thread is allowed: the object is freed after it returns.
     unsafe { CloseThreadpoolWork(work) };
     // SAFETY: this callback is the task's only runner, holds a reference,
     // and the task has not finished before.
@@ -266,6 +325,7 @@ where
     F::Output: Send + 'static,
 {
     ensure_instance_slot()?;
+    inplace::ensure()?;
     let (raw_env, pool, placement) = env_parts(env);
     let task = Arc::new(AsyncTask {
         prefix: Prefix {
@@ -275,6 +335,7 @@ where
         sched: AtomicU32::new(SCHEDULED),
         work: AtomicIsize::new(0),
         pool,
+        class: Class::of_task(env),
         future: UnsafeCell::new(Some(future)),
     });
     let env_copy = without_cleanup_group(raw_env);
@@ -299,7 +360,9 @@ where
 }
 
 /// Runs `future` on the process default pool: it is polled on pool threads,
-/// each wake scheduling one poll (one `SubmitThreadpoolWork`). Returns a
+/// each wake scheduling one poll (one `SubmitThreadpoolWork`, or none when
+/// the crate's own callback that woke it polls it in place: see the
+/// [module docs](super#in-place-polling)). Returns a
 /// handle that resolves (`.await`) or blocks ([`JoinHandle::join`]) to the
 /// future's output, or to the payload of its panic.
 ///

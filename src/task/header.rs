@@ -158,6 +158,8 @@ pub(super) unsafe fn help_or_wait(h: NonNull<Header>) {
         unsafe { (header.vtable.run)(h) };
         return;
     }
+    // About to block: a task this callback parked would wait for it.
+    crate::inplace::flush();
     let state = &header.state;
     loop {
         match state.load(Ordering::Acquire) {
@@ -255,6 +257,8 @@ impl Drop for InstanceMark {
 /// task, or in a task a waiting thread runs itself (see the
 /// [module docs](super#long-blocking-tasks)).
 pub fn may_run_long() -> Option<bool> {
+    // The caller is about to block: run a task its callback parked elsewhere.
+    crate::inplace::flush();
     let slot = INSTANCE_SLOT.load(Ordering::Acquire);
     if slot == TLS_OUT_OF_INDEXES {
         return None;

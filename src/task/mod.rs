@@ -34,6 +34,53 @@
 //! [`JoinHandle`]; a dropped handle detaches the task, which still runs; a
 //! task is never cancelled. See `task/future.rs` for the state machine.
 //!
+//! # In-place polling
+//! A wake is a hand-off to another pool thread (10 to 20 µs under Wine). So,
+//! as openvmm's executor on the Windows pool and tokio's LIFO slot do, the
+//! first task woken from inside one of the crate's own callbacks (an I/O or
+//! socket completion, the time driver's timer, a wait future's callback, or
+//! another task's poll) is polled on that callback's thread once the
+//! callback's own work is done, instead of being submitted
+//! (`src/inplace.rs` is the mechanism):
+//!
+//! - **Only where it would run anyway**: the callback's object and the task
+//!   have the same pool, priority, runs-long setting and placement. A task
+//!   whose environment holds a library reference (`with_library`), and the
+//!   callbacks of objects in a cleanup group, never take part.
+//! - **At most one per callback, no recursion**: a further wake in the same
+//!   callback, and any wake from the in-place poll itself, submits as
+//!   before. So the thread goes back to the pool after every in-place poll.
+//! - **A budget**: after 16 in-place polls in a row on a thread the next
+//!   wake is submitted (it goes to the back of the pool's queue), so a chain
+//!   of tasks that keep waking each other cannot keep overtaking callbacks
+//!   already queued.
+//! - **Never lost**: if the callback is unwinding when it ends, the parked
+//!   task is submitted instead. A poll that blocks ([`JoinHandle::join`],
+//!   [`block_on`], [`may_run_long`]) submits the task its callback parked
+//!   first, since that task would otherwise wait for it; a poll that blocks
+//!   by other means (a `std` channel, a lock) on a task it has just woken
+//!   waits until it returns, as under tokio's LIFO slot: do not block in a
+//!   poll.
+//! - **The same poll**: the in-place poll runs the work callback's code:
+//!   the task's own `tracing` span (parented as always, entered after the
+//!   callback's own span has closed), its placement, its panics caught and
+//!   handed to the [`JoinHandle`].
+//! - **`may_run_long`** in a task polled in place calls `CallbackMayRunLong`
+//!   on the instance of the callback it runs in: the thread it blocks is
+//!   that callback's, of the same pool and class.
+//! - **Not the object's callback**: the poll runs after the callback has
+//!   left its own-callback mark (`crate::reentry`), and a completion
+//!   callback first disassociates its thread from its object
+//!   (`DisassociateCurrentThreadFromCallback`), touching nothing of the
+//!   object afterwards. So a task polled in place is in no object's
+//!   callback: it may drop or drain the very `AsyncIo`, socket or wait that
+//!   woke it, and the drain does not wait for the callback it runs in.
+//!   (A task's own work callback is not disassociated: nothing drains a
+//!   task's work object.)
+//!
+//! `WINDOWS_THREADPOOL_NO_INPLACE=1`, read at the first spawn, turns it
+//! off: every wake is submitted.
+//!
 //! # Design of closure tasks
 //! **One allocation per task.** A task is one reference-counted block
 //! (`Arc`) holding a header (state, scope link, a vtable), the result slot,
@@ -194,6 +241,10 @@ mod header;
 mod parallel;
 mod scoped;
 
+/// How many tasks were polled in place (a test hook).
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub use crate::inplace::inplace_polls;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub use blocking::fail_next_submits;

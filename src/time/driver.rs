@@ -63,6 +63,9 @@ impl Driver {
             queue: Mutex::new(Queue::default()),
             // Armed only after `DRIVER` is set, so the callback finds it.
             timer: Timer::new(|_| {
+                // The first sleep woken, if its task runs where this timer
+                // does, is polled after this callback (`crate::inplace`).
+                let _armed = crate::inplace::arm(Some(crate::inplace::Class::DEFAULT));
                 if let Some(d) = DRIVER.get() {
                     d.fire();
                 }

@@ -144,7 +144,9 @@ impl Signalled {
     fn arm(&mut self, handle: WaitableHandle, env: Option<&CallbackEnviron>) -> io::Result<()> {
         let shared = Arc::new(Shared { outcome: AtomicU8::new(PENDING), waker: WakerSlot::new() });
         let done = Arc::clone(&shared);
+        let class = crate::inplace::Class::of_completions(env);
         let callback = move |act: &super::WaitActivation<'_>| {
+            let _armed = crate::inplace::arm(class);
             let outcome = if act.is_signalled() { SIGNALLED } else { TIMED_OUT };
             done.outcome.store(outcome, Ordering::Release);
             done.waker.wake();

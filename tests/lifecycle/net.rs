@@ -701,6 +701,8 @@ fn net_lifecycle() {
     crate::support::alone("net::net_lifecycle", || {
         warm_up();
         net_lifecycle_cases();
+        // The tasks woken by completions ran in place (`task` module docs).
+        assert!(task::inplace_polls() > 0, "no task was polled in place");
     });
     let l = |c: &AtomicUsize| c.load(SeqCst);
     let d = &SEEN.drops;
@@ -723,4 +725,19 @@ fn net_lifecycle() {
         l(&SEEN.dropped_by_own_completion),
         windows_threadpool::handoffs(),
     );
+}
+
+/// The same cases with in-place polling off (`WINDOWS_THREADPOOL_NO_INPLACE`,
+/// read once per process): every wake submits, as before it existed.
+#[test]
+fn net_lifecycle_without_inplace() {
+    let name = "net::net_lifecycle_without_inplace";
+    let out = crate::support::child(name, &[("WINDOWS_THREADPOOL_NO_INPLACE", "1")], || {
+        warm_up();
+        net_lifecycle_cases();
+        assert_eq!(task::inplace_polls(), 0, "polled in place with in-place polling off");
+    });
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    out.assert_completed();
 }

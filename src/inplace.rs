@@ -1,0 +1,312 @@
+//! The in-place slot: a task woken by one of the crate's pool callbacks is
+//! polled on that callback's thread once the callback's own work is done,
+//! instead of being submitted to another pool thread (one hand-off saved:
+//! 10 to 20 µs under Wine). The rules and their reasons are in the task
+//! module docs ([`crate::task`], "In-place polling"); this is the mechanism.
+//!
+//! A trampoline that may wake a task enters a [`Site`] first (so it is left
+//! last): a value on its stack whose address a raw TLS slot holds while the
+//! callback runs. The code that completes futures arms it with the
+//! [`Class`] of its object ([`arm`]): pool, priority, runs-long and
+//! placement. A wake that moves a task `IDLE -> SCHEDULED` asks [`park`]
+//! first: if this thread's site is armed with the task's class, nothing is
+//! parked yet and the budget allows, the task's reference goes into the
+//! site and nothing is submitted. When the site is left (the trampoline's
+//! last act), the TLS slot is restored first, so a wake from the in-place
+//! poll submits, and the parked task is polled; if the thread is unwinding
+//! it is submitted instead. Either way a parked task is never lost.
+
+use core::cell::Cell;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::io;
+
+use windows_sys::Win32::System::Threading::{
+    DisassociateCurrentThreadFromCallback, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsGetValue, TlsSetValue,
+};
+
+use crate::callback_env::CallbackEnviron;
+use crate::reentry;
+
+/// In-place polls in a row on one thread after which the next wake is
+/// submitted. The thread returns to the pool after every in-place poll (one
+/// per callback), so this bounds how often one thread's tasks overtake
+/// callbacks already queued on the pool, not how long it is held; 16 makes
+/// the forced hand-off cost about a sixteenth of one per wake (1 µs under
+/// Wine) while a queued callback is overtaken at most 16 times in a row.
+pub(crate) const BUDGET: usize = 16;
+
+/// Where and how a callback runs: two callbacks of one class are
+/// interchangeable for the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Class {
+    /// The pool (`PTP_POOL`), 0 for the process default pool.
+    pool: usize,
+    priority: i32,
+    runs_long: bool,
+    /// The placement's group and mask (0: none).
+    group: u16,
+    mask: usize,
+}
+
+impl Class {
+    /// The class of an object created with no environment.
+    pub(crate) const DEFAULT: Self = Self { pool: 0, priority: 1, runs_long: false, group: 0, mask: 0 };
+
+    /// The class of a task spawned with `env` (a task never joins a cleanup
+    /// group); `None`, never polled in place, with a library reference
+    /// (`with_library`): the pool keeps that module loaded only for the
+    /// task's own callback.
+    pub(crate) fn of_task(env: Option<&CallbackEnviron>) -> Option<Self> {
+        let Some(env) = env else { return Some(Self::DEFAULT) };
+        let raw = env.as_inner();
+        if !raw.RaceDll.is_null() {
+            return None;
+        }
+        let (group, mask) = env.affinity().map_or((0, 0), |s| (s.group(), s.mask()));
+        Some(Self { pool: raw.Pool as usize, priority: raw.CallbackPriority, runs_long: env.runs_long(), group, mask })
+    }
+
+    /// The class a completion callback of an object created with `env` arms
+    /// its site with; `None` (no in-place poll) for an object in a cleanup
+    /// group, whose release waits for the callback however it ends.
+    pub(crate) fn of_completions(env: Option<&CallbackEnviron>) -> Option<Self> {
+        match env {
+            Some(e) if e.as_inner().CleanupGroup != 0 => None,
+            _ => Self::of_task(env),
+        }
+    }
+}
+
+/// A parked task: its reference (given up by whoever runs or submits it)
+/// and what runs or submits it.
+#[derive(Clone, Copy)]
+pub(crate) struct Parked {
+    pub(crate) task: *const (),
+    /// Polls the task once, as its work callback does, with this callback's
+    /// instance; takes the reference.
+    pub(crate) poll: unsafe fn(*const (), PTP_CALLBACK_INSTANCE),
+    /// Submits the task's work object, handing it the reference.
+    pub(crate) submit: unsafe fn(*const ()),
+}
+
+/// Unknown until the first spawn reads the environment.
+const UNKNOWN: u8 = 0;
+const ON: u8 = 1;
+const OFF: u8 = 2;
+static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// The TLS index holding the site of the callback running on each thread.
+static SITE: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
+/// The TLS index holding, per thread, the in-place polls in a row.
+static ROW: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
+
+/// The environment variable that turns in-place polling off (`1`), read
+/// once, at the first spawn.
+pub(crate) const OFF_VAR: &str = "WINDOWS_THREADPOOL_NO_INPLACE";
+
+/// Reads [`OFF_VAR`] and allocates the TLS slots, once; every spawn calls
+/// it first. Until it has run, or when it found the variable set, no site
+/// is ever entered, so nothing is parked.
+pub(crate) fn ensure() -> io::Result<()> {
+    if MODE.load(Ordering::Acquire) != UNKNOWN {
+        return Ok(());
+    }
+    if std::env::var_os(OFF_VAR).is_some_and(|v| v == "1") {
+        MODE.store(OFF, Ordering::Release);
+        return Ok(());
+    }
+    reentry::ensure_tls_index(&ROW)?;
+    // Last: a site is entered only once both slots exist.
+    reentry::ensure_tls_index(&SITE)?;
+    MODE.store(ON, Ordering::Release);
+    Ok(())
+}
+
+/// In-place polls this process has run. Counted only when the tests can read it.
+#[cfg(any(test, feature = "test-hooks"))]
+static POLLS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// How many tasks this process has polled in place (woken inside one of the
+/// crate's callbacks and polled there). A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn inplace_polls() -> usize {
+    POLLS.load(Ordering::SeqCst)
+}
+
+/// One callback's in-place slot, on its trampoline's stack.
+pub(crate) struct Site {
+    instance: PTP_CALLBACK_INSTANCE,
+    /// Disassociate the thread from the callback's object before the
+    /// in-place poll (see the task module docs).
+    disassociate: bool,
+    armed: Cell<Option<Class>>,
+    was_armed: Cell<bool>,
+    parked: Cell<Option<Parked>>,
+}
+
+impl Site {
+    #[inline]
+    pub(crate) fn new(instance: PTP_CALLBACK_INSTANCE, disassociate: bool) -> Self {
+        Self { instance, disassociate, armed: Cell::new(None), was_armed: Cell::new(false), parked: Cell::new(None) }
+    }
+
+    /// Makes this the thread's site until the guard is dropped, which then
+    /// polls (or submits) the task parked here.
+    #[inline]
+    pub(crate) fn enter(&self) -> Entered<'_> {
+        // Acquire: `ROW`, allocated before, is then seen too.
+        let index = SITE.load(Ordering::Acquire);
+        if index == TLS_OUT_OF_INDEXES {
+            return Entered { site: self, index, outer: core::ptr::null_mut() };
+        }
+        // SAFETY: an allocated index, never freed.
+        let outer = unsafe { TlsGetValue(index) };
+        // SAFETY: as above. If it fails the site is simply not found, and
+        // every wake submits.
+        unsafe { TlsSetValue(index, core::ptr::from_ref(self).cast_mut().cast()) };
+        Entered { site: self, index, outer }
+    }
+
+    /// Arms the site for tasks of `class` (`None`: disarms), unless a task
+    /// is parked already: at most one in-place poll per callback.
+    #[inline]
+    pub(crate) fn arm(&self, class: Option<Class>) {
+        if class.is_some() {
+            if self.parked.get().is_some() {
+                return;
+            }
+            self.was_armed.set(true);
+        }
+        self.armed.set(class);
+    }
+}
+
+/// The site of the callback running on this thread, null outside one.
+#[inline]
+fn current() -> *const Site {
+    let index = SITE.load(Ordering::Acquire);
+    if index == TLS_OUT_OF_INDEXES {
+        return core::ptr::null();
+    }
+    // SAFETY: an allocated index, never freed.
+    unsafe { TlsGetValue(index) }.cast_const().cast()
+}
+
+/// The thread's in-place polls in a row.
+fn row() -> usize {
+    // SAFETY: allocated before any site was entered (`ensure`), never freed.
+    unsafe { TlsGetValue(ROW.load(Ordering::Relaxed)) }.addr()
+}
+
+fn set_row(n: usize) {
+    // SAFETY: as in `row`; the value is a count, stored as it is.
+    unsafe { TlsSetValue(ROW.load(Ordering::Relaxed), core::ptr::without_provenance_mut::<c_void>(n)) };
+}
+
+/// The thread's site, armed while code that completes futures runs (an
+/// I/O completion, the time driver's firing, a wait future's callback).
+pub(crate) struct Armed(*const Site);
+
+/// Arms this thread's site with `class` until the guard is dropped; does
+/// nothing outside a site or for `None`.
+#[inline]
+pub(crate) fn arm(class: Option<Class>) -> Armed {
+    let site = if class.is_some() { current() } else { core::ptr::null() };
+    // SAFETY: a non-null value is the site of the trampoline running on this
+    // thread, which outlives the code it calls (this guard included).
+    if let Some(s) = unsafe { site.as_ref() } {
+        s.arm(class);
+    }
+    Armed(site)
+}
+
+impl Drop for Armed {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: as in `arm`.
+        if let Some(s) = unsafe { self.0.as_ref() } {
+            s.armed.set(None);
+        }
+    }
+}
+
+/// Parks `task` (of `class`) in this thread's site if the site is armed for
+/// that class, holds nothing yet and the budget allows; returns whether it
+/// did (the site now owns the reference). Otherwise the caller submits.
+#[inline]
+pub(crate) fn park(class: Option<Class>, task: Parked) -> bool {
+    if class.is_none() {
+        return false;
+    }
+    // SAFETY: as in `arm`.
+    let Some(site) = (unsafe { current().as_ref() }) else { return false };
+    if site.armed.get() != class {
+        return false;
+    }
+    // Whatever happens now, this callback parks nothing more.
+    site.armed.set(None);
+    if row() >= BUDGET {
+        set_row(0);
+        return false;
+    }
+    site.parked.set(Some(task));
+    true
+}
+
+/// Submits the task parked in this thread's site, if any, and disarms the
+/// site: the callback is about to block (a join, `block_on`,
+/// `may_run_long`), and a parked task would wait for it.
+pub(crate) fn flush() {
+    // SAFETY: as in `arm`.
+    let Some(site) = (unsafe { current().as_ref() }) else { return };
+    site.armed.set(None);
+    if let Some(p) = site.parked.take() {
+        // SAFETY: the parked reference, handed to the submission.
+        unsafe { (p.submit)(p.task) };
+    }
+}
+
+/// A site made current; dropping it leaves the site and runs what it holds.
+pub(crate) struct Entered<'a> {
+    site: &'a Site,
+    index: u32,
+    outer: *mut c_void,
+}
+
+impl Drop for Entered<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.index == TLS_OUT_OF_INDEXES {
+            return;
+        }
+        // Left first: a wake during the in-place poll finds no site and
+        // submits (no recursion).
+        // SAFETY: the index `enter` used.
+        unsafe { TlsSetValue(self.index, self.outer) };
+        let site = self.site;
+        let Some(p) = site.parked.take() else {
+            if site.was_armed.get() && row() != 0 {
+                set_row(0);
+            }
+            return;
+        };
+        if std::thread::panicking() {
+            // SAFETY: the parked reference, handed to the submission.
+            unsafe { (p.submit)(p.task) };
+            return;
+        }
+        set_row(row() + 1);
+        if site.disassociate {
+            // SAFETY: the instance of the callback running on this thread,
+            // which touches nothing of its object any more.
+            unsafe { DisassociateCurrentThreadFromCallback(site.instance) };
+        }
+        #[cfg(any(test, feature = "test-hooks"))]
+        POLLS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the parked reference, given to the poll, which runs the
+        // task's work callback's code on this callback's instance.
+        unsafe { (p.poll)(p.task, site.instance) };
+    }
+}

@@ -1,0 +1,234 @@
+//! In-place polling (`task` module docs, "In-place polling"): a task woken
+//! inside one of the crate's callbacks (an I/O completion, the time
+//! driver's timer, a wait future's callback, another task's poll) is polled
+//! on that callback's thread, at most one per callback, only where the task
+//! would run anyway (same pool, priority, placement), within a budget.
+//!
+//! Every test reads the process-wide count of in-place polls
+//! (`task::inplace_polls`), so each runs in a process of its own
+//! (`support::alone`).
+#![cfg(windows)]
+
+mod support;
+
+use std::fs::OpenOptions;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use windows_threadpool::io::{self, AsyncIo};
+use windows_threadpool::task::{self, inplace_polls};
+use windows_threadpool::time::{self, Deadline};
+use windows_threadpool::wait::{self, Event};
+use windows_threadpool::{CallbackEnviron, CallbackPriority, Pool};
+
+/// `rounds` round trips between two tasks over two channels, `a` on `env_a`
+/// and `b` on `env_b`; returns once both have finished.
+fn ping_pong(rounds: usize, env_a: &CallbackEnviron, env_b: &CallbackEnviron) {
+    let (to_b, mut b_rx) = mpsc::unbounded_channel::<usize>();
+    let (to_a, mut a_rx) = mpsc::unbounded_channel::<usize>();
+    let b = task::spawn_in(
+        async move {
+            while let Some(n) = b_rx.recv().await {
+                if to_a.send(n + 1).is_err() {
+                    break;
+                }
+            }
+        },
+        env_b,
+    );
+    let a = task::spawn_in(
+        async move {
+            for i in 0..rounds {
+                to_b.send(2 * i).unwrap();
+                assert_eq!(a_rx.recv().await, Some(2 * i + 1));
+            }
+        },
+        env_a,
+    );
+    task::block_on(a).unwrap();
+    task::block_on(b).unwrap();
+}
+
+fn one_thread_pool() -> Pool {
+    let pool = Pool::new().unwrap();
+    pool.set_max_threads(1).unwrap();
+    pool.set_min_threads(1).unwrap();
+    pool
+}
+
+/// The time driver's timer polls the task its sleep wakes.
+#[test]
+fn a_task_woken_by_a_sleep_is_polled_in_place() {
+    support::alone("a_task_woken_by_a_sleep_is_polled_in_place", || {
+        let before = inplace_polls();
+        task::block_on(task::spawn(async {
+            for _ in 0..10 {
+                time::sleep(Duration::from_millis(1)).await;
+            }
+        }))
+        .unwrap();
+        let polls = inplace_polls() - before;
+        assert!(polls >= 9, "10 sleeps, {polls} in-place polls");
+    });
+}
+
+/// A file read's completion polls the task awaiting it.
+#[test]
+fn a_task_woken_by_an_io_completion_is_polled_in_place() {
+    support::alone("a_task_woken_by_an_io_completion_is_polled_in_place", || {
+        let path = std::env::temp_dir().join(format!("wtp-inplace-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 4096]).unwrap();
+        let file = AsyncIo::new(io::open_file(&path, OpenOptions::new().read(true)).unwrap()).unwrap();
+        let before_completions = io::async_completions();
+        let before = inplace_polls();
+        task::block_on(task::spawn(async move {
+            let mut buf = vec![0u8; 512];
+            for i in 0..8 {
+                let (r, b) = file.read_at(buf, i * 512).await;
+                assert_eq!(r.unwrap(), 512);
+                buf = b;
+            }
+        }))
+        .unwrap();
+        let (polls, completions) = (inplace_polls() - before, io::async_completions() - before_completions);
+        std::fs::remove_file(&path).unwrap();
+        assert!(completions == 0 || polls >= completions - 1, "{completions} completions, {polls} in-place polls");
+        assert!(completions == 0 || polls > 0, "{completions} completions, no in-place poll");
+    });
+}
+
+/// A wait future's callback polls the task awaiting it.
+#[test]
+fn a_task_woken_by_a_wait_is_polled_in_place() {
+    support::alone("a_task_woken_by_a_wait_is_polled_in_place", || {
+        let event = Event::manual_reset().unwrap();
+        event.set().unwrap();
+        let before = inplace_polls();
+        task::block_on(task::spawn(async move {
+            for _ in 0..5 {
+                assert_eq!(wait::signalled(&event, Deadline::NEVER).await.unwrap(), wait::WaitResult::Signalled);
+            }
+        }))
+        .unwrap();
+        let polls = inplace_polls() - before;
+        assert!(polls >= 4, "5 waits, {polls} in-place polls");
+    });
+}
+
+/// Two tasks that wake each other on a pool of one thread: each poll's
+/// wake of the other is polled in place, the other's reply is submitted
+/// (no recursion), so the ping-pong completes; and the budget submits one
+/// wake in every `BUDGET + 1` (16 + 1) that could have been polled in place.
+#[test]
+fn a_ping_pong_completes_on_a_one_thread_pool_within_the_budget() {
+    support::alone("a_ping_pong_completes_on_a_one_thread_pool_within_the_budget", || {
+        let pool = one_thread_pool();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        const ROUNDS: usize = 340;
+        let before = inplace_polls();
+        ping_pong(ROUNDS, &env, &env);
+        let polls = inplace_polls() - before;
+        // One in-place poll per round trip at most (the reply is submitted),
+        // less the one in 17 the budget submits: 320 of 340.
+        assert!(polls < ROUNDS, "{polls} in-place polls for {ROUNDS} round trips: the budget never submitted");
+        assert!(polls >= ROUNDS * 3 / 4, "{polls} in-place polls for {ROUNDS} round trips");
+    });
+}
+
+/// A task on a private pool is never polled by a callback of the default
+/// pool (the time driver's timer, a default-pool task), nor the reverse.
+#[test]
+fn never_across_pools() {
+    support::alone("never_across_pools", || {
+        let pool = Pool::new().unwrap();
+        let private = CallbackEnviron::new().with_pool(&pool);
+        let before = inplace_polls();
+        task::block_on(task::spawn_in(
+            async {
+                for _ in 0..10 {
+                    time::sleep(Duration::from_millis(1)).await;
+                }
+            },
+            &private,
+        ))
+        .unwrap();
+        ping_pong(50, &CallbackEnviron::new(), &private);
+        assert_eq!(inplace_polls() - before, 0, "a task was polled in place on another pool's callback");
+    });
+}
+
+/// Nor by a callback of another priority on its own pool.
+#[test]
+fn never_across_priorities() {
+    support::alone("never_across_priorities", || {
+        let high = CallbackEnviron::new().with_priority(CallbackPriority::High);
+        let low = CallbackEnviron::new().with_priority(CallbackPriority::Low);
+        let before = inplace_polls();
+        task::block_on(task::spawn_in(
+            async {
+                for _ in 0..10 {
+                    time::sleep(Duration::from_millis(1)).await;
+                }
+            },
+            &high,
+        ))
+        .unwrap();
+        ping_pong(50, &high, &CallbackEnviron::new());
+        ping_pong(50, &low, &high);
+        assert_eq!(inplace_polls() - before, 0, "a task was polled in place on a callback of another priority");
+    });
+}
+
+/// A panic in a poll run in place is the task's: its handle returns it,
+/// and the callback that polled it (the time driver's timer) goes on.
+#[test]
+fn a_panic_in_an_in_place_poll_goes_to_the_join_handle() {
+    support::alone("a_panic_in_an_in_place_poll_goes_to_the_join_handle", || {
+        let before = inplace_polls();
+        let h = task::spawn(async {
+            time::sleep(Duration::from_millis(1)).await;
+            panic!("in place");
+        });
+        let payload = task::block_on(h).expect_err("the panic was not the task's");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"in place"));
+        assert_eq!(inplace_polls() - before, 1, "the panicking poll did not run in place");
+        // The driver still fires.
+        task::block_on(task::spawn(time::sleep(Duration::from_millis(1)))).unwrap();
+    });
+}
+
+/// `WINDOWS_THREADPOOL_NO_INPLACE=1` (read once) turns it off: every wake
+/// submits, and everything still completes.
+#[test]
+fn the_environment_variable_turns_it_off() {
+    let out =
+        support::child("the_environment_variable_turns_it_off", &[("WINDOWS_THREADPOOL_NO_INPLACE", "1")], || {
+            let pool = one_thread_pool();
+            let env = CallbackEnviron::new().with_pool(&pool);
+            task::block_on(task::spawn(async {
+                for _ in 0..5 {
+                    time::sleep(Duration::from_millis(1)).await;
+                }
+            }))
+            .unwrap();
+            ping_pong(50, &env, &env);
+            assert_eq!(inplace_polls(), 0, "polled in place with in-place polling off");
+        });
+    out.assert_completed();
+}
+
+/// A poll that wakes a task and then blocks on it (`JoinHandle::join`)
+/// hands the parked task to the pool first: it does not wait for itself.
+#[test]
+fn a_poll_that_blocks_on_the_task_it_woke_does_not_wait_for_itself() {
+    support::alone("a_poll_that_blocks_on_the_task_it_woke_does_not_wait_for_itself", || {
+        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+        let b = task::spawn(async move { rx.recv().await });
+        let a = task::spawn(async move {
+            tx.send(7).unwrap();
+            // Blocks this pool thread until `b`, woken just now, has run.
+            b.join().unwrap()
+        });
+        assert_eq!(task::block_on(a).unwrap(), Some(7));
+    });
+}
