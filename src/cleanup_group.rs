@@ -591,6 +591,8 @@ impl CleanupGroup {
                 owed.get_or_insert(type_name);
             }
         }
+        // The release waits for callbacks, which may wait for a task parked here.
+        crate::inplace::flush();
         trace_call!("CloseThreadpoolCleanupGroupMembers", self.raw, cancel, {
             // SAFETY: the group is live; every member was created in it and is
             // not closed individually (member types have no `Drop`).

@@ -79,8 +79,7 @@ impl Class {
 }
 
 /// A parked task: its reference (given up by whoever runs or submits it)
-/// and what runs or submits it.
-#[derive(Clone, Copy)]
+/// and what runs or submits it. Not `Copy`: it owns the reference.
 pub(crate) struct Parked {
     pub(crate) task: *const (),
     /// Polls the task once, as its work callback does, with this callback's
@@ -174,7 +173,10 @@ impl Site {
     #[inline]
     pub(crate) fn arm(&self, class: Option<Class>) {
         if class.is_some() {
-            if self.parked.get().is_some() {
+            let parked = self.parked.take();
+            let full = parked.is_some();
+            self.parked.set(parked);
+            if full {
                 return;
             }
             self.was_armed.set(true);
@@ -257,7 +259,8 @@ pub(crate) fn park(class: Option<Class>, task: Parked) -> bool {
 
 /// Submits the task parked in this thread's site, if any, and disarms the
 /// site: the callback is about to block (a join, `block_on`,
-/// `may_run_long`), and a parked task would wait for it.
+/// `may_run_long`, any drain of a pool object or a cleanup group's
+/// release), and a parked task would wait for it.
 pub(crate) fn flush() {
     // SAFETY: as in `arm`.
     let Some(site) = (unsafe { current().as_ref() }) else { return };

@@ -131,8 +131,10 @@ impl DrainLock {
     }
 
     /// Runs the drain `f`, a cancelling one if `cancel`: under the lock
-    /// under Wine, as it is on Windows.
+    /// under Wine, as it is on Windows. A task parked to be polled in place
+    /// on this thread is submitted first: the drain may wait for it.
     pub(crate) fn drain<R>(&self, cancel: bool, f: impl FnOnce() -> R) -> R {
+        crate::inplace::flush();
         if !crate::sys::on_wine() {
             return f();
         }

@@ -423,6 +423,7 @@ impl IoCore {
     /// only callbacks left are past their last use of the operation and the
     /// user's code, so none can be waiting for the lock.
     pub(super) fn settle(&self, cancel: bool) {
+        crate::inplace::flush();
         let h = self.header();
         h.waiters.fetch_add(1, Ordering::SeqCst);
         loop {

@@ -13,9 +13,10 @@
 //! and the handle.
 //!
 //! When the future completes (or panics: the panic is caught and becomes the
-//! result), the callback drops the future, closes the work object
-//! (`CloseThreadpoolWork` from its own callback is allowed: nothing else is
-//! queued on it, since only `IDLE -> SCHEDULED` submits) and wakes the joiner.
+//! result), the callback that polled it drops the future, closes the work
+//! object (`CloseThreadpoolWork` from the object's own callback, or from
+//! another callback polling the task in place, is allowed: nothing is queued
+//! on it, since only `IDLE -> SCHEDULED` submits) and wakes the joiner.
 //! A task whose future never completes and whose wakers are all gone is
 //! freed with its last reference: the future is dropped and the work object
 //! closed there (no callback can be queued, since each holds a reference).

@@ -153,13 +153,14 @@ pub(super) fn claim(h: &Header) -> bool {
 pub(super) unsafe fn help_or_wait(h: NonNull<Header>) {
     // SAFETY: guaranteed by the caller.
     let header = unsafe { h.as_ref() };
+    // About to run `h` or wait for it, either of which may take long: a task
+    // this callback parked would wait for it.
+    crate::inplace::flush();
     if claim(header) {
         // SAFETY: claimed just now; the caller's reference keeps it alive.
         unsafe { (header.vtable.run)(h) };
         return;
     }
-    // About to block: a task this callback parked would wait for it.
-    crate::inplace::flush();
     let state = &header.state;
     loop {
         match state.load(Ordering::Acquire) {
@@ -268,8 +269,10 @@ pub fn may_run_long() -> Option<bool> {
     if instance.is_null() {
         return None;
     }
-    // SAFETY: a non-null value is the instance of the task callback running
-    // on this thread (set by its trampoline, reset before it returns).
+    // SAFETY: a non-null value is the instance of the callback running this
+    // task on this thread (its own work callback, or the I/O, timer or wait
+    // callback that polls it in place, disassociated but still running; set
+    // by the trampoline, reset before it returns).
     Some(unsafe { CallbackMayRunLong(instance.addr() as PTP_CALLBACK_INSTANCE) } != 0)
 }
 

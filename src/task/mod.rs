@@ -54,13 +54,15 @@
 //!   wake is submitted (it goes to the back of the pool's queue), so a chain
 //!   of tasks that keep waking each other cannot keep overtaking callbacks
 //!   already queued.
-//! - **Never lost**: if the callback is unwinding when it ends, the parked
-//!   task is submitted instead. A poll that blocks ([`JoinHandle::join`],
-//!   [`block_on`], [`may_run_long`]) submits the task its callback parked
-//!   first, since that task would otherwise wait for it; a poll that blocks
-//!   by other means (a `std` channel, a lock) on a task it has just woken
-//!   waits until it returns, as under tokio's LIFO slot: do not block in a
-//!   poll.
+//! - **Never lost**: a parked task is polled when its callback ends, or
+//!   submitted instead (if the callback is unwinding, which only happens on
+//!   the way to the abort an unwinding callback ends in). A poll that blocks
+//!   in the crate ([`JoinHandle::join`], [`block_on`], [`may_run_long`],
+//!   `wait`, `stop_and_drain` or a drop that drains a pool object, a cleanup
+//!   group's release) submits the task its callback parked first, since
+//!   that task would otherwise wait for it; a poll that blocks by other
+//!   means (a `std` channel, a lock) on a task it has just woken waits until
+//!   it returns, as under tokio's LIFO slot: do not block in a poll.
 //! - **The same poll**: the in-place poll runs the work callback's code:
 //!   the task's own `tracing` span (parented as always, entered after the
 //!   callback's own span has closed), its placement, its panics caught and
