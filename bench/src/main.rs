@@ -45,7 +45,7 @@ fn main() {
     } else if std::env::args().any(|a| a == "--only-async") {
         async_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-create") {
-        workloads::create_drop(&cfg, &mut table);
+        workloads::create_rows(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-net") {
         let mut net = report::Table::new(&net_workload::COLUMNS, net_workload::RAW);
         net_workload::run(&cfg, &mut net);
