@@ -149,9 +149,7 @@ impl<C: Released> Member for C {
     }
 }
 
-/// A member as the group owns it, with its claim on its pool's self-heal
-/// registry entry (which also keeps the pool open through a cancelling
-/// release).
+/// A member as the group owns it.
 ///
 /// The member is held as the raw pointer `Box::into_raw` gave, not as a
 /// `Box`: the group lends out references derived from that pointer, and
@@ -160,7 +158,6 @@ impl<C: Released> Member for C {
 /// only at release, when no lent reference can be alive.
 struct Owned {
     member: NonNull<dyn Member>,
-    claim: Registration,
 }
 
 impl Owned {
@@ -174,12 +171,22 @@ impl Owned {
     ///
     /// # Safety
     /// No reference lent out by `adopt` for this member may be alive.
-    unsafe fn into_box(self) -> (Box<dyn Member>, Registration) {
+    unsafe fn into_box(self) -> Box<dyn Member> {
         // SAFETY: `member` came from `Box::into_raw` and is rebuilt once,
         // here (`self` is consumed); the caller guarantees no lent reference
         // remains.
-        (unsafe { Box::from_raw(self.member.as_ptr()) }, self.claim)
+        unsafe { Box::from_raw(self.member.as_ptr()) }
     }
+}
+
+/// The members a group owns, and one claim on the self-heal registry entry
+/// of each pool they use (which also keeps that pool open through a
+/// cancelling release). Claims are per pool, not per member: a member's
+/// claim would cost a registry lock at its creation and at its release.
+#[derive(Default)]
+struct Members {
+    owned: Vec<Owned>,
+    claims: Vec<Registration>,
 }
 
 /// A cleanup group that creates, owns and releases its members.
@@ -199,7 +206,7 @@ group.close_members_cancelling();
 #[must_use = "dropping it releases every member and closes the group"]
 pub struct CleanupGroup {
     raw: PTP_CLEANUP_GROUP,
-    members: Mutex<Vec<Owned>>,
+    members: Mutex<Members>,
 }
 
 // SAFETY: a `PTP_CLEANUP_GROUP` may be used from any thread; the members list
@@ -336,13 +343,13 @@ impl CleanupGroup {
             sys::created(unsafe { CreateThreadpoolCleanupGroup() })
         })?;
         trace_record!("group", "created", raw, 0);
-        Ok(Self { raw, members: Mutex::new(Vec::new()) })
+        Ok(Self { raw, members: Mutex::new(Members::default()) })
     }
 
     /// Whether this thread is inside the callback of one of the members: a
     /// release from here would wait for that callback, that is for itself.
     fn in_member_callback(&self) -> bool {
-        reentry::in_callback_of(self.lock().iter().map(|m| m.member().context()))
+        reentry::in_callback_of(self.lock().owned.iter().map(|m| m.member().context()))
     }
 
     /// Panics if this thread is inside a member's callback (`call` would wait
@@ -357,10 +364,10 @@ impl CleanupGroup {
     /// The number of members the group currently owns (created and not yet
     /// released).
     pub fn owned_resources(&self) -> usize {
-        self.lock().len()
+        self.lock().owned.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Owned>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Members> {
         self.members.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -377,12 +384,28 @@ impl CleanupGroup {
     /// Stores a member's core and lends it to the caller for as long as the
     /// group is borrowed.
     fn adopt<C: Released>(&self, core: C, env: &CallbackEnviron) -> &C {
-        let claim = Registration::new(env.pool_ref());
+        let pool = env.pool_ref();
+        let claimed = |m: &Members| m.claims.iter().any(|c| c.is_for(pool));
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(core))) };
         let mut members = self.lock();
-        members.push(Owned { member: ptr, claim });
-        trace_record!("group", "member-created", self.raw, members.len());
+        let mut spare = None;
+        if !claimed(&members) {
+            // The registry's lock is never taken under the group's.
+            drop(members);
+            let claim = Registration::new(pool);
+            members = self.lock();
+            // A claim another thread made meanwhile makes this one spare.
+            if claimed(&members) {
+                spare = Some(claim);
+            } else {
+                members.claims.push(claim);
+            }
+        }
+        members.owned.push(Owned { member: ptr });
+        trace_record!("group", "member-created", self.raw, members.owned.len());
+        drop(members);
+        drop(spare);
         // SAFETY: the allocation is freed only by a release, which takes
         // `&mut self` (or runs in `Drop`, or in the teardown `Drop` hands off
         // from a member's callback, which moves the pointers only once `Drop`
@@ -581,9 +604,9 @@ impl CleanupGroup {
     /// Returns the type name of the first member that owed a drain (recorded
     /// as `drain-owed` by the member); only `Drop` reports it.
     fn release(&mut self, cancel: bool, heal: bool) -> Option<&'static str> {
-        // Taking the members takes their claims too: the pools stay
+        // Taking the members takes their pools' claims too: the pools stay
         // registered (and open) until the release has been marked.
-        let members = std::mem::take(&mut *self.lock());
+        let Members { owned: members, claims } = std::mem::take(&mut *self.lock());
         trace_record!("group", "release-begin", self.raw, members.len());
         let mut owed = None;
         for m in &members {
@@ -600,23 +623,16 @@ impl CleanupGroup {
         });
         #[cfg(feature = "self-heal")]
         if heal {
-            for (i, m) in members.iter().enumerate() {
-                if !members[..i].iter().any(|e| e.claim.same_pool(&m.claim)) {
-                    m.claim.after_cancel();
-                }
-            }
+            claims.iter().for_each(Registration::after_cancel);
         }
         #[cfg(not(feature = "self-heal"))]
         let _ = heal;
         // The platform has closed every member: freeing their contexts is now safe.
         let n = members.len();
-        let mut claims = Vec::with_capacity(n);
         for m in members {
             // SAFETY: a release runs under `&mut self` (or in `Drop`), so no
             // reference `adopt` lent out is alive.
-            let (member, claim) = unsafe { m.into_box() };
-            member.after_release();
-            claims.push(claim);
+            unsafe { m.into_box() }.after_release();
         }
         drop(claims);
         trace_record!("group", "release-ended", self.raw, n);
@@ -631,7 +647,7 @@ impl Drop for CleanupGroup {
     /// `close_members` (or a cancelling release) has nothing to report.
     fn drop(&mut self) {
         let mut members = self.lock();
-        if let Some(own) = members.iter().find(|m| reentry::in_own_callback(m.member().context())) {
+        if let Some(own) = members.owned.iter().find(|m| reentry::in_own_callback(m.member().context())) {
             // The release would wait for the callback running this drop: stop
             // that member now, as an owner dropped in its own callback is
             // stopped (a re-arm after the drop is refused, not owed; a tick

@@ -49,7 +49,7 @@ fn main() {
     } else if std::env::args().any(|a| a == "--only-async") {
         async_workload::run(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-create") {
-        workloads::create_drop(&cfg, &mut table);
+        workloads::create_rows(&cfg, &mut table);
     } else if std::env::args().any(|a| a == "--only-inplace") {
         let mut t = report::Table::new(&inplace_workload::COLUMNS, inplace_workload::SUBMITTED);
         inplace_workload::run(&cfg, &mut t);

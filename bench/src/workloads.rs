@@ -35,9 +35,7 @@ pub fn run_all(cfg: &Config, table: &mut Table) {
     periodic_jitter(cfg, table);
     wait_latency(cfg, table);
     crate::io_workload::run(cfg, table);
-    create_drop(cfg, table);
-    timer_create_drop(cfg, table);
-    group_create_release(cfg, table);
+    create_rows(cfg, table);
     crate::task_workload::run(cfg, table);
     crate::async_workload::run(cfg, table);
     // Last before the trace rows: the first safe cancellation starts the
@@ -45,6 +43,13 @@ pub fn run_all(cfg: &Config, table: &mut Table) {
     cancellation(cfg, table);
     trace_cost(cfg, table);
     crate::tracing_workload::run(cfg, table);
+}
+
+/// Every create + drop row (7): work, wait, timers, cleanup group.
+pub fn create_rows(cfg: &Config, table: &mut Table) {
+    create_drop(cfg, table);
+    timer_create_drop(cfg, table);
+    group_create_release(cfg, table);
 }
 
 /// Nanoseconds on the performance counter.

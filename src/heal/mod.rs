@@ -98,6 +98,11 @@ impl Registration {
     pub(crate) fn new(_pool: &crate::pool::PoolRef) -> Self {
         Self
     }
+
+    /// Whether this registration is for `pool`: one serves every pool.
+    pub(crate) fn is_for(&self, _pool: &crate::pool::PoolRef) -> bool {
+        true
+    }
 }
 
 #[cfg(not(feature = "self-heal"))]

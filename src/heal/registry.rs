@@ -180,9 +180,9 @@ impl Registration {
         }
     }
 
-    /// Whether two registrations name the same pool.
-    pub(crate) fn same_pool(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.entry, &other.entry)
+    /// Whether this registration is for `pool`.
+    pub(crate) fn is_for(&self, pool: &PoolRef) -> bool {
+        self.entry.key == pool_key(pool)
     }
 }
 
