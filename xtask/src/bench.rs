@@ -59,16 +59,54 @@ fn http_section(p: &setup::Platform) -> Result<String> {
     }
 }
 
-/// `docs/benchmarks.md` with its HTTP section (from `## HTTP` to the notes) replaced.
-fn with_http_section(doc: &str, section: &str) -> Option<String> {
-    let (head, rest) = doc.split_once(HTTP_HEADING)?;
-    let (_, notes) = rest.split_once("<!-- notes -->")?;
-    Some(format!("{head}{HTTP_HEADING}{section}<!-- notes -->{notes}"))
+/// `doc` with the body of the section under `heading` (up to `until`)
+/// replaced by `body`; `None` if `doc` has no such section.
+fn with_section(doc: &str, heading: &str, until: &str, body: &str) -> Option<String> {
+    let (head, rest) = doc.split_once(heading)?;
+    let (_, tail) = rest.split_once(until)?;
+    Some(format!("{head}{heading}{body}{until}{tail}"))
 }
 
 /// The HTTP section's heading and the line under it.
 const HTTP_HEADING: &str = "## HTTP\n\n`examples/http_server` and the same service on tokio + hyper \
     (`wtp-bench`'s `tokio-http`), alternated under wrk; higher requests/s and lower latency are better.\n\n";
+
+/// The in-place polling section's heading and the line under it.
+const INPLACE_HEADING: &str = "## In-place polling\n\nA task woken by one of the crate's callbacks polled \
+    on that callback's thread, against the same program with `WINDOWS_THREADPOOL_NO_INPLACE=1` (every wake \
+    submitted), alternated (`wtp-bench --only-inplace`); the ratio is to the submitted column.\n\n";
+
+/// Where the notes start.
+const NOTES: &str = "<!-- notes -->";
+
+/// `exe` run as this platform runs it: under Wine on Linux.
+fn program(p: &setup::Platform, exe: &std::path::Path) -> Command {
+    match p.target {
+        Some(_) if !cfg!(windows) => {
+            let mut c = setup::wine_run();
+            c.arg(exe);
+            c
+        }
+        _ => Command::new(exe),
+    }
+}
+
+/// The in-place polling table (`wtp-bench --only-inplace`, built in release).
+fn inplace_section(p: &setup::Platform, quick: bool) -> Result<String> {
+    if !p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench"]).status().map_err(|e| e.to_string())?.success() {
+        return Err("building the benchmark program failed".into());
+    }
+    let mut run = program(p, &p.bin_dir("release")?.join("wtp-bench.exe"));
+    run.arg("--only-inplace");
+    if quick {
+        run.arg("--quick");
+    }
+    let out = run.stdin(Stdio::null()).stderr(Stdio::inherit()).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("the in-place benchmark failed: {}", out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
 
 /// The chart of `docs/benchmarks.md`'s head-to-head rows, and its name
 /// beside that page.
@@ -85,9 +123,9 @@ fn write_chart(root: &std::path::Path) -> Result<()> {
 }
 
 pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
+    const FLAGS: [&str; 4] = ["--quick", "--only-http", "--only-inplace", "--chart"];
     let quick = rest.iter().any(|a| a == "--quick");
-    let only_http = rest.iter().any(|a| a == "--only-http");
-    if let Some(a) = rest.iter().find(|a| !["--quick", "--only-http", "--chart"].contains(&a.as_str())) {
+    if let Some(a) = rest.iter().find(|a| !FLAGS.contains(&a.as_str())) {
         return Err(format!("unexpected argument {a:?}"));
     }
     let root = workspace_root();
@@ -96,27 +134,26 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     }
     let p = setup::setup(target)?;
     let t0 = std::time::Instant::now();
-    if only_http {
-        let http = http_section(&p)?;
-        println!("{http}");
+    let only = |flag: &str| rest.iter().any(|a| a == flag);
+    if only("--only-http") || only("--only-inplace") {
+        let (heading, until, body) = if only("--only-http") {
+            (HTTP_HEADING, NOTES, http_section(&p)?)
+        } else {
+            (INPLACE_HEADING, HTTP_HEADING, inplace_section(&p, quick)?)
+        };
+        println!("{body}");
         let doc = std::fs::read_to_string(root.join("docs/benchmarks.md")).map_err(|e| e.to_string())?;
-        let doc = with_http_section(&doc, &http).ok_or("docs/benchmarks.md has no HTTP section to replace")?;
+        let doc = with_section(&doc, heading, until, &body)
+            .ok_or_else(|| format!("docs/benchmarks.md has no section {:?} to replace", heading.lines().next()))?;
         std::fs::write(root.join("docs/benchmarks.md"), doc).map_err(|e| e.to_string())?;
-        println!("bench: wrote the HTTP section of docs/benchmarks.md ({:.0}s)", t0.elapsed().as_secs_f64());
+        println!("bench: wrote one section of docs/benchmarks.md ({:.0}s)", t0.elapsed().as_secs_f64());
         return write_chart(&root);
     }
     if !p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench"]).status().map_err(|e| e.to_string())?.success() {
         return Err("building the benchmark program failed".into());
     }
     let exe = p.bin_dir("release")?.join("wtp-bench.exe");
-    let runner = || match p.target {
-        Some(_) if !cfg!(windows) => {
-            let mut c = setup::wine_run();
-            c.arg(&exe);
-            c
-        }
-        _ => Command::new(&exe),
-    };
+    let runner = || program(&p, &exe);
     let mut run = runner();
     if quick {
         run.arg("--quick");
@@ -173,11 +210,12 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
             table.push('\n');
         }
     }
+    let inplace = inplace_section(&p, quick)?;
     let http = if quick { "Not run with `--quick`.\n".to_string() } else { http_section(&p)? };
-    println!("{table}\n{net}\n{http}");
+    println!("{table}\n{net}\n{inplace}\n{http}");
     let date = utc_minute(std::time::SystemTime::now());
     let template = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap_or_default();
-    let notes = template.split_once("<!-- notes -->").map(|(_, n)| n.to_string()).unwrap_or_default();
+    let notes = template.split_once(NOTES).map(|(_, n)| n.to_string()).unwrap_or_default();
     let doc = format!(
         "# Benchmarks\n\n\
          Generated by `cargo xtask bench`{} on {date}, in {:.0} s.\n\n\
@@ -189,7 +227,7 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
          {table}\n\
          ## Sockets\n\n\
          Columns of their own; the ratio is to the raw `windows-sys` TP_IO column. Lower is better except in MB/s rows.\n\n\
-         {net}\n{HTTP_HEADING}{http}<!-- notes -->{notes}",
+         {net}\n{INPLACE_HEADING}{inplace}\n{HTTP_HEADING}{http}{NOTES}{notes}",
         if quick { " --quick" } else { "" },
         t0.elapsed().as_secs_f64(),
         machine()
@@ -252,11 +290,13 @@ mod tests {
     }
 
     #[test]
-    fn the_http_section_is_replaced_alone() {
-        let doc = format!("# B\n| a |\n{HTTP_HEADING}| old |\n<!-- notes -->\n## Notes\n");
-        let new = with_http_section(&doc, "| new |\n").unwrap();
-        assert_eq!(new, format!("# B\n| a |\n{HTTP_HEADING}| new |\n<!-- notes -->\n## Notes\n"));
-        assert_eq!(with_http_section("# B\n<!-- notes -->", "| new |\n"), None);
+    fn a_section_is_replaced_alone() {
+        let doc = format!("# B\n| a |\n{INPLACE_HEADING}| p |\n\n{HTTP_HEADING}| old |\n{NOTES}\n## Notes\n");
+        let new = with_section(&doc, HTTP_HEADING, NOTES, "| new |\n").unwrap();
+        assert_eq!(new, format!("# B\n| a |\n{INPLACE_HEADING}| p |\n\n{HTTP_HEADING}| new |\n{NOTES}\n## Notes\n"));
+        let new = with_section(&doc, INPLACE_HEADING, HTTP_HEADING, "| q |\n\n").unwrap();
+        assert_eq!(new, format!("# B\n| a |\n{INPLACE_HEADING}| q |\n\n{HTTP_HEADING}| old |\n{NOTES}\n## Notes\n"));
+        assert_eq!(with_section("# B\n<!-- notes -->", HTTP_HEADING, NOTES, "| new |\n"), None);
     }
 
     #[test]
