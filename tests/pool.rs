@@ -1,6 +1,8 @@
 //! Private pools and the default pool.
 #![cfg(windows)]
 
+#[path = "support/process.rs"]
+mod process;
 mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -138,33 +140,6 @@ fn raw_use_after_closing_the_pool_differs_on_wine() {
     }
 }
 
-/// The ids of this process's threads (a Toolhelp snapshot).
-fn process_threads() -> std::collections::HashSet<u32> {
-    use windows_sys::Win32::Foundation::CloseHandle;
-    use windows_sys::Win32::System::Diagnostics::ToolHelp::{
-        CreateToolhelp32Snapshot, TH32CS_SNAPTHREAD, THREADENTRY32, Thread32First, Thread32Next,
-    };
-    let me = std::process::id();
-    let mut ids = std::collections::HashSet::new();
-    // SAFETY: the snapshot handle is checked and closed; `entry` is sized as
-    // the API requires.
-    unsafe {
-        let snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
-        assert_ne!(snap, windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE);
-        let mut entry: THREADENTRY32 = core::mem::zeroed();
-        entry.dwSize = core::mem::size_of::<THREADENTRY32>() as u32;
-        let mut ok = Thread32First(snap, &mut entry);
-        while ok != 0 {
-            if entry.th32OwnerProcessID == me {
-                ids.insert(entry.th32ThreadID);
-            }
-            ok = Thread32Next(snap, &mut entry);
-        }
-        CloseHandle(snap);
-    }
-    ids
-}
-
 /// `set_min_threads` creates the threads at once: callbacks submitted later,
 /// held concurrently until all have started, run on threads that already
 /// existed when it returned (threads created on demand would be new).
@@ -174,7 +149,7 @@ fn min_threads_are_created_up_front() {
     let pool = Pool::new().unwrap();
     pool.set_max_threads(N as u32).unwrap();
     pool.set_min_threads(N as u32).unwrap();
-    let existing = process_threads();
+    let existing = process::thread_ids();
     let env = CallbackEnviron::new().with_pool(&pool);
     let (seen, arrived) = (Arc::new(Mutex::new(Vec::new())), Arc::new(support::Counter::default()));
     let (s, a) = (Arc::clone(&seen), Arc::clone(&arrived));

@@ -14,8 +14,8 @@
 //! (from any process of the same session), so
 //! `http_server --stop 'Local\windows-threadpool-http-server-1234'` stops
 //! the server whose process id is 1234. With `--stats`, `GET /stats`
-//! answers one line: connections accepted and ended, the process's open
-//! handles and private bytes, and the slack within which the leak checks
+//! answers one line: connections accepted and ended, the process's threads,
+//! open handles and private bytes, and the slack within which the leak checks
 //! let those move (what the HTTP soak of `cargo xtask stress` compares).
 //!
 //! With `--self-test` (what `cargo xtask demo` and `cargo xtask test` run)
@@ -35,7 +35,8 @@ mod service;
 #[cfg(windows)]
 fn resources() -> String {
     format!(
-        "handles={} private_bytes={} handle_slack={} private_bytes_slack={}",
+        "threads={} handles={} private_bytes={} handle_slack={} private_bytes_slack={}",
+        process::thread_ids().len(),
         process::handle_count(),
         process::private_bytes(),
         process::POOL_HANDLE_SLACK,

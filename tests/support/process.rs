@@ -71,3 +71,30 @@ pub const POOL_HANDLE_SLACK: usize = 4;
 /// cycles of a cleanup group or a sleep, one heap segment). A leak of one context (about 100
 /// bytes) per cycle over 100,000 cycles is 10 MB.
 pub const PRIVATE_BYTES_SLACK: usize = 4 << 20;
+
+/// The ids of this process's threads (a Toolhelp snapshot).
+pub fn thread_ids() -> std::collections::HashSet<u32> {
+    use windows_sys::Win32::Foundation::{CloseHandle, INVALID_HANDLE_VALUE};
+    use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+        CreateToolhelp32Snapshot, TH32CS_SNAPTHREAD, THREADENTRY32, Thread32First, Thread32Next,
+    };
+    let me = std::process::id();
+    let mut ids = std::collections::HashSet::new();
+    // SAFETY: the snapshot handle is checked and closed; `entry` is sized as
+    // the API requires.
+    unsafe {
+        let snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
+        assert_ne!(snap, INVALID_HANDLE_VALUE, "CreateToolhelp32Snapshot: {}", std::io::Error::last_os_error());
+        let mut entry: THREADENTRY32 = core::mem::zeroed();
+        entry.dwSize = core::mem::size_of::<THREADENTRY32>() as u32;
+        let mut ok = Thread32First(snap, &mut entry);
+        while ok != 0 {
+            if entry.th32OwnerProcessID == me {
+                ids.insert(entry.th32ThreadID);
+            }
+            ok = Thread32Next(snap, &mut entry);
+        }
+        CloseHandle(snap);
+    }
+    ids
+}

@@ -294,6 +294,7 @@ fn get(addr: &str, path: &str) -> Result<String> {
 pub struct ServerStats {
     pub accepted: u64,
     pub ended: u64,
+    pub threads: u64,
     pub handles: u64,
     pub private_bytes: u64,
     pub handle_slack: u64,
@@ -307,6 +308,7 @@ pub fn parse_stats(line: &str) -> Option<ServerStats> {
     Some(ServerStats {
         accepted: field("accepted")?,
         ended: field("ended")?,
+        threads: field("threads")?,
         handles: field("handles")?,
         private_bytes: field("private_bytes")?,
         handle_slack: field("handle_slack")?,
@@ -314,20 +316,48 @@ pub fn parse_stats(line: &str) -> Option<ServerStats> {
     })
 }
 
+/// How long the thread count must hold still before a baseline is read:
+/// longer than an idle pool thread lives (Wine: 5 s).
+const THREADS_STILL: Duration = Duration::from_secs(7);
+
+/// What [`settled_stats`] waits for besides the connections.
+#[derive(Clone, Copy, Debug)]
+enum Threads {
+    /// The thread count unchanged for [`THREADS_STILL`] (a baseline).
+    Still,
+    /// At most this many threads.
+    AtMost(u64),
+}
+
 /// The server's stats once every connection but the asking one has ended
-/// (wrk's have closed), within [`PATIENCE`].
-fn settled_stats(addr: &str) -> Result<ServerStats> {
+/// (wrk's have closed) and its threads are as `threads` asks, within
+/// [`PATIENCE`]. Each pool thread holds private bytes (its stack, about
+/// 1 MiB), and the pool keeps the threads a burst made until they idle out,
+/// so private bytes compare only at the same threads.
+fn settled_stats(addr: &str, threads: Threads) -> Result<ServerStats> {
     let deadline = Instant::now() + PATIENCE;
+    let mut still_since: Option<(u64, Instant)> = None;
     loop {
         let body = get(addr, "/stats")?;
         let stats = parse_stats(&body).ok_or_else(|| format!("GET /stats: {body:?}"))?;
-        if stats.ended + 1 == stats.accepted {
+        let ended = stats.ended + 1 == stats.accepted;
+        let threads_ok = match threads {
+            Threads::AtMost(n) => stats.threads <= n,
+            Threads::Still => match still_since {
+                Some((n, since)) if n == stats.threads => since.elapsed() >= THREADS_STILL,
+                _ => {
+                    still_since = Some((stats.threads, Instant::now()));
+                    false
+                }
+            },
+        };
+        if ended && threads_ok {
             return Ok(stats);
         }
         if Instant::now() > deadline {
-            return Err(format!("connections still open {PATIENCE:?} after wrk: {stats:?}"));
+            return Err(format!("not settled {PATIENCE:?} after wrk ({threads:?}): {stats:?}"));
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
@@ -358,9 +388,9 @@ pub fn soak(p: &Platform, wrk_exe: &Path, secs: u32) -> Result<String> {
     let served = start_server(p, &exe, &exe, &["--stats"])?;
     let addr = served.addr.clone();
     let warm = wrk(wrk_exe, &addr, SOAK_CONNS, 5)?;
-    let before = settled_stats(&addr)?;
+    let before = settled_stats(&addr, Threads::Still)?;
     let run = wrk(wrk_exe, &addr, SOAK_CONNS, secs)?;
-    let after = settled_stats(&addr)?;
+    let after = settled_stats(&addr, Threads::AtMost(before.threads))?;
     let hello = get(&addr, "/")?;
     served.stop()?;
     let mut failures = leaked(&before, &after);
@@ -378,17 +408,21 @@ pub fn soak(p: &Platform, wrk_exe: &Path, secs: u32) -> Result<String> {
     }
     let summary = format!(
         "HTTP soak: {secs} s of wrk -c{SOAK_CONNS}: {} requests ({:.0}/s, mean {:.2} ms, max {:.1} ms), \
-         0 socket errors, 0 non-2xx; handles {} -> {}, private bytes {} -> {}",
+         {} socket errors, {} non-2xx; threads {} -> {}, handles {} -> {}, private bytes {} -> {}",
         run.requests,
         run.per_second,
         run.mean_ms,
         run.max_ms,
+        run.socket_errors,
+        run.non_2xx,
+        before.threads,
+        after.threads,
         before.handles,
         after.handles,
         before.private_bytes,
         after.private_bytes
     );
-    if failures.is_empty() { Ok(summary) } else { Err(format!("HTTP soak: {}", failures.join("; "))) }
+    if failures.is_empty() { Ok(summary) } else { Err(format!("{summary}: FAILED: {}", failures.join("; "))) }
 }
 
 /// The connection counts and seconds of each bench run.
@@ -490,9 +524,10 @@ Transfer/sec:    512.00KB
 
     #[test]
     fn the_soak_compares_within_the_reported_slack() {
-        let line = "accepted=66 ended=65 handles=40 private_bytes=1000000 handle_slack=4 private_bytes_slack=4194304\n";
+        let line = "accepted=66 ended=65 threads=9 handles=40 private_bytes=1000000 handle_slack=4 \
+                    private_bytes_slack=4194304\n";
         let before = parse_stats(line).unwrap();
-        assert_eq!((before.accepted, before.ended, before.handles), (66, 65, 40));
+        assert_eq!((before.accepted, before.ended, before.threads, before.handles), (66, 65, 9, 40));
         let same = ServerStats { handles: 44, private_bytes: 1_000_000 + 4_194_304, ..before };
         assert!(leaked(&before, &same).is_empty());
         let more = ServerStats { handles: 45, private_bytes: 1_000_000 + 4_194_305, ..before };
