@@ -282,6 +282,53 @@ fn report_runner_retries(cmd: &str) {
     }
 }
 
+/// `cargo xtask wine10 [--setup] [-j N] [-- NEXTEST ARGS]`: prepares the
+/// Wine 10 root (`crate::wine10`), then runs the nextest suite and the
+/// doctests in the default and all-features configurations under Wine 10
+/// (after `--`: one nextest run with those arguments, default features).
+/// `-j N`: N tests at a time (nextest's and the doctests' threads).
+pub fn wine10(rest: &[String]) -> Result<()> {
+    let (mut setup_only, mut threads, mut nextest_args) = (false, None, None);
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--setup" => setup_only = true,
+            "-j" => threads = Some(it.next().ok_or("-j needs a number")?.clone()),
+            "--" => nextest_args = Some(it.by_ref().cloned().collect::<Vec<_>>()),
+            _ => return Err(format!("unexpected argument {a:?}")),
+        }
+    }
+    let mut p = crate::wine10::prepare()?;
+    if setup_only {
+        return Ok(());
+    }
+    if let Some(n) = threads {
+        p.env.extend([("NEXTEST_TEST_THREADS".into(), n.clone().into()), ("RUST_TEST_THREADS".into(), n.into())]);
+    }
+    let t0 = Instant::now();
+    clear_runner_log();
+    let mut tally = Tally::default();
+    let mut lines = Vec::new();
+    if let Some(extra) = nextest_args {
+        let mut args = vec!["nextest", "run", "--color", "never", "--no-fail-fast", "-p", LIB];
+        args.extend(extra.iter().map(String::as_str));
+        let (ok, text) = run_tee(&mut p.cargo(&args));
+        tally.account("tests (Wine 10, as asked)", ok, parse_nextest(&text));
+    } else {
+        for (config, flags) in [CONFIGS[0], CONFIGS[2]] {
+            let t = Instant::now();
+            let line = tests(&p, &mut tally, &format!("{config}, Wine 10"), flags);
+            lines.push(format!("{line} in {:.0}s", t.elapsed().as_secs_f64()));
+        }
+    }
+    println!("xtask wine10: finished in {:.0}s", t0.elapsed().as_secs_f64());
+    for line in &lines {
+        println!("xtask wine10: {line}");
+    }
+    report_runner_retries("wine10");
+    tally.finish("wine10")
+}
+
 /// `cargo xtask test [--target T]`.
 pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     if !rest.is_empty() {
