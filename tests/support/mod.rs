@@ -221,7 +221,10 @@ pub fn wine_version() -> Option<(u32, u32)> {
     // SAFETY: Wine declares it `const char * CDECL wine_get_version(void)`,
     // a static NUL-terminated string.
     let text = unsafe {
-        let get: unsafe extern "C" fn() -> *const core::ffi::c_char = core::mem::transmute(f);
+        let get = core::mem::transmute::<
+            unsafe extern "system" fn() -> isize,
+            unsafe extern "C" fn() -> *const core::ffi::c_char,
+        >(f);
         std::ffi::CStr::from_ptr(get()).to_string_lossy().into_owned()
     };
     let mut parts = text.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse().unwrap_or(0));
