@@ -288,16 +288,7 @@ fn report_runner_retries(cmd: &str) {
 /// (after `--`: one nextest run with those arguments, default features).
 /// `-j N`: N tests at a time (nextest's and the doctests' threads).
 pub fn wine10(rest: &[String]) -> Result<()> {
-    let (mut setup_only, mut threads, mut nextest_args) = (false, None, None);
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--setup" => setup_only = true,
-            "-j" => threads = Some(it.next().ok_or("-j needs a number")?.clone()),
-            "--" => nextest_args = Some(it.by_ref().cloned().collect::<Vec<_>>()),
-            _ => return Err(format!("unexpected argument {a:?}")),
-        }
-    }
+    let Wine10Args { setup_only, threads, nextest_args } = wine10_args(rest)?;
     let mut p = crate::wine10::prepare()?;
     if setup_only {
         return Ok(());
@@ -327,6 +318,32 @@ pub fn wine10(rest: &[String]) -> Result<()> {
     }
     report_runner_retries("wine10");
     tally.finish("wine10")
+}
+
+/// What `cargo xtask wine10` was asked.
+#[derive(Debug, Default, PartialEq)]
+struct Wine10Args {
+    setup_only: bool,
+    threads: Option<String>,
+    /// After `--`: one nextest run with these.
+    nextest_args: Option<Vec<String>>,
+}
+
+fn wine10_args(rest: &[String]) -> Result<Wine10Args> {
+    let mut w = Wine10Args::default();
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--setup" => w.setup_only = true,
+            "-j" => {
+                let n = it.next().filter(|n| n.parse::<u32>().is_ok_and(|n| n > 0)).ok_or("-j needs a number")?;
+                w.threads = Some(n.clone());
+            }
+            "--" => w.nextest_args = Some(it.by_ref().cloned().collect()),
+            _ => return Err(format!("unexpected argument {a:?}")),
+        }
+    }
+    Ok(w)
 }
 
 /// `cargo xtask test [--target T]`.
@@ -765,6 +782,24 @@ mod tests {
         let mut tally = Tally::default();
         tally.account("tests", true, parse_libtest("test result: ok. 3 passed; 0 failed; 1 ignored"));
         assert!(tally.finish("test").is_ok());
+    }
+
+    #[test]
+    fn wine10_arguments() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(wine10_args(&[]), Ok(Wine10Args::default()));
+        assert_eq!(
+            wine10_args(&args(&["-j", "1", "--", "-E", "test(x)", "--setup"])),
+            Ok(Wine10Args {
+                setup_only: false,
+                threads: Some("1".into()),
+                nextest_args: Some(args(&["-E", "test(x)", "--setup"]))
+            })
+        );
+        assert!(wine10_args(&args(&["--setup"])).unwrap().setup_only);
+        assert!(wine10_args(&args(&["-j"])).is_err());
+        assert!(wine10_args(&args(&["-j", "0"])).is_err());
+        assert!(wine10_args(&args(&["--all"])).is_err());
     }
 
     #[test]

@@ -890,6 +890,20 @@ mod tests {
     }
 
     #[test]
+    fn another_runner_replaces_the_configured_one() {
+        let p = wine_platform_with_runner(Path::new("/src/a \"b\"/xtask/wine10-run"));
+        assert_eq!(
+            p.cargo_args(),
+            [
+                "--target",
+                WIN_TARGET,
+                "--config",
+                r#"target.x86_64-pc-windows-gnu.runner=["/src/a \"b\"/xtask/wine10-run"]"#
+            ]
+        );
+    }
+
+    #[test]
     fn the_windows_runner_override_is_one_toml_array() {
         assert_eq!(
             runner_override(r#"C:\Users\A "B"\xtask.exe"#),

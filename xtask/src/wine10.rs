@@ -122,6 +122,10 @@ fn bootstrap(root: &std::path::Path) -> Result<()> {
         setup::run_quiet(&mut apt(&["install", "-y", "-q", "debootstrap"]), "apt-get install debootstrap")?;
     }
     if root.exists() {
+        if root.join("usr/bin/wineserver").exists() {
+            // A server of the root's own would keep running on deleted files.
+            let _ = in_root("wineserver", &["-k"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        }
         println!("wine10: removing the incomplete root {}", root.display());
         std::fs::remove_dir_all(root).map_err(|e| format!("remove {}: {e}", root.display()))?;
     }
@@ -144,6 +148,8 @@ fn bootstrap(root: &std::path::Path) -> Result<()> {
     let mut install = in_root("apt-get", &install);
     install.env("DEBIAN_FRONTEND", "noninteractive");
     step(install, "apt-get install wine wine64 (root)")?;
+    // The downloaded packages (about 300 MB) are not needed again.
+    step(in_root("apt-get", &["clean"]), "apt-get clean (root)")?;
     let out = in_root("wine", &["--version"]).output().map_err(|e| format!("wine --version: {e}"))?;
     let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || !version.starts_with("wine-10") {
