@@ -87,8 +87,10 @@
 //! saying so. Call `stop_and_drain` first to drop a timer at rest.
 //!
 //! # Platform differences
-//! On Windows, disarming a timer discards a callback that has already been
-//! queued but has not started; on Wine 8 that callback still runs. `disarm`
+//! On Windows, disarming a timer discarded a callback that had already been
+//! queued but had not started, where measured (Microsoft's
+//! `SetThreadpoolTimer` says instead that callbacks already queued still
+//! occur, so count on neither); on Wine 8 that callback still runs. `disarm`
 //! reports what it cancelled through `SetThreadpoolTimerEx` (Windows 8 and
 //! later), looked up at run time; Wine 8 lacks it, and `disarm` returns
 //! `None` there. Wine 8 also reads the period as a signed 32-bit
@@ -744,7 +746,7 @@ impl<'a> PeriodicTick<'a> {
 
     /// Disarms the timer from inside a tick, at once: no further tick is
     /// scheduled. Ticks already running keep running; on Wine 8 a tick
-    /// already queued still runs (on Windows it is discarded). Ignored if
+    /// already queued still runs (on Windows it was discarded where measured). Ignored if
     /// the owner armed or disarmed the timer since this tick began.
     pub fn disarm(&self) {
         let g = self.header.lock();
@@ -858,8 +860,9 @@ impl TimerObject {
     }
 
     /// Disarms the timer. A firing already running continues, and its re-arm
-    /// request is dropped. On Windows a firing already queued is discarded;
-    /// on Wine 8 it still runs (see `docs/wine.md`).
+    /// request is dropped. A firing already queued still runs on Wine 8 and
+    /// was discarded on Windows where measured (see the
+    /// [module docs](self#platform-differences)).
     ///
     /// Returns whether the disarm cancelled a pending expiry
     /// (`SetThreadpoolTimerEx`): `Some(true)` if the timer was armed and
@@ -871,8 +874,9 @@ impl TimerObject {
     }
 
     /// `IsThreadpoolTimerSet`: whether a due time is set. This is not "will
-    /// fire again": the flag stays set after a one-shot fires (measured on
-    /// Wine 8; see `tests/timer.rs::is_armed_stays_true_after_a_one_shot_fires`),
+    /// fire again": the flag stays set after a one-shot fires (on Windows, as
+    /// Wine's conformance test `test_tp_timer` records, and on Wine 8; see
+    /// `tests/timer.rs::is_armed_stays_true_after_a_one_shot_fires`),
     /// and is cleared only by [`disarm`](Self::disarm) and
     /// [`stop_and_drain`](Self::stop_and_drain).
     pub fn is_armed(&self) -> bool {
@@ -1072,8 +1076,9 @@ impl PeriodicTimerObject {
     }
 
     /// Disarms the timer: no further tick is scheduled. Ticks already
-    /// running keep running; on Windows a tick already queued is discarded,
-    /// on Wine 8 it still runs. Use [`stop_and_drain`](Self::stop_and_drain)
+    /// running keep running; a tick already queued still runs on Wine 8 and
+    /// was discarded on Windows where measured (see the
+    /// [module docs](self#platform-differences)). Use [`stop_and_drain`](Self::stop_and_drain)
     /// to also wait for them. Returns what [`TimerObject::disarm`] returns.
     pub fn disarm(&self) -> Option<bool> {
         self.0.disarm()

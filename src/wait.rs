@@ -1195,7 +1195,8 @@ impl WaitObject {
     /// Discards queued callbacks that have not started and waits for the
     /// running ones (`WaitForThreadpoolWaitCallbacks(.., TRUE)`), without the
     /// self-heal repair that `try_cancel_pending` schedules. It does not
-    /// disarm.
+    /// disarm (Windows 8 did: Wine's conformance test `test_tp_wait` marks
+    /// that `broken`).
     ///
     /// Under Wine, one that races a drain of the same object on another
     /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
@@ -1222,8 +1223,9 @@ impl WaitObject {
     /// Discards queued callbacks that have not started and waits for the
     /// running ones, then has the self-heal machinery repair the pool the
     /// cancellation may have wedged (a work submission to it, within about
-    /// 250 ms; see `docs/self-heal.md`). It does not disarm. Requires the
-    /// default `self-heal` feature.
+    /// 250 ms; see `docs/self-heal.md`). It does not disarm (Windows 8 did:
+    /// Wine's conformance test `test_tp_wait` marks that `broken`). Requires
+    /// the default `self-heal` feature.
     ///
     /// Under Wine, one that races a drain of the same object on another
     /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that

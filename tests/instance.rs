@@ -78,6 +78,8 @@ fn set_event_on_return_signals_once_the_callback_has_returned() {
     timer.stop_and_drain();
 }
 
+/// Microsoft's `CallbackMayRunLong`: TRUE if "the thread pool was able to
+/// create a new thread"; the default pool's maximum is far above one.
 #[test]
 fn may_run_long_is_true_on_the_default_pool() {
     let (tx, rx) = mpsc::channel();
@@ -87,6 +89,11 @@ fn may_run_long_is_true_on_the_default_pool() {
     timer.stop_and_drain();
 }
 
+/// FALSE on the only thread of a pool whose maximum is 1, on Windows too:
+/// Wine's conformance test `dlls/ntdll/tests/threadpool.c`
+/// `test_tp_group_cancel` (`TpCallbackMayRunLong` returns
+/// `STATUS_TOO_MANY_THREADS` there), as Microsoft's `CallbackMayRunLong`
+/// describes ("FALSE if another thread in the thread pool is not available").
 #[test]
 fn may_run_long_is_false_when_the_pool_cannot_add_a_thread() {
     let pool = Pool::new().unwrap();

@@ -478,6 +478,11 @@ fn eight_threads_submitting_concurrently() {
     assert_eq!(io.outstanding(), 0);
 }
 
+/// Reads at and past the end of a file fail with `ERROR_HANDLE_EOF`, at once
+/// or through the completion. Windows may refuse at once: Microsoft's
+/// "Testing for the End of a File" ("An asynchronous read operation can
+/// encounter the end of a file during the initiating call to ReadFile"); not
+/// measured, so either outcome passes there.
 #[test]
 fn reads_past_end_of_file_are_errors() {
     let contents = pattern(100);
@@ -671,7 +676,8 @@ fn a_claimed_operation_can_be_submitted_again() {
         assert_eq!(op.payload()[..], pattern(1024)[i as usize * 100..][..16]);
     }
     if support::on_wine() {
-        // Windows may complete a cached read synchronously (a completion still arrives).
+        // Windows may complete a cached read synchronously (a completion still
+        // arrives: Wine's `test_kernel32_tp_io` shows it for a pipe read).
         assert_eq!(returned, [0, 0, 0], "Wine answers every file read on a bound handle with ERROR_IO_PENDING");
     }
     io.wait();
@@ -1058,6 +1064,9 @@ fn flush_completions() {
 /// the object's, delivers it to the trampoline, and later drops the started
 /// operation's own packet (`docs/wine.md`). The trampoline must ignore the
 /// foreign completion: the callback never sees it and `outstanding` stays.
+/// On Windows the packets always arrive (the binding belongs to the file
+/// object; Microsoft's `StartThreadpoolIo` says only that an unstarted
+/// completion corrupts memory); not measured.
 /// Runs in a child process, which leaves with the lost operation still
 /// outstanding (a rundown would wait for it forever).
 #[test]
@@ -1182,8 +1191,11 @@ fn an_operations_overlapped_records_its_offset() {
 }
 
 /// `CancelIoEx(handle, NULL)` with nothing to cancel: Windows documents
-/// `ERROR_NOT_FOUND`, which `Io::cancel_all` reports as success. Wine 8
-/// succeeds; Wine 10 fails as Windows does.
+/// `ERROR_NOT_FOUND` (`CancelIoEx`: "If this function cannot find a request to
+/// cancel, the return value is 0"), which `Io::cancel_all` reports as success.
+/// Wine's conformance test `dlls/ntdll/tests/pipe.c` `test_cancelio` asserts
+/// `STATUS_NOT_FOUND` from `NtCancelIoFileEx(pipe, NULL, ..)` on Windows.
+/// Wine 8 succeeds; Wine 10 fails as Windows does.
 #[test]
 fn raw_cancel_all_with_nothing_outstanding_differs_on_wine() {
     let (s, _c) = io::pipe_pair().unwrap();

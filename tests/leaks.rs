@@ -43,7 +43,8 @@ leak_tests!(
 );
 
 /// The handle count is not vacuous (under Wine 8 `GetProcessHandleCount`
-/// reports 0; the count comes from the system handle table there).
+/// reports 0, where Microsoft documents "the number of open handles that
+/// belong to the specified process"; the count probes handle values there).
 #[test]
 fn the_handle_count_sees_a_handle_come_and_go() {
     support::alone("the_handle_count_sees_a_handle_come_and_go", || {
@@ -56,7 +57,8 @@ fn the_handle_count_sees_a_handle_come_and_go() {
 }
 
 /// Private bytes are not vacuous (under Wine 8 `PrivateUsage` reads 0;
-/// `PagefileUsage` is used there): committing 16 MiB shows.
+/// `PagefileUsage`, which Microsoft documents as the same commit charge, is
+/// used there): committing 16 MiB shows.
 #[test]
 fn private_bytes_see_an_allocation() {
     support::alone("private_bytes_see_an_allocation", || {

@@ -103,7 +103,8 @@ fn pool_may_be_dropped_before_its_objects() {
 
 /// Raw API, no crate types: submitting work bound to a pool that was already
 /// closed. Windows documents that the close is deferred until the pool's
-/// objects are gone; Wine asserts `!pool->shutdown` and kills the process.
+/// objects are gone (`CloseThreadpool`: "the thread pool is released
+/// asynchronously after the outstanding objects are freed"; not measured); Wine asserts `!pool->shutdown` and kills the process.
 /// This difference is why objects hold a reference to their pool.
 #[test]
 fn raw_use_after_closing_the_pool_differs_on_wine() {

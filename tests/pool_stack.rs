@@ -42,7 +42,9 @@ fn a_commit_above_the_reserve_is_refused() {
 }
 
 /// Wine 8 only stores the sizes: its pool threads get the default stack.
-/// Windows (and Wine 10) give threads created after the call a stack of the reserve set.
+/// Windows (and Wine 10) give threads created after the call a stack of the
+/// reserve set (Microsoft's `SetThreadpoolStackInformation`: "Sets the stack
+/// reserve and commit sizes for new threads"; not measured on Windows).
 #[test]
 fn threads_created_after_the_call_get_the_stack_on_windows_only() {
     let pool = Pool::new().unwrap();

@@ -409,7 +409,8 @@ fn a_task_holding_the_last_pool_reference_hands_the_close_off() {
 }
 
 /// `may_run_long` reaches the task callback's instance: on a pool of one
-/// thread, that thread is the last (`Some(false)`); on a pool of two, the
+/// thread, that thread is the last (`Some(false)`, on Windows too: Wine's
+/// `test_tp_group_cancel`, `STATUS_TOO_MANY_THREADS`); on a pool of two, the
 /// pool can take another (`Some(true)`). Outside a task's pool callback,
 /// and in a task its joiner runs, there is no instance (`None`).
 #[test]

@@ -94,7 +94,7 @@ fn counting_timer(count: &Arc<Counter>) -> Timer {
 }
 
 /// Polls whether the timer `raw` is disarmed (`IsThreadpoolTimerSet` FALSE).
-/// A one-shot stays set after it fired (`is_set_stays_true_after_a_one_shot_fires`),
+/// A one-shot stays set after it fired (`is_armed_stays_true_after_a_one_shot_fires`),
 /// so for a timer the test armed and did not disarm, this turns true only
 /// when teardown or `stop_and_drain` disarms it: an observable "the stop has
 /// begun" for [`support::open_when`].
@@ -233,7 +233,8 @@ fn instants_and_never_arm_timers() {
 /// `disarm` reports through `SetThreadpoolTimerEx` whether it cancelled a
 /// pending expiry. Wine 8 lacks the call (`docs/wine.md`), so there it
 /// reports `None`; the `Some` outcomes are pinned for Windows only, not yet
-/// measured there.
+/// measured there. Source: Microsoft's `SetThreadpoolTimerEx` ("Returns TRUE
+/// if the timer was previously set and was canceled. Otherwise returns FALSE.").
 #[test]
 fn disarm_reports_a_cancelled_expiry_where_the_system_can() {
     let count = Arc::new(Counter::default());
@@ -263,6 +264,11 @@ fn coalescing_window_still_fires() {
     count.wait_for(1);
 }
 
+/// `is_armed` stays true after a one-shot fired, on both platforms. Source
+/// for Windows: Wine's conformance test `dlls/ntdll/tests/threadpool.c`
+/// `test_tp_timer` (`TpIsTimerSet` TRUE after the firing, FALSE after a NULL
+/// due time), as Microsoft's `IsThreadpoolTimerSet` words it ("set if the most
+/// recent call ... passed a non-null value for pftDueTime").
 #[test]
 fn is_armed_stays_true_after_a_one_shot_fires() {
     let count = Arc::new(Counter::default());
@@ -275,9 +281,8 @@ fn is_armed_stays_true_after_a_one_shot_fires() {
     timer.arm(Duration::from_millis(1));
     count.wait_for(1);
     timer.wait();
-    // Measured under Wine 8: the due time stays "set" after the one-shot
-    // fired. Not yet measured on Windows, where this asserts the same; if it
-    // fails there, pin Windows' outcome here and add a row to docs/wine.md.
+    // The due time stays "set" after the one-shot fired: measured under
+    // Wine 8, asserted for Windows by Wine's `test_tp_timer`.
     assert!(timer.is_armed(), "is_armed after a one-shot fired");
     timer.arm(Duration::ZERO);
     count.wait_for(2);
@@ -299,6 +304,12 @@ fn disarm_before_the_due_time_prevents_the_firing() {
     assert_eq!(count.get(), 0);
 }
 
+/// A disarm with the one-shot's firing queued behind a busy pool: Wine 8
+/// still runs it, Windows discards it.
+/// Windows: the seeds' measurement (docs/wine.md); Microsoft's `SetThreadpoolTimer`
+/// says of a NULL due time that "callbacks already queued will still occur",
+/// which reads against it, so this Windows branch is the first to check if
+/// it fails there.
 #[test]
 fn disarm_with_a_firing_queued_differs_on_wine() {
     let blocked = Blocked::new();
@@ -670,7 +681,8 @@ fn disarm_during_a_firing_drops_its_rearm() {
 #[test]
 fn drop_with_a_stale_firing_queued_suppresses_its_rearm() {
     // A firing queued before teardown disarmed runs during the drain on Wine
-    // (on Windows the disarm discards it); its re-arm must not apply.
+    // (on Windows the disarm discards it: the seeds' measurement, see
+    // `disarm_with_a_firing_queued_differs_on_wine`); its re-arm must not apply.
     let blocked = Blocked::new();
     let count = Arc::new(Counter::default());
     let c = Arc::clone(&count);
@@ -836,6 +848,12 @@ fn a_tick_disarm_is_ignored_after_an_outside_rearm() {
     timer.stop_and_drain();
 }
 
+/// A disarm with a periodic tick queued behind a busy pool: Wine 8 still
+/// runs it, Windows discards it.
+/// Windows: the seeds' measurement (docs/wine.md); Microsoft's `SetThreadpoolTimer`
+/// says of a NULL due time that "callbacks already queued will still occur",
+/// which reads against it, so this Windows branch is the first to check if
+/// it fails there.
 #[test]
 fn disarm_with_a_tick_queued_differs_on_wine() {
     let blocked = Blocked::new();
@@ -854,6 +872,9 @@ fn disarm_with_a_tick_queued_differs_on_wine() {
     }
 }
 
+/// A period of `u32::MAX` ms: Wine 8 re-expires at once; on Windows the next
+/// tick is 49.7 days away. Source for Windows: Microsoft's `SetThreadpoolTimer`
+/// (`msPeriod` is a `DWORD`, "The timer period, in milliseconds"); not measured.
 #[test]
 fn max_period_differs_on_wine() {
     let count = Arc::new(Counter::default());

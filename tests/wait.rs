@@ -134,6 +134,8 @@ fn instants_and_system_times_are_timeouts() {
 /// `disarm` reports through `SetThreadpoolWaitEx` whether it cancelled an
 /// armed wait. Wine 8 lacks the call (`docs/wine.md`): `None` there;
 /// the `Some` outcome is pinned for Windows only, not yet measured there.
+/// Source: Microsoft's `SetThreadpoolWaitEx` ("Returns TRUE if the wait was
+/// previously set and was canceled").
 #[test]
 fn disarm_reports_a_cancelled_wait_where_the_system_can() {
     let event = Event::auto_reset().unwrap();
@@ -153,6 +155,8 @@ fn disarm_reports_a_cancelled_wait_where_the_system_can() {
 /// A zero timeout on a handle already signalled: Wine always reports a
 /// timeout and leaves the signal alone (docs/wine.md). On any platform the
 /// result must agree with what happened to an auto-reset event's signal.
+/// Windows is not pinned: Microsoft's `SetThreadpoolWait` says only "If this
+/// parameter points to 0, the wait times out immediately"; not measured.
 #[test]
 fn zero_timeout_on_a_signalled_handle() {
     let event = signalled(Event::auto_reset().unwrap());
@@ -503,15 +507,16 @@ fn queued_wait(event: &Event) -> Queued {
     event.set().unwrap();
     // Wine delivers a signal through its wait thread, so "set" does not mean
     // "queued". A probe armed after `wait` on the same handle fires only once
-    // that thread has queued `wait`'s callback (on Windows it is queued by
-    // the time `set` returns).
+    // that thread has queued `wait`'s callback (on Windows no wait thread
+    // stands between; not measured).
     probe_fires(event);
     assert_eq!(count.get(), 0, "the pool's only thread is busy");
     Queued { wait, count, gate, _blocker: blocker, _pool: pool }
 }
 
-/// A disarm does not discard a callback already queued, on Windows (measured)
-/// and on Wine alike (docs/wine.md).
+/// A disarm does not discard a callback already queued, on Windows and on
+/// Wine alike (docs/wine.md). Source for Windows: the seeds' measurement, and
+/// Microsoft's `SetThreadpoolWait` ("callbacks already queued will still occur").
 #[test]
 fn disarm_keeps_an_already_queued_callback() {
     let event = Event::manual_reset().unwrap();
@@ -1011,7 +1016,9 @@ unsafe extern "system" fn raw_count(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi:
 }
 
 /// The raw API, no crate code: signal, disarm, drain. Windows documents that
-/// a disarmed wait queues no new callback. Wine's wait thread can still be
+/// a disarmed wait queues no new callback (`SetThreadpoolWait`: "the wait
+/// object will cease to queue new callbacks"; Wine's `test_tp_wait`, "cancel a
+/// pending wait", asserts it for a signal after the disarm). Wine's wait thread can still be
 /// blocked on a handle array built before the disarm and queue the callback
 /// after the drain returned, which would be a use-after-free in a naive
 /// teardown; the crate flushes under Wine (docs/wine.md). Wine 10 showed
@@ -1074,6 +1081,10 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
     }
 }
 
+/// A signal after the disarm queues nothing and stays with the event. Source
+/// for Windows: Wine's conformance test `dlls/ntdll/tests/threadpool.c`
+/// `test_tp_wait` ("cancel a pending wait": no callback, the semaphore keeps
+/// its count).
 #[test]
 fn signalled_state_is_left_alone_by_a_disarmed_wait() {
     // The auto-reset signal set after a disarm is still there for others.

@@ -138,7 +138,9 @@ fn wait_covers_queued_callbacks() {
 /// The discarded callbacks belong to a second object queued behind the
 /// blocked one: none of them can start before the gate opens, and the gate
 /// opens only after `cancel_pending` returned (which it does at once: the
-/// second object has nothing running).
+/// second object has nothing running). Windows discards queued callbacks
+/// too: Wine's conformance test `dlls/ntdll/tests/threadpool.c` `test_tp_work`
+/// (fewer than 10 of 10 posts ran after `TpWaitForWork(work, TRUE)`).
 #[test]
 fn cancel_pending_discards_queued_callbacks() {
     let b = blocked_work();

@@ -274,7 +274,11 @@ fn pipe_pair_gives_up_after_sixteen_taken_names() {
 
 /// Pins a Wine difference `pipe_pair` must not rely on: Windows refuses a
 /// `FILE_FLAG_FIRST_PIPE_INSTANCE` pipe whose name exists
-/// (`ERROR_ACCESS_DENIED`); Wine 8 creates another instance.
+/// (`ERROR_ACCESS_DENIED`); Wine 8 creates another instance. Source for
+/// Windows: Microsoft's `CreateNamedPipeW` ("creation of the next instance
+/// fails with ERROR_ACCESS_DENIED"), and Wine's conformance test
+/// `dlls/ntdll/tests/pipe.c` `test_create_invalid` (`FILE_CREATE` on a taken
+/// name: `STATUS_ACCESS_DENIED`, marked `todo_wine`).
 #[test]
 fn a_first_instance_flag_on_a_taken_name_is_refused_except_on_wine() {
     use windows_sys::Win32::Foundation::ERROR_ACCESS_DENIED;
