@@ -1021,10 +1021,12 @@ unsafe extern "system" fn raw_count(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi:
 /// pending wait", asserts it for a signal after the disarm). Wine's wait thread can still be
 /// blocked on a handle array built before the disarm and queue the callback
 /// after the drain returned, which would be a use-after-free in a naive
-/// teardown; the crate flushes under Wine (docs/wine.md).
+/// teardown; the crate flushes under Wine (docs/wine.md). Wine 10 showed
+/// none in 3,000 iterations (Wine 8: about 1 in 10), so there the test
+/// asserts Windows' outcome over as many.
 #[test]
 fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
-    let wine = support::on_wine();
+    let wine8 = support::wine_before(10);
     let event = Event::manual_reset().unwrap();
     let h = event.as_handle().as_raw_handle();
     // SAFETY: a counting callback with no context; the wait is closed below
@@ -1033,7 +1035,7 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
     assert_ne!(wait, 0);
     let mut late = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
-    for _ in 0..if wine { 3000 } else { 300 } {
+    for _ in 0..if support::on_wine() { 3000 } else { 300 } {
         event.reset().unwrap();
         // SAFETY: `wait` is live and `h` open throughout.
         unsafe { SetThreadpoolWait(wait, h, core::ptr::null()) };
@@ -1055,7 +1057,7 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
         unsafe { WaitForThreadpoolWaitCallbacks(wait, 0) };
         if RAW_COUNT.load(SeqCst) > drained {
             late += 1;
-            if wine {
+            if wine8 {
                 break;
             }
         }
@@ -1069,8 +1071,11 @@ fn raw_disarm_can_be_followed_by_a_late_callback_on_wine() {
         WaitForThreadpoolWaitCallbacks(wait, 0);
         CloseThreadpoolWait(wait);
     }
-    if wine {
-        assert!(late > 0, "Wine no longer queues a callback after disarm and drain: revisit the flush (docs/wine.md)");
+    if wine8 {
+        assert!(
+            late > 0,
+            "Wine 8 no longer queues a callback after disarm and drain: revisit the flush (docs/wine.md)"
+        );
     } else {
         assert_eq!(late, 0, "a callback was queued after SetThreadpoolWait(NULL) and a drain");
     }

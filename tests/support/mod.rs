@@ -210,6 +210,32 @@ pub fn on_wine() -> bool {
     }
 }
 
+/// Wine's version as `(major, minor)`, from ntdll's `wine_get_version`
+/// ("8.0", "10.0"); `None` on Windows. Where Wine 10 behaves as Windows and
+/// Wine 8 does not, a test asserts each Wine's own outcome by it.
+pub fn wine_version() -> Option<(u32, u32)> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: both strings are NUL-terminated; ntdll is always loaded.
+    let f =
+        unsafe { GetProcAddress(GetModuleHandleA(c"ntdll.dll".as_ptr().cast()), c"wine_get_version".as_ptr().cast()) }?;
+    // SAFETY: Wine declares it `const char * CDECL wine_get_version(void)`,
+    // a static NUL-terminated string.
+    let text = unsafe {
+        let get = core::mem::transmute::<
+            unsafe extern "system" fn() -> isize,
+            unsafe extern "C" fn() -> *const core::ffi::c_char,
+        >(f);
+        std::ffi::CStr::from_ptr(get()).to_string_lossy().into_owned()
+    };
+    let mut parts = text.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse().unwrap_or(0));
+    Some((parts.next().unwrap_or(0), parts.next().unwrap_or(0)))
+}
+
+/// Whether this is a Wine older than `major` (`false` on Windows).
+pub fn wine_before(major: u32) -> bool {
+    wine_version().is_some_and(|(m, _)| m < major)
+}
+
 /// Runs a teardown that finds a drain still owed. With `fail-fast` it must
 /// panic, after the teardown finished, with a report naming `type_name`, the
 /// words "drain still owed" and `stop_and_drain`; without it, it must not

@@ -18,6 +18,8 @@
 //! - `coverage`: line coverage of the library's tests, where it can be measured.
 //! - `mutants`: mutation testing (cargo-mutants) module by module, and
 //!   `docs/mutants.md` from the results.
+//! - `wine10`: the nextest suite and doctests (default and all features)
+//!   under Debian trixie's Wine 10.0, in a root it prepares once (Linux, root).
 //! - `exec`: run a program as it is (the test runner on a Windows host).
 //!
 //! On Linux everything runs for `x86_64-pc-windows-gnu` under Wine. On
@@ -33,6 +35,7 @@ mod mutants;
 mod run;
 mod setup;
 mod trace_view;
+mod wine10;
 
 use std::process::ExitCode;
 
@@ -82,9 +85,10 @@ fn main() -> ExitCode {
         "trace-view" => trace_view::trace_view(&rest),
         "coverage" => coverage::coverage(target, &rest),
         "mutants" => mutants::mutants(target, &rest),
+        "wine10" => run::wine10(&rest),
         _ => {
             let asked = matches!(cmd, "help" | "--help" | "-h");
-            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants> [--target TRIPLE]\n\
+            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants|wine10> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs, service.rs, async_service.rs, echo_server.rs and http_server --self-test\
@@ -98,6 +102,8 @@ fn main() -> ExitCode {
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\
                  \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
                  \n  mutants    mutation testing per module (--module NAME, --shard k/n, --timeout S, --iterate: only what the last run missed; --report rewrites docs/mutants.md)\
+                 \n  wine10     the suite (default and all features, doctests) under Wine 10 in a Debian trixie root it prepares once\
+                 \n             (Linux, as root; --setup: prepare only; -j N: tests at a time; -- ARGS: one nextest run with ARGS)\
                  \n\n--target: on Windows, test that target natively instead of the host's";
             if asked {
                 println!("{usage}");

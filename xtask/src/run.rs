@@ -282,6 +282,70 @@ fn report_runner_retries(cmd: &str) {
     }
 }
 
+/// `cargo xtask wine10 [--setup] [-j N] [-- NEXTEST ARGS]`: prepares the
+/// Wine 10 root (`crate::wine10`), then runs the nextest suite and the
+/// doctests in the default and all-features configurations under Wine 10
+/// (after `--`: one nextest run with those arguments, default features).
+/// `-j N`: N tests at a time (nextest's and the doctests' threads).
+pub fn wine10(rest: &[String]) -> Result<()> {
+    let Wine10Args { setup_only, threads, nextest_args } = wine10_args(rest)?;
+    let mut p = crate::wine10::prepare()?;
+    if setup_only {
+        return Ok(());
+    }
+    if let Some(n) = threads {
+        p.env.extend([("NEXTEST_TEST_THREADS".into(), n.clone().into()), ("RUST_TEST_THREADS".into(), n.into())]);
+    }
+    let t0 = Instant::now();
+    clear_runner_log();
+    let mut tally = Tally::default();
+    let mut lines = Vec::new();
+    if let Some(extra) = nextest_args {
+        let mut args = vec!["nextest", "run", "--color", "never", "--no-fail-fast", "-p", LIB];
+        args.extend(extra.iter().map(String::as_str));
+        let (ok, text) = run_tee(&mut p.cargo(&args));
+        tally.account("tests (Wine 10, as asked)", ok, parse_nextest(&text));
+    } else {
+        for (config, flags) in [CONFIGS[0], CONFIGS[2]] {
+            let t = Instant::now();
+            let line = tests(&p, &mut tally, &format!("{config}, Wine 10"), flags);
+            lines.push(format!("{line} in {:.0}s", t.elapsed().as_secs_f64()));
+        }
+    }
+    println!("xtask wine10: finished in {:.0}s", t0.elapsed().as_secs_f64());
+    for line in &lines {
+        println!("xtask wine10: {line}");
+    }
+    report_runner_retries("wine10");
+    tally.finish("wine10")
+}
+
+/// What `cargo xtask wine10` was asked.
+#[derive(Debug, Default, PartialEq)]
+struct Wine10Args {
+    setup_only: bool,
+    threads: Option<String>,
+    /// After `--`: one nextest run with these.
+    nextest_args: Option<Vec<String>>,
+}
+
+fn wine10_args(rest: &[String]) -> Result<Wine10Args> {
+    let mut w = Wine10Args::default();
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--setup" => w.setup_only = true,
+            "-j" => {
+                let n = it.next().filter(|n| n.parse::<u32>().is_ok_and(|n| n > 0)).ok_or("-j needs a number")?;
+                w.threads = Some(n.clone());
+            }
+            "--" => w.nextest_args = Some(it.by_ref().cloned().collect()),
+            _ => return Err(format!("unexpected argument {a:?}")),
+        }
+    }
+    Ok(w)
+}
+
 /// `cargo xtask test [--target T]`.
 pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     if !rest.is_empty() {
@@ -754,6 +818,24 @@ mod tests {
         let mut tally = Tally::default();
         tally.account("tests", true, parse_libtest("test result: ok. 3 passed; 0 failed; 1 ignored"));
         assert!(tally.finish("test").is_ok());
+    }
+
+    #[test]
+    fn wine10_arguments() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(wine10_args(&[]), Ok(Wine10Args::default()));
+        assert_eq!(
+            wine10_args(&args(&["-j", "1", "--", "-E", "test(x)", "--setup"])),
+            Ok(Wine10Args {
+                setup_only: false,
+                threads: Some("1".into()),
+                nextest_args: Some(args(&["-E", "test(x)", "--setup"]))
+            })
+        );
+        assert!(wine10_args(&args(&["--setup"])).unwrap().setup_only);
+        assert!(wine10_args(&args(&["-j"])).is_err());
+        assert!(wine10_args(&args(&["-j", "0"])).is_err());
+        assert!(wine10_args(&args(&["--all"])).is_err());
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct Platform {
     /// Arguments every cargo command for `target` takes (`--target`, and on
     /// Windows the runner override).
     cargo_args: Vec<String>,
+    /// Variables every cargo command for `target` sets (what its runner reads).
+    pub(crate) env: Vec<(OsString, OsString)>,
 }
 
 impl Platform {
@@ -48,6 +50,7 @@ impl Platform {
         let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
         let mut c = cargo();
         c.args(&args[..split]).args(self.cargo_args()).args(&args[split..]);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         if self.target.as_deref() == Some(WIN_TARGET)
             && !cfg!(windows)
             && let Ok(log) = runner_log()
@@ -59,7 +62,7 @@ impl Platform {
 
     /// The host itself, with no `--target`.
     pub fn host() -> Platform {
-        Platform { target: None, cargo_args: Vec::new() }
+        Platform { target: None, cargo_args: Vec::new(), env: Vec::new() }
     }
 
     /// Where `cargo doc` puts this target's documentation.
@@ -242,7 +245,7 @@ pub fn wine_cmd(program: &str) -> Command {
     c
 }
 
-fn have(program: &str) -> bool {
+pub(crate) fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .stdout(Stdio::null())
@@ -251,11 +254,11 @@ fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
+pub(crate) fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
     let out = cmd.output().map_err(|e| format!("{what}: cannot start: {e}"))?;
     if out.status.success() {
         Ok(())
@@ -302,7 +305,11 @@ pub fn setup(target: Option<&str>) -> Result<Platform> {
 
 /// The Windows-gnu target, run under Wine by the runner `.cargo/config.toml` names.
 fn wine_platform() -> Platform {
-    Platform { target: Some(WIN_TARGET.into()), cargo_args: vec!["--target".into(), WIN_TARGET.into()] }
+    Platform {
+        target: Some(WIN_TARGET.into()),
+        cargo_args: vec!["--target".into(), WIN_TARGET.into()],
+        env: Vec::new(),
+    }
 }
 
 /// On Windows nothing is prepared beyond the Rust target named: tests run
@@ -322,12 +329,21 @@ fn windows_platform(target: Option<&str>) -> Platform {
     let me = std::env::current_exe().unwrap_or_else(|_| "xtask".into());
     cargo_args.extend(["--config".to_string(), runner_override(&me.to_string_lossy())]);
     println!("setup: native Windows; testing {}", target.unwrap_or("the host target"));
-    Platform { target: target.map(str::to_string), cargo_args }
+    Platform { target: target.map(str::to_string), cargo_args, env: Vec::new() }
 }
 
 /// `target.<gnu>.runner=["<exe>", "exec"]`.
 fn runner_override(exe: &str) -> String {
     format!("target.{WIN_TARGET}.runner=[{}, \"exec\"]", toml_string(exe))
+}
+
+/// The Windows-gnu target run through `runner` (a program taking the exe
+/// and its arguments) instead of the one `.cargo/config.toml` names.
+pub fn wine_platform_with_runner(runner: &Path) -> Platform {
+    let mut p = wine_platform();
+    let runner = format!("target.{WIN_TARGET}.runner=[{}]", toml_string(&runner.to_string_lossy()));
+    p.cargo_args.extend(["--config".to_string(), runner]);
+    p
 }
 
 /// `s` as a TOML basic string.
@@ -671,7 +687,7 @@ fn init_prefix() -> Result<()> {
 /// Copies `built` to `installed` when their bytes differ, through a
 /// temporary file and a rename, so a process running the old copy is
 /// never disturbed.
-fn install_file(built: &Path, installed: &Path, executable: bool) -> Result<bool> {
+pub(crate) fn install_file(built: &Path, installed: &Path, executable: bool) -> Result<bool> {
     let new = std::fs::read(built).map_err(|e| format!("read {}: {e}", built.display()))?;
     if std::fs::read(installed).ok().as_deref() == Some(&new[..]) {
         return Ok(false);
@@ -712,16 +728,21 @@ fn install_shim() -> Result<()> {
 /// Builds `xtask/runner` for the host and installs it into the prefix, where
 /// `xtask/wine-run` (the cargo runner) finds it.
 fn install_runner() -> Result<()> {
+    install_runner_into(&wine_prefix())
+}
+
+/// Builds `xtask/runner` and installs it into `prefix` as `wine-runner`.
+pub(crate) fn install_runner_into(prefix: &Path) -> Result<()> {
     run_quiet(cargo().args(["build", "--quiet", "-p", "wine-runner"]), "building the Wine runner")?;
     let built = Platform::host().bin_dir("debug")?.join("wine-runner");
-    let installed = wine_prefix().join("wine-runner");
+    let installed = prefix.join("wine-runner");
     if install_file(&built, &installed, true)? {
         println!("setup: installed the Wine runner into {}", installed.display());
     }
     Ok(())
 }
 
-const AEDEBUG: &str = r"HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug";
+pub(crate) const AEDEBUG: &str = r"HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug";
 
 fn clear_auto_debugger() -> Result<()> {
     for (name, value) in [("Debugger", ""), ("Auto", "0")] {
@@ -759,6 +780,11 @@ fn start_persistent_server() -> Result<()> {
 /// Runs the probes through the cargo runner itself (`xtask/wine-run`), so the
 /// proof covers the runner and the prefix together.
 fn prove_prefix() -> Result<()> {
+    prove_with(wine_run)
+}
+
+/// The probes of [`prove_prefix`], each run as `runner()` + the probe exe + its mode.
+pub(crate) fn prove_with(runner: impl Fn() -> Command) -> Result<()> {
     let platform = wine_platform();
     run_quiet(
         cargo().args(["build", "--quiet", "-p", "wine-probe"]).args(platform.cargo_args()),
@@ -766,12 +792,12 @@ fn prove_prefix() -> Result<()> {
     )?;
     let exe = platform.bin_dir("debug")?.join("wine-probe.exe");
     let probe = |mode: &str| -> Result<(Option<i32>, String)> {
-        let out = wine_run()
+        let out = runner()
             .arg(&exe)
             .arg(mode)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("probe {mode}: cannot start xtask/wine-run: {e}"))?;
+            .map_err(|e| format!("probe {mode}: cannot start the runner: {e}"))?;
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         Ok((out.status.code(), text))
     };
@@ -860,6 +886,20 @@ mod tests {
              \n\
              [env]\n\
              WINDOWS_THREADPOOL_WINEPREFIX = \"/h/.cache/p\"\n"
+        );
+    }
+
+    #[test]
+    fn another_runner_replaces_the_configured_one() {
+        let p = wine_platform_with_runner(Path::new("/src/a \"b\"/xtask/wine10-run"));
+        assert_eq!(
+            p.cargo_args(),
+            [
+                "--target",
+                WIN_TARGET,
+                "--config",
+                r#"target.x86_64-pc-windows-gnu.runner=["/src/a \"b\"/xtask/wine10-run"]"#
+            ]
         );
     }
 
