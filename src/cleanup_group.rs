@@ -388,8 +388,10 @@ impl CleanupGroup {
         let claimed = |m: &Members| m.claims.iter().any(|c| c.is_for(pool));
         // SAFETY: `Box::into_raw` never returns null.
         let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(core))) };
-        let mut members = self.lock();
+        // Declared before the guard, so dropped after it: a claim's drop
+        // takes the registry's lock, never taken under the group's.
         let mut spare = None;
+        let mut members = self.lock();
         if !claimed(&members) {
             // The registry's lock is never taken under the group's.
             drop(members);
@@ -397,7 +399,7 @@ impl CleanupGroup {
             members = self.lock();
             // A claim another thread made meanwhile makes this one spare.
             if claimed(&members) {
-                spare = Some(claim);
+                spare.replace(claim);
             } else {
                 members.claims.push(claim);
             }
@@ -405,7 +407,6 @@ impl CleanupGroup {
         members.owned.push(Owned { member: ptr });
         trace_record!("group", "member-created", self.raw, members.owned.len());
         drop(members);
-        drop(spare);
         // SAFETY: the allocation is freed only by a release, which takes
         // `&mut self` (or runs in `Drop`, or in the teardown `Drop` hands off
         // from a member's callback, which moves the pointers only once `Drop`

@@ -22,6 +22,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("trace/imp/ring.rs", include_str!("imp/ring.rs")),
     ("trace/tests.rs", include_str!("tests.rs")),
     ("callback_env.rs", include_str!("../callback_env.rs")),
+    ("inplace.rs", include_str!("../inplace.rs")),
     ("cleanup_group.rs", include_str!("../cleanup_group.rs")),
     ("ctx.rs", include_str!("../ctx.rs")),
     ("obligation.rs", include_str!("../obligation.rs")),
