@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use windows_threadpool::io::{self, AsyncIo};
-use windows_threadpool::task::{self, inplace_polls};
+use windows_threadpool::task::{self, idle_wakes, inplace_polls};
 use windows_threadpool::time::{self, Deadline};
 use windows_threadpool::wait::{self, Event};
 use windows_threadpool::{CallbackEnviron, CallbackPriority, Pool};
@@ -49,6 +49,24 @@ fn ping_pong(rounds: usize, env_a: &CallbackEnviron, env_b: &CallbackEnviron) {
     task::block_on(b).unwrap();
 }
 
+/// Runs `run` until one of its wakes found the task idle, at most 100
+/// times, and returns that run's in-place polls and such wakes. A wake that
+/// finds its task still being polled (an I/O completion or a wait fast
+/// enough to beat the poll's return) only marks it, and the poll polls it
+/// again: nothing to poll in place. Every run before the returned one had
+/// no such wake, so no in-place poll either, and the budget is untouched.
+fn until_a_wake_finds_its_task_idle(mut run: impl FnMut()) -> (usize, usize) {
+    for _ in 0..100 {
+        let (polls, wakes) = (inplace_polls(), idle_wakes());
+        run();
+        let (polls, wakes) = (inplace_polls() - polls, idle_wakes() - wakes);
+        if wakes > 0 {
+            return (polls, wakes);
+        }
+    }
+    panic!("in 100 runs, no wake found its task idle");
+}
+
 fn one_thread_pool() -> Pool {
     let pool = Pool::new().unwrap();
     pool.set_max_threads(1).unwrap();
@@ -56,19 +74,20 @@ fn one_thread_pool() -> Pool {
     pool
 }
 
-/// The time driver's timer polls the task its sleep wakes.
+/// The time driver's timer polls the task its sleep wakes: every wake that
+/// found the task idle (all of them come from the timer) ran in place.
 #[test]
 fn a_task_woken_by_a_sleep_is_polled_in_place() {
     support::alone("a_task_woken_by_a_sleep_is_polled_in_place", || {
-        let before = inplace_polls();
-        task::block_on(task::spawn(async {
-            for _ in 0..10 {
-                time::sleep(Duration::from_millis(1)).await;
-            }
-        }))
-        .unwrap();
-        let polls = inplace_polls() - before;
-        assert!(polls >= 9, "10 sleeps, {polls} in-place polls");
+        let (polls, wakes) = until_a_wake_finds_its_task_idle(|| {
+            task::block_on(task::spawn(async {
+                for _ in 0..10 {
+                    time::sleep(Duration::from_millis(1)).await;
+                }
+            }))
+            .unwrap();
+        });
+        assert_eq!(polls, wakes, "10 sleeps: {wakes} wakes found the task idle, {polls} in-place polls");
     });
 }
 
@@ -78,22 +97,27 @@ fn a_task_woken_by_an_io_completion_is_polled_in_place() {
     support::alone("a_task_woken_by_an_io_completion_is_polled_in_place", || {
         let path = std::env::temp_dir().join(format!("wtp-inplace-{}", std::process::id()));
         std::fs::write(&path, vec![7u8; 4096]).unwrap();
-        let file = AsyncIo::new(io::open_file(&path, OpenOptions::new().read(true)).unwrap()).unwrap();
-        let before_completions = io::async_completions();
-        let before = inplace_polls();
-        task::block_on(task::spawn(async move {
-            let mut buf = vec![0u8; 512];
-            for i in 0..8 {
-                let (r, b) = file.read_at(buf, i * 512).await;
-                assert_eq!(r.unwrap(), 512);
-                buf = b;
-            }
-        }))
-        .unwrap();
-        let (polls, completions) = (inplace_polls() - before, io::async_completions() - before_completions);
+        let file =
+            std::sync::Arc::new(AsyncIo::new(io::open_file(&path, OpenOptions::new().read(true)).unwrap()).unwrap());
+        let mut completions = 0;
+        let (polls, wakes) = until_a_wake_finds_its_task_idle(|| {
+            let file = file.clone();
+            let before = io::async_completions();
+            task::block_on(task::spawn(async move {
+                let mut buf = vec![0u8; 512];
+                for i in 0..8 {
+                    let (r, b) = file.read_at(buf, i * 512).await;
+                    assert_eq!(r.unwrap(), 512);
+                    buf = b;
+                }
+            }))
+            .unwrap();
+            completions = io::async_completions() - before;
+        });
+        drop(file);
         std::fs::remove_file(&path).unwrap();
-        assert!(completions == 0 || polls >= completions - 1, "{completions} completions, {polls} in-place polls");
-        assert!(completions == 0 || polls > 0, "{completions} completions, no in-place poll");
+        assert!(wakes <= completions, "{wakes} idle wakes from {completions} completions");
+        assert_eq!(polls, wakes, "{completions} completions: {wakes} found the task idle, {polls} in-place polls");
     });
 }
 
@@ -101,17 +125,18 @@ fn a_task_woken_by_an_io_completion_is_polled_in_place() {
 #[test]
 fn a_task_woken_by_a_wait_is_polled_in_place() {
     support::alone("a_task_woken_by_a_wait_is_polled_in_place", || {
-        let event = Event::manual_reset().unwrap();
+        let event = std::sync::Arc::new(Event::manual_reset().unwrap());
         event.set().unwrap();
-        let before = inplace_polls();
-        task::block_on(task::spawn(async move {
-            for _ in 0..5 {
-                assert_eq!(wait::signalled(&event, Deadline::NEVER).await.unwrap(), wait::WaitResult::Signalled);
-            }
-        }))
-        .unwrap();
-        let polls = inplace_polls() - before;
-        assert!(polls >= 4, "5 waits, {polls} in-place polls");
+        let (polls, wakes) = until_a_wake_finds_its_task_idle(|| {
+            let event = event.clone();
+            task::block_on(task::spawn(async move {
+                for _ in 0..5 {
+                    assert_eq!(wait::signalled(&*event, Deadline::NEVER).await.unwrap(), wait::WaitResult::Signalled);
+                }
+            }))
+            .unwrap();
+        });
+        assert_eq!(polls, wakes, "5 waits: {wakes} found the task idle, {polls} in-place polls");
     });
 }
 
@@ -184,14 +209,15 @@ fn never_across_priorities() {
 #[test]
 fn a_panic_in_an_in_place_poll_goes_to_the_join_handle() {
     support::alone("a_panic_in_an_in_place_poll_goes_to_the_join_handle", || {
-        let before = inplace_polls();
-        let h = task::spawn(async {
-            time::sleep(Duration::from_millis(1)).await;
-            panic!("in place");
+        let (polls, wakes) = until_a_wake_finds_its_task_idle(|| {
+            let h = task::spawn(async {
+                time::sleep(Duration::from_millis(1)).await;
+                panic!("in place");
+            });
+            let payload = task::block_on(h).expect_err("the panic was not the task's");
+            assert_eq!(payload.downcast_ref::<&str>(), Some(&"in place"));
         });
-        let payload = task::block_on(h).expect_err("the panic was not the task's");
-        assert_eq!(payload.downcast_ref::<&str>(), Some(&"in place"));
-        assert_eq!(inplace_polls() - before, 1, "the panicking poll did not run in place");
+        assert_eq!((polls, wakes), (1, 1), "the panicking poll did not run in place");
         // The driver still fires.
         task::block_on(task::spawn(time::sleep(Duration::from_millis(1)))).unwrap();
     });

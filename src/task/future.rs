@@ -108,6 +108,8 @@ where
             }
         }
         if s == IDLE {
+            #[cfg(any(test, feature = "test-hooks"))]
+            IDLE_WAKES.fetch_add(1, Ordering::SeqCst);
             // The submission's reference, given up by the callback (or by
             // the in-place poll).
             // SAFETY: the caller's reference keeps the count above zero.
@@ -120,6 +122,20 @@ where
             unsafe { submit::<F>(this.cast()) };
         }
     }
+}
+
+/// Wakes that found their task idle (and so parked or submitted it).
+#[cfg(any(test, feature = "test-hooks"))]
+static IDLE_WAKES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// How many wakes of async tasks found the task idle, so parked it for an
+/// in-place poll or submitted it; a wake that finds its task being polled
+/// only marks it. A test hook, not API: a test compares it with
+/// [`inplace_polls`](crate::inplace::inplace_polls).
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn idle_wakes() -> usize {
+    IDLE_WAKES.load(Ordering::SeqCst)
 }
 
 /// Submits the task's work object, handing it the caller's reference.

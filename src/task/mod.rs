@@ -252,6 +252,10 @@ pub use crate::inplace::inplace_polls;
 pub use blocking::fail_next_submits;
 pub use blocking::{spawn_blocking, spawn_blocking_in, try_spawn_blocking, try_spawn_blocking_in};
 pub use current_thread::block_on;
+/// How many wakes found their task idle (a test hook).
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub use future::idle_wakes;
 pub use future::{spawn, spawn_in, try_spawn, try_spawn_in};
 pub use header::{JoinHandle, may_run_long};
 pub use parallel::{for_each, for_each_in, map, map_in};
