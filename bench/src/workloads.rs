@@ -268,7 +268,9 @@ fn work_latency(cfg: &Config, table: &mut Table) {
 
 /// 7. Create + drop of each object type.
 pub fn create_drop(cfg: &Config, table: &mut Table) {
-    let n = cfg.n(20_000);
+    // A pair costs 0.2 to 1 µs: 200,000 make a trial long enough (50 to
+    // 200 ms) that one descheduling does not move its mean.
+    let n = cfg.n(200_000);
     let mut cols: [Vec<f64>; 5] = Default::default();
     for _ in 0..cfg.trials {
         let t = Instant::now();
@@ -290,6 +292,8 @@ pub fn create_drop(cfg: &Config, table: &mut Table) {
     let [c, r, ..] = cols;
     table.add("7. create + drop: work", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
 
+    // A wait's event costs wineserver round trips (about 0.2 ms a pair).
+    let n = cfg.n(5_000);
     let mut cols: [Vec<f64>; 5] = Default::default();
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_WAIT, _: u32) {}
     for _ in 0..cfg.trials {
@@ -391,33 +395,39 @@ fn wait_latency(cfg: &Config, table: &mut Table) {
 /// 7. Create + drop of a cleanup group of 1,000 work members.
 fn group_create_release(cfg: &Config, table: &mut Table) {
     let members = 1000;
+    // About 0.5 ms a group: 50 of them make a trial.
+    let groups = cfg.n(50);
     let mut cols: [Vec<f64>; 5] = Default::default();
     for _ in 0..cfg.trials {
         let t = Instant::now();
-        let mut group = CleanupGroup::new().unwrap();
-        for _ in 0..members {
-            let _ = group.create_work(|_| {}).unwrap();
+        for _ in 0..groups {
+            let mut group = CleanupGroup::new().unwrap();
+            for _ in 0..members {
+                let _ = group.create_work(|_| {}).unwrap();
+            }
+            group.close_members();
+            drop(group);
         }
-        group.close_members();
-        drop(group);
-        cols[CRATE].push(t.elapsed().as_nanos() as f64 / 1000.0);
+        cols[CRATE].push(t.elapsed().as_nanos() as f64 / 1000.0 / groups as f64);
 
         let t = Instant::now();
-        // SAFETY: members are created in the group and released by it; no callback is pending.
-        unsafe {
-            let g = CreateThreadpoolCleanupGroup();
-            let mut env: TP_CALLBACK_ENVIRON_V3 = core::mem::zeroed();
-            env.Version = 3;
-            env.CallbackPriority = TP_CALLBACK_PRIORITY_NORMAL;
-            env.Size = size_of::<TP_CALLBACK_ENVIRON_V3>() as u32;
-            env.CleanupGroup = g;
-            for _ in 0..members {
-                CreateThreadpoolWork(Some(raw_count), core::ptr::null_mut(), &env);
+        for _ in 0..groups {
+            // SAFETY: members are created in the group and released by it; no callback is pending.
+            unsafe {
+                let g = CreateThreadpoolCleanupGroup();
+                let mut env: TP_CALLBACK_ENVIRON_V3 = core::mem::zeroed();
+                env.Version = 3;
+                env.CallbackPriority = TP_CALLBACK_PRIORITY_NORMAL;
+                env.Size = size_of::<TP_CALLBACK_ENVIRON_V3>() as u32;
+                env.CleanupGroup = g;
+                for _ in 0..members {
+                    CreateThreadpoolWork(Some(raw_count), core::ptr::null_mut(), &env);
+                }
+                CloseThreadpoolCleanupGroupMembers(g, 0, core::ptr::null_mut());
+                CloseThreadpoolCleanupGroup(g);
             }
-            CloseThreadpoolCleanupGroupMembers(g, 0, core::ptr::null_mut());
-            CloseThreadpoolCleanupGroup(g);
         }
-        cols[RAW].push(t.elapsed().as_nanos() as f64 / 1000.0);
+        cols[RAW].push(t.elapsed().as_nanos() as f64 / 1000.0 / groups as f64);
     }
     let [c, r, ..] = cols;
     table.add(
@@ -627,7 +637,7 @@ fn periodic_jitter(cfg: &Config, table: &mut Table) {
 /// Workload 7, create + drop of a one-shot and of a periodic timer (never armed). The
 /// raw column does what the crate's teardown does: disarm, drain, close.
 fn timer_create_drop(cfg: &Config, table: &mut Table) {
-    let n = cfg.n(20_000);
+    let n = cfg.n(200_000);
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_TIMER) {}
     let raw = || {
         let t = Instant::now();
