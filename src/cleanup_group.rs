@@ -62,6 +62,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+use core::alloc::Layout;
 use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -76,6 +77,7 @@ use windows_sys::Win32::System::Threading::{
 use core::time::Duration;
 
 use crate::callback_env::CallbackEnviron;
+use crate::ctx::{Arena, Blocks};
 use crate::heal::Registration;
 use crate::owner::{self, Lifecycle, Released};
 use crate::reentry;
@@ -130,7 +132,11 @@ trait Member: Send + Sync {
     /// settled, then whatever could queue another callback is stopped).
     fn stop_in_own_callback(&self);
     /// After the native release closed the object: frees what it owned.
-    fn after_release(self: Box<Self>);
+    ///
+    /// # Safety
+    /// Called once, last: the member is moved out of its place, which is
+    /// never used again (the group's arena frees it later).
+    unsafe fn after_release(&mut self);
 }
 
 impl<C: Released> Member for C {
@@ -144,38 +150,37 @@ impl<C: Released> Member for C {
         // Whether a drain is owed is decided again by the handed-off release.
         let _ = owner::stop_in_own_callback(self);
     }
-    fn after_release(self: Box<Self>) {
-        owner::after_release(*self);
+    unsafe fn after_release(&mut self) {
+        // SAFETY: guaranteed by the caller: the place is not used again.
+        owner::after_release(unsafe { core::ptr::read(self) });
     }
 }
 
-/// A member as the group owns it.
+/// A member as the group owns it: a core in the group's arena.
 ///
-/// The member is held as the raw pointer `Box::into_raw` gave, not as a
-/// `Box`: the group lends out references derived from that pointer, and
-/// moving a `Box` (into the list, or when the list grows) asserts unique
-/// access to its contents, which would invalidate them. The box is rebuilt
-/// only at release, when no lent reference can be alive.
+/// The member is held as a raw pointer, not as a reference or a `Box`: the
+/// group lends out references derived from that pointer for as long as it
+/// is borrowed, and frees the member only at release, when no lent
+/// reference can be alive.
 struct Owned {
     member: NonNull<dyn Member>,
 }
 
 impl Owned {
     fn member(&self) -> &dyn Member {
-        // SAFETY: `member` came from `Box::into_raw` in `adopt` and is freed
-        // only by `into_box`, which consumes `self`.
+        // SAFETY: `member` was written by `adopt` and is moved out only by
+        // `after_release`, which consumes `self`; the arena outlives it.
         unsafe { self.member.as_ref() }
     }
 
-    /// Takes the member back as the box it was allocated as.
+    /// Moves the member out of the arena and finishes its release.
     ///
     /// # Safety
     /// No reference lent out by `adopt` for this member may be alive.
-    unsafe fn into_box(self) -> Box<dyn Member> {
-        // SAFETY: `member` came from `Box::into_raw` and is rebuilt once,
-        // here (`self` is consumed); the caller guarantees no lent reference
-        // remains.
-        unsafe { Box::from_raw(self.member.as_ptr()) }
+    unsafe fn after_release(mut self) {
+        // SAFETY: `self` is consumed, so this runs once; the caller
+        // guarantees no lent reference remains, so the access is unique.
+        unsafe { self.member.as_mut().after_release() }
     }
 }
 
@@ -207,6 +212,10 @@ group.close_members_cancelling();
 pub struct CleanupGroup {
     raw: PTP_CLEANUP_GROUP,
     members: Mutex<Members>,
+    /// The members' cores and their contexts: one heap allocation per
+    /// chunk rather than two per member. Its chunks are freed by a release,
+    /// after the members it released.
+    arena: Arena,
 }
 
 // SAFETY: a `PTP_CLEANUP_GROUP` may be used from any thread; the members list
@@ -343,7 +352,7 @@ impl CleanupGroup {
             sys::created(unsafe { CreateThreadpoolCleanupGroup() })
         })?;
         trace_record!("group", "created", raw, 0);
-        Ok(Self { raw, members: Mutex::new(Members::default()) })
+        Ok(Self { raw, members: Mutex::new(Members::default()), arena: Arena::default() })
     }
 
     /// Whether this thread is inside the callback of one of the members: a
@@ -381,13 +390,22 @@ impl CleanupGroup {
         unsafe { e.with_cleanup_group(self.raw, None) }
     }
 
-    /// Stores a member's core and lends it to the caller for as long as the
-    /// group is borrowed.
-    fn adopt<C: Released>(&self, core: C, env: &CallbackEnviron) -> &C {
+    /// Makes a member's core with `create`, from the group's arena, stores
+    /// it and lends it to the caller for as long as the group is borrowed.
+    fn adopt<C: Released>(
+        &self,
+        env: &CallbackEnviron,
+        create: impl FnOnce(Blocks<'_>) -> io::Result<C>,
+    ) -> io::Result<&C> {
+        // SAFETY: a context made from the arena belongs to this core, which
+        // is either dropped here (an error) or freed by a release, and a
+        // release frees the arena's chunks only after its members.
+        let core = create(unsafe { Blocks::arena(&self.arena) })?;
         let pool = env.pool_ref();
         let claimed = |m: &Members| m.claims.iter().any(|c| c.is_for(pool));
-        // SAFETY: `Box::into_raw` never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(core))) };
+        let ptr = self.arena.alloc(Layout::new::<C>()).cast::<C>();
+        // SAFETY: a fresh block of the arena, valid for writes of a `C`.
+        unsafe { ptr.as_ptr().write(core) };
         // Declared before the guard, so dropped after it: a claim's drop
         // takes the registry's lock, never taken under the group's.
         let mut spare = None;
@@ -407,13 +425,12 @@ impl CleanupGroup {
         members.owned.push(Owned { member: ptr });
         trace_record!("group", "member-created", self.raw, members.owned.len());
         drop(members);
-        // SAFETY: the allocation is freed only by a release, which takes
+        // SAFETY: the member is moved out only by a release, which takes
         // `&mut self` (or runs in `Drop`, or in the teardown `Drop` hands off
-        // from a member's callback, which moves the pointers only once `Drop`
-        // has excluded every borrow) and so cannot run while the returned
-        // borrow of `self` is alive; the list holds the raw pointer, so no
-        // move of a `Box` invalidates this reference.
-        unsafe { ptr.as_ref() }
+        // from a member's callback, which moves the list and the arena only
+        // once `Drop` has excluded every borrow) and so cannot run while the
+        // returned borrow of `self` is alive; the arena never moves a block.
+        Ok(unsafe { ptr.as_ref() })
     }
 
     fn work_member<F>(&self, callback: F, env: Option<&CallbackEnviron>) -> io::Result<WorkMember<'_>>
@@ -421,7 +438,7 @@ impl CleanupGroup {
         F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
         let env = self.member_env(env);
-        let core = self.adopt(WorkCore::new("WorkMember", callback, Some(&env))?, &env);
+        let core = self.adopt(&env, |b| WorkCore::new("WorkMember", callback, Some(&env), b))?;
         Ok(WorkMember { core, _group: PhantomData })
     }
 
@@ -430,7 +447,7 @@ impl CleanupGroup {
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
         let env = self.member_env(env);
-        let core = self.adopt(TimerCore::new_one_shot("TimerMember", callback, Some(&env))?, &env);
+        let core = self.adopt(&env, |b| TimerCore::new_one_shot("TimerMember", callback, Some(&env), b))?;
         Ok(TimerMember { core, _group: PhantomData })
     }
 
@@ -444,7 +461,8 @@ impl CleanupGroup {
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
         let env = self.member_env(env);
-        let core = self.adopt(TimerCore::new_periodic("PeriodicTimerMember", period, callback, Some(&env))?, &env);
+        let core =
+            self.adopt(&env, |b| TimerCore::new_periodic("PeriodicTimerMember", period, callback, Some(&env), b))?;
         Ok(PeriodicTimerMember { core, _group: PhantomData })
     }
 
@@ -458,7 +476,7 @@ impl CleanupGroup {
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
         let env = self.member_env(env);
-        let core = self.adopt(WaitCore::new("WaitMember", handle, callback, Some(&env))?, &env);
+        let core = self.adopt(&env, |b| WaitCore::new("WaitMember", handle, callback, Some(&env), b))?;
         Ok(WaitMember { core, _group: PhantomData })
     }
 
@@ -608,6 +626,8 @@ impl CleanupGroup {
         // Taking the members takes their pools' claims too: the pools stay
         // registered (and open) until the release has been marked.
         let Members { owned: members, claims } = std::mem::take(&mut *self.lock());
+        // Freed last, after the members that live in it.
+        let arena = self.arena.take();
         trace_record!("group", "release-begin", self.raw, members.len());
         let mut owed = None;
         for m in &members {
@@ -633,8 +653,9 @@ impl CleanupGroup {
         for m in members {
             // SAFETY: a release runs under `&mut self` (or in `Drop`), so no
             // reference `adopt` lent out is alive.
-            unsafe { m.into_box() }.after_release();
+            unsafe { m.after_release() };
         }
+        drop(arena);
         drop(claims);
         trace_record!("group", "release-ended", self.raw, n);
         owed
@@ -655,8 +676,10 @@ impl Drop for CleanupGroup {
             // that disarmed its timer owes nothing), then hand the whole
             // ordinary teardown, members and all, to another thread.
             own.member().stop_in_own_callback();
-            let rest = CleanupGroup { raw: self.raw, members: Mutex::new(std::mem::take(&mut *members)) };
+            let rest = Mutex::new(std::mem::take(&mut *members));
             drop(members);
+            // The members live in the arena: it goes with them.
+            let rest = CleanupGroup { raw: self.raw, members: rest, arena: self.arena.take() };
             reentry::hand_off(move || drop(rest));
             return;
         }

@@ -113,7 +113,7 @@ use windows_sys::Win32::System::Threading::{
 
 use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Context};
+use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released};
@@ -482,11 +482,12 @@ impl TimerCore {
         callback: F,
         trampoline: unsafe extern "system" fn(PTP_CALLBACK_INSTANCE, *mut c_void, PTP_TIMER),
         env: Option<&CallbackEnviron>,
+        blocks: Blocks<'_>,
     ) -> io::Result<Self> {
         reentry::ensure_slot()?;
         let periodic = period.is_some();
         let (env, pool, placement) = env_parts(env);
-        let ctx = Context::new(placement, TimerHeader::new(periodic), callback);
+        let ctx = Context::new(blocks, placement, TimerHeader::new(periodic), callback);
         let pv = ctx.as_ptr();
         // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
@@ -499,11 +500,16 @@ impl TimerCore {
         Ok(Self { raw, ctx, pool, owner, period, drains: DrainLock::new() })
     }
 
-    pub(crate) fn new_one_shot<F>(owner: &'static str, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
+    pub(crate) fn new_one_shot<F>(
+        owner: &'static str,
+        callback: F,
+        env: Option<&CallbackEnviron>,
+        blocks: Blocks<'_>,
+    ) -> io::Result<Self>
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        Self::create(owner, None, callback, one_shot_trampoline::<F>, env)
+        Self::create(owner, None, callback, one_shot_trampoline::<F>, env, blocks)
     }
 
     /// A periodic timer; `period` is checked as
@@ -513,12 +519,13 @@ impl TimerCore {
         period: Duration,
         callback: F,
         env: Option<&CallbackEnviron>,
+        blocks: Blocks<'_>,
     ) -> io::Result<Self>
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
         let period = Period::new(period)?;
-        Self::create(owner, Some(period), callback, periodic_trampoline::<F>, env)
+        Self::create(owner, Some(period), callback, periodic_trampoline::<F>, env, blocks)
     }
 
     fn header(&self) -> &TimerHeader {
@@ -832,7 +839,7 @@ impl Timer {
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(TimerCore::new_one_shot("Timer", callback, None)?) })
+        Ok(Self { core: Owner::new(TimerCore::new_one_shot("Timer", callback, None, Blocks::KEPT)?) })
     }
 
     /// Creates a disarmed timer whose callback is `callback`, on the pool and
@@ -841,7 +848,7 @@ impl Timer {
     where
         F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(TimerCore::new_one_shot("Timer", callback, Some(env))?) })
+        Ok(Self { core: Owner::new(TimerCore::new_one_shot("Timer", callback, Some(env), Blocks::KEPT)?) })
     }
 }
 
@@ -1037,7 +1044,7 @@ impl PeriodicTimer {
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(TimerCore::new_periodic("PeriodicTimer", period, callback, None)?) })
+        Ok(Self { core: Owner::new(TimerCore::new_periodic("PeriodicTimer", period, callback, None, Blocks::KEPT)?) })
     }
 
     /// Creates a stopped periodic timer on the pool and with the settings of
@@ -1049,7 +1056,9 @@ impl PeriodicTimer {
     where
         F: Fn(&PeriodicTick<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(TimerCore::new_periodic("PeriodicTimer", period, callback, Some(env))?) })
+        Ok(Self {
+            core: Owner::new(TimerCore::new_periodic("PeriodicTimer", period, callback, Some(env), Blocks::KEPT)?),
+        })
     }
 }
 

@@ -104,7 +104,7 @@ use windows_sys::core::BOOL;
 
 use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Context};
+use crate::ctx::{self, Blocks, Context};
 use crate::heal::Registration;
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
@@ -813,6 +813,7 @@ impl WaitCore {
         handle: WaitableHandle,
         callback: F,
         env: Option<&CallbackEnviron>,
+        blocks: Blocks<'_>,
     ) -> io::Result<Self>
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
@@ -827,7 +828,7 @@ impl WaitCore {
             flush: Flush::default(),
             parent: spans::Parent::new(),
         };
-        let ctx = Context::new(placement, header, callback);
+        let ctx = Context::new(blocks, placement, header, callback);
         let pv = ctx.as_ptr();
         // The error is read inside the bracket, before anything is freed.
         let raw = trace_call!("CreateThreadpoolWait", pv, env, {
@@ -1119,7 +1120,7 @@ impl Wait {
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(WaitCore::new("Wait", handle, callback, None)?) })
+        Ok(Self { core: Owner::new(WaitCore::new("Wait", handle, callback, None, Blocks::KEPT)?) })
     }
 
     /// Creates a disarmed wait on `handle` whose callback is `callback`, on
@@ -1129,7 +1130,7 @@ impl Wait {
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(WaitCore::new("Wait", handle, callback, Some(env))?) })
+        Ok(Self { core: Owner::new(WaitCore::new("Wait", handle, callback, Some(env), Blocks::KEPT)?) })
     }
 }
 

@@ -27,7 +27,7 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Context};
+use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
 use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released};
@@ -99,13 +99,18 @@ pub(crate) struct WorkHeader {
 }
 
 impl WorkCore {
-    pub(crate) fn new<F>(owner: &'static str, callback: F, env: Option<&CallbackEnviron>) -> io::Result<Self>
+    pub(crate) fn new<F>(
+        owner: &'static str,
+        callback: F,
+        env: Option<&CallbackEnviron>,
+        blocks: Blocks<'_>,
+    ) -> io::Result<Self>
     where
         F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
         reentry::ensure_slot()?;
         let (env, pool, placement) = env_parts(env);
-        let ctx = Context::new(placement, WorkHeader::default(), callback);
+        let ctx = Context::new(blocks, placement, WorkHeader::default(), callback);
         let pv = ctx.as_ptr();
         // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolWork", pv, env, {
@@ -259,7 +264,7 @@ impl Work {
     where
         F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(WorkCore::new("Work", callback, None)?) })
+        Ok(Self { core: Owner::new(WorkCore::new("Work", callback, None, Blocks::KEPT)?) })
     }
 
     /// Creates a work object whose callback is `callback`, on the pool and
@@ -268,7 +273,7 @@ impl Work {
     where
         F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
-        Ok(Self { core: Owner::new(WorkCore::new("Work", callback, Some(env))?) })
+        Ok(Self { core: Owner::new(WorkCore::new("Work", callback, Some(env), Blocks::KEPT)?) })
     }
 }
 

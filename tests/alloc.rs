@@ -597,6 +597,53 @@ fn map_items() {
     }
 }
 
+/// Creating and dropping a work object, a one-shot and a periodic timer
+/// reuses the context block the previous drop on this thread kept.
+fn create_drop_pairs() {
+    drop(Work::new(|_| {}).unwrap());
+    drop(Timer::new(|_| {}).unwrap());
+    drop(PeriodicTimer::new(Duration::from_millis(1), |_| {}).unwrap());
+    let c = count_here(|| {
+        for _ in 0..CALLS {
+            drop(Work::new(|_| {}).unwrap());
+            drop(Timer::new(|_| {}).unwrap());
+            drop(PeriodicTimer::new(Duration::from_millis(1), |_| {}).unwrap());
+        }
+    });
+    assert_none("creating and dropping a Work, a Timer and a PeriodicTimer", c);
+}
+
+/// A cleanup group's members and their contexts come from chunks, not from
+/// one heap block each: 1,000 work members created and released cost the
+/// chunks (512 B doubling to 32 KiB) and the list's growth.
+fn group_members() {
+    use windows_threadpool::cleanup_group::CleanupGroup;
+    const MEMBERS: usize = 1000;
+    let mut group = CleanupGroup::new().unwrap();
+    // The group's claim on the default pool's self-heal entry, once.
+    let _ = group.create_work(|_| {}).unwrap();
+    group.close_members();
+    let c = count_here(|| {
+        for _ in 0..MEMBERS {
+            let _ = group.create_work(|_| {}).unwrap();
+        }
+        group.close_members();
+    });
+    assert!(c.n <= 32, "{MEMBERS} members allocated {} times (last: {} bytes)", c.n, c.last_size);
+}
+
+#[test]
+fn creating_and_dropping_objects_allocates_nothing() {
+    let _s = serial();
+    create_drop_pairs();
+}
+
+#[test]
+fn a_cleanup_group_allocates_per_chunk_not_per_member() {
+    let _s = serial();
+    group_members();
+}
+
 #[test]
 fn spawn_and_join_allocate_one_block_per_task() {
     let _s = serial();
@@ -698,6 +745,8 @@ fn nothing_allocates_with_the_trace_armed() {
         assert!(windows_threadpool::trace::enabled());
         counter_counts();
         work_submit();
+        create_drop_pairs();
+        group_members();
         one_shot_arming();
         one_shot_rearm_from_firing();
         periodic_start_stop();

@@ -18,7 +18,7 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Context};
+use crate::ctx::{self, Blocks, Context};
 use crate::inplace;
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
@@ -154,7 +154,7 @@ impl IoCore {
     {
         reentry::ensure_slot()?;
         let (env, pool, placement) = env_parts(env);
-        let ctx = Context::new(placement, IoHeader::default(), callback);
+        let ctx = Context::new(Blocks::KEPT, placement, IoHeader::default(), callback);
         let pv = ctx.as_ptr();
         let h = handle.raw();
         // The error is read inside the bracket: recording may overwrite it.
