@@ -77,6 +77,8 @@ pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
     fn stop(&self) {}
     /// Stops for good, then drains (`cancel`: discards queued callbacks
     /// first): on return nothing is queued or running, and nothing can be.
+    /// Called by the core's owner tearing it down (a drop, a cleanup group's
+    /// release), and by a kind's own `stop_and_drain` only where it says so.
     fn quiesce(&self, cancel: bool);
     /// Closes the native object, then frees what the core owns (the
     /// `drop-closed` record).
@@ -125,6 +127,18 @@ pub(crate) trait Released: Lifecycle {
 #[derive(Default)]
 pub(crate) struct DrainLock(RwLock<()>);
 
+/// Who else may drain an object while this drain runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// A drain through a shared reference (`wait`, `cancel_pending`,
+    /// `stop_and_drain`): another thread may drain or cancel at once.
+    Shared,
+    /// The owner's teardown (a drop, a cleanup group's release): nothing
+    /// else can reach the object, so no other drain can run, and the lock
+    /// has nothing to serialise.
+    Owned,
+}
+
 impl DrainLock {
     pub(crate) const fn new() -> Self {
         Self(RwLock::new(()))
@@ -133,9 +147,9 @@ impl DrainLock {
     /// Runs the drain `f`, a cancelling one if `cancel`: under the lock
     /// under Wine, as it is on Windows. A task parked to be polled in place
     /// on this thread is submitted first: the drain may wait for it.
-    pub(crate) fn drain<R>(&self, cancel: bool, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn drain<R>(&self, access: Access, cancel: bool, f: impl FnOnce() -> R) -> R {
         crate::inplace::flush();
-        if !crate::sys::on_wine() {
+        if access == Access::Owned || !crate::sys::on_wine() {
             return f();
         }
         // Nothing panics while it is held (a drain is a system call and

@@ -116,7 +116,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released};
+use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
@@ -541,6 +541,18 @@ impl TimerCore {
         self.header().disarm_external(self.raw)
     }
 
+    /// The one drain for timers (see [`Lifecycle::drain`]).
+    fn drain_as(&self, access: Access, cancel: bool) {
+        self.drains.drain(access, cancel, || {
+            trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
+                // SAFETY: `self.raw` is a live timer.
+                unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
+            });
+        });
+        self.header().settle_if_disarmed();
+        record_kind!(self.header().periodic, "drained", self.raw, cancel);
+    }
+
     /// Begins a stop (arms and re-arms are absorbed from now on) and
     /// disarms, in one step under the arming lock; undo with
     /// `gate.end_stop`, which teardown never calls.
@@ -589,14 +601,7 @@ impl Lifecycle for TimerCore {
     /// discards the queued ones first. A due time in the future has queued
     /// nothing, so this does not wait for it.
     fn drain(&self, cancel: bool) {
-        self.drains.drain(cancel, || {
-            trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
-                // SAFETY: `self.raw` is a live timer.
-                unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
-            });
-        });
-        self.header().settle_if_disarmed();
-        record_kind!(self.header().periodic, "drained", self.raw, cancel);
+        self.drain_as(Access::Shared, cancel);
     }
 
     /// Stops the timer and drains: when this returns no callback is running
@@ -615,7 +620,7 @@ impl Lifecycle for TimerCore {
 
     fn quiesce(&self, cancel: bool) {
         self.suppress_and_disarm();
-        self.drain(cancel);
+        self.drain_as(Access::Owned, cancel);
     }
 
     fn close_and_free(self) {

@@ -108,7 +108,7 @@ use crate::ctx::{self, Blocks, Context};
 use crate::heal::Registration;
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
+use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
@@ -1009,7 +1009,7 @@ impl Lifecycle for WaitCore {
     /// The one drain for waits: waits for every queued and running callback,
     /// or with `cancel` discards the queued ones first.
     fn drain(&self, cancel: bool) {
-        self.drains.drain(cancel, || {
+        self.drains.drain(Access::Shared, cancel, || {
             trace_call!("WaitForThreadpoolWaitCallbacks", self.raw, cancel, {
                 // SAFETY: `self.raw` is a live wait object.
                 unsafe { WaitForThreadpoolWaitCallbacks(self.raw, cancel.into()) }

@@ -30,7 +30,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
 use crate::obligation::DrainObligation;
-use crate::owner::{self, DrainLock, Lifecycle, Owner, Phase, Released};
+use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
 use crate::reentry;
 use crate::spans;
@@ -123,6 +123,20 @@ impl WorkCore {
     }
 }
 
+impl WorkCore {
+    /// The one drain for work objects (see [`Lifecycle::drain`]).
+    fn drain_as(&self, access: Access, cancel: bool) {
+        self.drains.drain(access, cancel, || {
+            trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
+                // SAFETY: `self.raw` is a live work object.
+                unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
+            });
+        });
+        self.ctx.header().obligation.drained();
+        trace_record!("work", "drained", self.raw, cancel);
+    }
+}
+
 impl Lifecycle for WorkCore {
     fn owner_name(&self) -> &'static str {
         self.owner
@@ -146,19 +160,12 @@ impl Lifecycle for WorkCore {
     }
 
     fn drain(&self, cancel: bool) {
-        self.drains.drain(cancel, || {
-            trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
-                // SAFETY: `self.raw` is a live work object.
-                unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
-            });
-        });
-        self.ctx.header().obligation.drained();
-        trace_record!("work", "drained", self.raw, cancel);
+        self.drain_as(Access::Shared, cancel);
     }
 
     /// A work object has nothing to stop: draining brings it to rest.
     fn quiesce(&self, cancel: bool) {
-        self.drain(cancel);
+        self.drain_as(Access::Owned, cancel);
     }
 
     fn close_and_free(self) {
