@@ -134,8 +134,10 @@ trait Member: Send + Sync {
     /// After the native release closed the object: frees what it owned.
     ///
     /// # Safety
-    /// Called once, last: the member is moved out of its place, which is
-    /// never used again (the group's arena frees it later).
+    /// `CloseThreadpoolCleanupGroupMembers` has returned (the object is
+    /// closed, no callback of it runs), the arena holding the member is not
+    /// freed yet, and this is the last use of the member: it is moved out
+    /// of its place, which is never used again.
     unsafe fn after_release(&mut self);
 }
 
@@ -169,17 +171,22 @@ struct Owned {
 impl Owned {
     fn member(&self) -> &dyn Member {
         // SAFETY: `member` was written by `adopt` and is moved out only by
-        // `after_release`, which consumes `self`; the arena outlives it.
+        // `after_release`, which consumes `self`; `release` and `Drop` move
+        // the member list and the arena together and free the arena only
+        // after the list (`Owned` has no `Drop`: a list dropped by an unwind
+        // leaks its members, and the arena, dropped by the unwind, leaks too).
         unsafe { self.member.as_ref() }
     }
 
     /// Moves the member out of the arena and finishes its release.
     ///
     /// # Safety
-    /// No reference lent out by `adopt` for this member may be alive.
+    /// As [`Member::after_release`], and no reference lent out by `adopt`
+    /// for this member may be alive.
     unsafe fn after_release(mut self) {
         // SAFETY: `self` is consumed, so this runs once; the caller
-        // guarantees no lent reference remains, so the access is unique.
+        // guarantees the rest of `Member::after_release`'s contract and
+        // that no lent reference remains, so the access is unique.
         unsafe { self.member.as_mut().after_release() }
     }
 }
@@ -219,7 +226,8 @@ pub struct CleanupGroup {
 }
 
 // SAFETY: a `PTP_CLEANUP_GROUP` may be used from any thread; the members list
-// is behind a mutex and its elements are `Send + Sync`.
+// is behind a mutex and its elements are `Send + Sync`; the arena is `Send +
+// Sync` itself.
 unsafe impl Send for CleanupGroup {}
 // SAFETY: as above.
 unsafe impl Sync for CleanupGroup {}
@@ -397,9 +405,11 @@ impl CleanupGroup {
         env: &CallbackEnviron,
         create: impl FnOnce(Blocks<'_>) -> io::Result<C>,
     ) -> io::Result<&C> {
-        // SAFETY: a context made from the arena belongs to this core, which
-        // is either dropped here (an error) or freed by a release, and a
-        // release frees the arena's chunks only after its members.
+        // SAFETY: a context made from the arena is dropped inside `create`
+        // on an error, or belongs to the core, which a release frees after
+        // closing its object and before freeing the arena's chunks; a panic
+        // below leaks the core in the arena with its object still in the
+        // group, which the next release closes before freeing the chunks.
         let core = create(unsafe { Blocks::arena(&self.arena) })?;
         let pool = env.pool_ref();
         let claimed = |m: &Members| m.claims.iter().any(|c| c.is_for(pool));
@@ -626,8 +636,6 @@ impl CleanupGroup {
         // Taking the members takes their pools' claims too: the pools stay
         // registered (and open) until the release has been marked.
         let Members { owned: members, claims } = std::mem::take(&mut *self.lock());
-        // Freed last, after the members that live in it.
-        let arena = self.arena.take();
         trace_record!("group", "release-begin", self.raw, members.len());
         let mut owed = None;
         for m in &members {
@@ -642,6 +650,10 @@ impl CleanupGroup {
             // not closed individually (member types have no `Drop`).
             unsafe { CloseThreadpoolCleanupGroupMembers(self.raw, cancel.into(), core::ptr::null_mut()) }
         });
+        // Taken only now that every member is closed (a panic before leaves
+        // it in the group, for the next release), and freed last, after the
+        // members that live in it.
+        let arena = self.arena.take();
         #[cfg(feature = "self-heal")]
         if heal {
             claims.iter().for_each(Registration::after_cancel);
@@ -651,8 +663,10 @@ impl CleanupGroup {
         // The platform has closed every member: freeing their contexts is now safe.
         let n = members.len();
         for m in members {
-            // SAFETY: a release runs under `&mut self` (or in `Drop`), so no
-            // reference `adopt` lent out is alive.
+            // SAFETY: the members are closed (above), the arena is freed
+            // only below, each is released once, and a release runs under
+            // `&mut self` (or in `Drop`), so no reference `adopt` lent out
+            // is alive.
             unsafe { m.after_release() };
         }
         drop(arena);
