@@ -549,7 +549,12 @@ impl TimerCore {
                 unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
             });
         });
-        self.header().settle_if_disarmed();
+        match access {
+            Access::Shared => self.header().settle_if_disarmed(),
+            // A teardown disarmed under the lock with re-arms absorbed for
+            // good (`quiesce`), so nothing can arm it again: settled.
+            Access::Owned => self.header().obligation.drained(),
+        }
         record_kind!(self.header().periodic, "drained", self.raw, cancel);
     }
 
