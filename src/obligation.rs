@@ -49,7 +49,12 @@ impl DrainObligation {
 
     /// An explicit drain (or a stop that leaves nothing to dispatch) settled everything.
     pub(crate) fn drained(&self) {
-        self.owed.store(0, Ordering::SeqCst);
+        // Stored only when something was owed: a teardown's drain, the
+        // common case, then writes nothing (a `SeqCst` store is an `xchg`).
+        // A publication racing this drain is no more lost than by a store.
+        if self.owed.load(Ordering::SeqCst) != 0 {
+            self.owed.store(0, Ordering::SeqCst);
+        }
     }
 
     /// Whether a drain is still owed.
