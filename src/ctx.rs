@@ -178,11 +178,14 @@ pub(crate) struct Arena {
 }
 
 // SAFETY: the chunks are plain memory owned by the arena (the values in
-// them are owned and dropped by their users); the headers are reached only
-// through their atomics or by the arena's `&mut` methods.
+// them are owned and dropped by their users). A chunk's header is written
+// once, before the chunk is published, and never again but for `used`,
+// which is atomic; chunks are freed only by the arena's `&mut` methods.
 unsafe impl Send for Arena {}
-// SAFETY: as above; `alloc` is the only `&self` access, synchronised by the
-// current chunk's `used` and by the lock.
+// SAFETY: as above; `alloc` is the only `&self` access: it reads a header
+// only after the `Acquire` load of `current` that pairs with the `Release`
+// store publishing it (or under the lock it was pushed under), and cuts
+// blocks by compare-exchange on `used`.
 unsafe impl Sync for Arena {}
 
 /// A chunk's header; its blocks start at `data` bytes from it.
@@ -227,46 +230,67 @@ impl Arena {
     const CHUNK_ALIGN: usize = 64;
 
     fn chunks(&self) -> std::sync::MutexGuard<'_, Vec<NonNull<Chunk>>> {
-        // Nothing panics while it is held.
+        // A panic while it is held (a `Vec` growth, the allocation error
+        // hook) leaves the list consistent: a chunk is pushed before it is
+        // published, and a poisoned lock is recovered.
         self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A block of `layout`, valid until the arena's chunks are freed.
+    /// A block of `layout`, valid until the arena's chunks are freed. At
+    /// most two cuts and one chunk allocation: a new chunk holds the
+    /// caller's block before it is published.
     pub(crate) fn alloc(&self, layout: Layout) -> NonNull<u8> {
-        loop {
-            let current = self.current.load(Ordering::Acquire);
-            // SAFETY: a published chunk's header is initialised (the
-            // `Release` store below); a chunk leaves the arena only through
-            // `take` or `drop`, which take `&mut self`.
-            let chunk = unsafe { current.as_ref() };
-            if let Some((chunk, at)) = chunk.and_then(|c| Some((c, c.cut(layout)?))) {
-                // SAFETY: `cut` reserved `at..at + size` of the chunk's
-                // blocks, which start `data` bytes into the allocation.
-                return unsafe { NonNull::new_unchecked(current.cast::<u8>().add(chunk.data + at)) };
-            }
-            let mut chunks = self.chunks();
-            if self.current.load(Ordering::Acquire) != current {
-                // Another thread added a chunk meanwhile: cut from it.
-                continue;
-            }
-            // SAFETY: every listed chunk's header is initialised.
-            let last = chunks.last().map(|c| unsafe { c.as_ref() }.cap);
-            let cap = last.map_or(Self::FIRST_CHUNK, |c| (c * 2).min(Self::MAX_CHUNK)).max(layout.size()).max(1);
-            let align = Self::CHUNK_ALIGN.max(layout.align());
-            let data = size_of::<Chunk>().next_multiple_of(align);
-            let full = data
-                .checked_add(cap)
-                .and_then(|size| Layout::from_size_align(size, align).ok())
-                .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-            // SAFETY: `full` has a non-zero size.
-            let chunk = NonNull::new(unsafe { std::alloc::alloc(full) }.cast::<Chunk>())
-                .unwrap_or_else(|| std::alloc::handle_alloc_error(full));
-            // SAFETY: the allocation is aligned for a `Chunk` (at least 64)
-            // and larger than one.
-            unsafe { chunk.as_ptr().write(Chunk { layout: full, data, cap, used: AtomicUsize::new(0) }) };
-            chunks.push(chunk);
+        if let Some(block) = self.cut_current(layout) {
+            return block;
+        }
+        let mut chunks = self.chunks();
+        // Only this lock adds chunks: one more cut finds any chunk another
+        // thread added since.
+        if let Some(block) = self.cut_current(layout) {
+            return block;
+        }
+        // SAFETY: every listed chunk's header is initialised.
+        let last = chunks.last().map(|c| unsafe { c.as_ref() }.cap);
+        let next = last.map_or(Self::FIRST_CHUNK, |c| (c * 2).min(Self::MAX_CHUNK));
+        let cap = next.max(layout.size()).max(1);
+        let align = Self::CHUNK_ALIGN.max(layout.align());
+        let data = size_of::<Chunk>().next_multiple_of(align);
+        let full = data
+            .checked_add(cap)
+            .and_then(|size| Layout::from_size_align(size, align).ok())
+            .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // SAFETY: `full` has a non-zero size.
+        let chunk = NonNull::new(unsafe { std::alloc::alloc(full) }.cast::<Chunk>())
+            .unwrap_or_else(|| std::alloc::handle_alloc_error(full));
+        // The caller's block is the chunk's first: cut before publication.
+        let used = AtomicUsize::new(layout.size().max(1));
+        // SAFETY: the allocation is aligned for a `Chunk` (at least 64) and
+        // larger than one (`data` is at least its size).
+        unsafe { chunk.as_ptr().write(Chunk { layout: full, data, cap, used }) };
+        chunks.push(chunk);
+        // A chunk made for a block larger than the next chunk would have
+        // been is full already: the current one keeps its free space.
+        if layout.size() <= next {
             self.current.store(chunk.as_ptr(), Ordering::Release);
         }
+        // SAFETY: `data + size <= data + cap == full.size()`: within the
+        // live, non-null allocation.
+        unsafe { NonNull::new_unchecked(chunk.as_ptr().cast::<u8>().add(data)) }
+    }
+
+    /// A block of `layout` cut from the current chunk, if it has room.
+    fn cut_current(&self, layout: Layout) -> Option<NonNull<u8>> {
+        let current = self.current.load(Ordering::Acquire);
+        // SAFETY: a published chunk's header is initialised (the `Release`
+        // store in `alloc` pairs with this load) and never written again but
+        // for its atomic `used`; a chunk leaves the arena only through `take`
+        // or `drop`, which take `&mut self`.
+        let chunk = unsafe { current.as_ref() }?;
+        let at = chunk.cut(layout)?;
+        // SAFETY: `cut` reserved `at..at + size` with `at + size <= cap`, and
+        // the blocks start `data` bytes into an allocation of `data + cap`:
+        // within the live, non-null allocation.
+        Some(unsafe { NonNull::new_unchecked(current.cast::<u8>().add(chunk.data + at)) })
     }
 
     /// Takes every chunk, leaving the arena empty: what was allocated
@@ -629,7 +653,14 @@ mod tests {
                     s.spawn(move || {
                         (0..per_thread)
                             .map(|i| {
-                                let layout = Layout::from_size_align(8 + (i % 5) * 24, 8 << (i % 3)).unwrap();
+                                // Small blocks of three alignments, a zero-sized one, one
+                                // aligned beyond a chunk's 64, and one larger than a chunk.
+                                let layout = match i % 50 {
+                                    0 => Layout::from_size_align(40_000, 8).unwrap(),
+                                    n if n % 7 == 1 => Layout::from_size_align(0, 256).unwrap(),
+                                    n if n % 7 == 2 => Layout::from_size_align(160, 128).unwrap(),
+                                    _ => Layout::from_size_align(8 + (i % 5) * 24, 8 << (i % 3)).unwrap(),
+                                };
                                 let p = arena.alloc(layout);
                                 assert_eq!(p.as_ptr().addr() % layout.align(), 0);
                                 // SAFETY: the block is valid for `layout.size()` bytes.
@@ -642,7 +673,9 @@ mod tests {
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
-        let mut spans: Vec<(usize, usize)> = blocks.iter().flatten().map(|b| (b.0.as_ptr().addr(), b.1)).collect();
+        // A zero-sized block takes a byte too: no two share an address.
+        let mut spans: Vec<(usize, usize)> =
+            blocks.iter().flatten().map(|b| (b.0.as_ptr().addr(), b.1.max(1))).collect();
         spans.sort_unstable();
         for w in spans.windows(2) {
             assert!(w[0].0 + w[0].1 <= w[1].0, "blocks {:#x}+{} and {:#x} overlap", w[0].0, w[0].1, w[1].0);
@@ -666,6 +699,10 @@ mod tests {
         assert_eq!(p.as_ptr().addr() % 128, 0);
         // SAFETY: valid for the whole layout.
         unsafe { p.as_ptr().write_bytes(1, big.size()) };
+        assert_eq!(arena.chunk_count(), 2);
+        // The first chunk still takes small blocks.
+        let next = arena.alloc(Layout::new::<u64>());
+        assert_eq!(next.as_ptr().addr(), small.as_ptr().addr() + 8, "the big block's chunk became the current one");
         assert_eq!(arena.chunk_count(), 2);
         let taken = arena.take();
         assert_eq!((arena.chunk_count(), taken.chunk_count()), (0, 2), "take left chunks behind");

@@ -144,9 +144,11 @@ impl DrainLock {
         Self(RwLock::new(()))
     }
 
-    /// Runs the drain `f`, a cancelling one if `cancel`: under the lock
-    /// under Wine, as it is on Windows. A task parked to be polled in place
-    /// on this thread is submitted first: the drain may wait for it.
+    /// Runs the drain `f`, a cancelling one if `cancel`: through a shared
+    /// reference under the lock under Wine, as it is on Windows, and
+    /// without it for the owner ([`Access::Owned`]). A task parked to be
+    /// polled in place on this thread is submitted first: the drain may
+    /// wait for it.
     pub(crate) fn drain<R>(&self, access: Access, cancel: bool, f: impl FnOnce() -> R) -> R {
         crate::inplace::flush();
         if access == Access::Owned || !crate::sys::on_wine() {

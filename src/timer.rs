@@ -549,12 +549,6 @@ impl TimerCore {
                 unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
             });
         });
-        match access {
-            Access::Shared => self.header().settle_if_disarmed(),
-            // A teardown disarmed under the lock with re-arms absorbed for
-            // good (`quiesce`), so nothing can arm it again: settled.
-            Access::Owned => self.header().obligation.drained(),
-        }
         record_kind!(self.header().periodic, "drained", self.raw, cancel);
     }
 
@@ -607,6 +601,7 @@ impl Lifecycle for TimerCore {
     /// nothing, so this does not wait for it.
     fn drain(&self, cancel: bool) {
         self.drain_as(Access::Shared, cancel);
+        self.header().settle_if_disarmed();
     }
 
     /// Stops the timer and drains: when this returns no callback is running
@@ -626,6 +621,9 @@ impl Lifecycle for TimerCore {
     fn quiesce(&self, cancel: bool) {
         self.suppress_and_disarm();
         self.drain_as(Access::Owned, cancel);
+        // Disarmed under the lock above with re-arms absorbed for good, so
+        // nothing can arm it again: settled without taking the lock again.
+        self.header().obligation.drained();
     }
 
     fn close_and_free(self) {
