@@ -188,19 +188,30 @@ unsafe impl Send for Arena {}
 // blocks by compare-exchange on `used`.
 unsafe impl Sync for Arena {}
 
-/// A chunk's header; its blocks start at `data` bytes from it.
+/// A chunk's header; its blocks follow it, from [`Chunk::data`] bytes on.
 struct Chunk {
     /// The whole allocation's layout (header included).
     layout: Layout,
-    /// Where the blocks start: a multiple of the allocation's alignment.
-    data: usize,
-    /// Bytes of blocks it holds.
-    cap: usize,
-    /// Bytes cut so far.
+    /// Bytes of blocks cut so far.
     used: AtomicUsize,
 }
 
 impl Chunk {
+    /// Where the blocks of a chunk aligned to `align` start: past the
+    /// header, at a multiple of `align`.
+    const fn data_at(align: usize) -> usize {
+        size_of::<Chunk>().next_multiple_of(align)
+    }
+
+    fn data(&self) -> usize {
+        Self::data_at(self.layout.align())
+    }
+
+    /// Bytes of blocks it holds.
+    fn cap(&self) -> usize {
+        self.layout.size() - self.data()
+    }
+
     /// Reserves `layout` in this chunk; the offset of the block from
     /// `data`, or `None` if it does not fit.
     fn cut(&self, layout: Layout) -> Option<usize> {
@@ -212,7 +223,7 @@ impl Chunk {
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
             let at = used.next_multiple_of(layout.align());
-            let end = at.checked_add(layout.size().max(1)).filter(|&e| e <= self.cap)?;
+            let end = at.checked_add(layout.size().max(1)).filter(|&e| e <= self.cap())?;
             // Relaxed: the range is exclusive by the compare-exchange alone;
             // what is written into it is published by its users.
             match self.used.compare_exchange_weak(used, end, Ordering::Relaxed, Ordering::Relaxed) {
@@ -250,11 +261,11 @@ impl Arena {
             return block;
         }
         // SAFETY: every listed chunk's header is initialised.
-        let last = chunks.last().map(|c| unsafe { c.as_ref() }.cap);
+        let last = chunks.last().map(|c| unsafe { c.as_ref() }.cap());
         let next = last.map_or(Self::FIRST_CHUNK, |c| (c * 2).min(Self::MAX_CHUNK));
         let cap = next.max(layout.size()).max(1);
         let align = Self::CHUNK_ALIGN.max(layout.align());
-        let data = size_of::<Chunk>().next_multiple_of(align);
+        let data = Chunk::data_at(align);
         let full = data
             .checked_add(cap)
             .and_then(|size| Layout::from_size_align(size, align).ok())
@@ -266,7 +277,7 @@ impl Arena {
         let used = AtomicUsize::new(layout.size().max(1));
         // SAFETY: the allocation is aligned for a `Chunk` (at least 64) and
         // larger than one (`data` is at least its size).
-        unsafe { chunk.as_ptr().write(Chunk { layout: full, data, cap, used }) };
+        unsafe { chunk.as_ptr().write(Chunk { layout: full, used }) };
         chunks.push(chunk);
         // A chunk made for a block larger than the next chunk would have
         // been is full already: the current one keeps its free space.
@@ -290,7 +301,7 @@ impl Arena {
         // SAFETY: `cut` reserved `at..at + size` with `at + size <= cap`, and
         // the blocks start `data` bytes into an allocation of `data + cap`:
         // within the live, non-null allocation.
-        Some(unsafe { NonNull::new_unchecked(current.cast::<u8>().add(chunk.data + at)) })
+        Some(unsafe { NonNull::new_unchecked(current.cast::<u8>().add(chunk.data() + at)) })
     }
 
     /// Takes every chunk, leaving the arena empty: what was allocated
@@ -628,7 +639,7 @@ mod tests {
             panic!("unwinds through the arena");
         }));
         assert!(unwound.is_err());
-        let data = size_of::<Chunk>().next_multiple_of(Arena::CHUNK_ALIGN);
+        let data = Chunk::data_at(Arena::CHUNK_ALIGN);
         // SAFETY: the chunk was leaked, not freed: still valid for a u64
         // (Miri reports a use after free otherwise). The block is the first
         // of the first chunk, which is freed here with its layout.

@@ -620,10 +620,10 @@ impl Lifecycle for TimerCore {
 
     fn quiesce(&self, cancel: bool) {
         self.suppress_and_disarm();
+        // The obligation is not settled: a teardown read it before
+        // (`owner::quiesce_for_teardown`, `owner::before_release`), and
+        // nothing reads it after.
         self.drain_as(Access::Owned, cancel);
-        // Disarmed under the lock above with re-arms absorbed for good, so
-        // nothing can arm it again: settled without taking the lock again.
-        self.header().obligation.drained();
     }
 
     fn close_and_free(self) {

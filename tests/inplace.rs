@@ -54,7 +54,8 @@ fn ping_pong(rounds: usize, env_a: &CallbackEnviron, env_b: &CallbackEnviron) {
 /// finds its task still being polled (an I/O completion or a wait fast
 /// enough to beat the poll's return) only marks it, and the poll polls it
 /// again: nothing to poll in place. Every run before the returned one had
-/// no such wake, so no in-place poll either, and the budget is untouched.
+/// no such wake, and must have had no in-place poll either (checked), so
+/// the budget is untouched.
 fn until_a_wake_finds_its_task_idle(mut run: impl FnMut()) -> (usize, usize) {
     for _ in 0..100 {
         let (polls, wakes) = (inplace_polls(), idle_wakes());
@@ -63,6 +64,7 @@ fn until_a_wake_finds_its_task_idle(mut run: impl FnMut()) -> (usize, usize) {
         if wakes > 0 {
             return (polls, wakes);
         }
+        assert_eq!(polls, 0, "{polls} in-place polls in a run where no wake found its task idle");
     }
     panic!("in 100 runs, no wake found its task idle");
 }

@@ -853,10 +853,12 @@ fn a_task_polled_in_place_runs_in_its_own_task_span() {
             })
         });
         h.join().unwrap();
+        let polled = windows_threadpool::task::inplace_polls() > polls;
         if windows_threadpool::task::idle_wakes() > wakes {
-            assert!(windows_threadpool::task::inplace_polls() > polls, "the second poll did not run in place");
+            assert!(polled, "the second poll did not run in place");
             break (request, rx);
         }
+        assert!(!polled, "a poll ran in place though no wake found its task idle");
     };
     let seen: Vec<_> = rx.try_iter().collect();
     let spans: Vec<_> = kind_spans("task").into_iter().filter(|(_, s)| s.parent == Some(request)).collect();
