@@ -637,14 +637,15 @@ impl CleanupGroup {
         // registered (and open) until the release has been marked.
         let Members { owned: members, claims } = std::mem::take(&mut *self.lock());
         trace_record!("group", "release-begin", self.raw, members.len());
+        // The members' drains and the release wait for callbacks, which may
+        // wait for a task parked here.
+        crate::inplace::flush();
         let mut owed = None;
         for m in &members {
             if let Some(type_name) = m.member().before_release(cancel) {
                 owed.get_or_insert(type_name);
             }
         }
-        // The release waits for callbacks, which may wait for a task parked here.
-        crate::inplace::flush();
         trace_call!("CloseThreadpoolCleanupGroupMembers", self.raw, cancel, {
             // SAFETY: the group is live; every member was created in it and is
             // not closed individually (member types have no `Drop`).

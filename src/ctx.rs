@@ -6,9 +6,12 @@
 //! the user's callback `F`, after the object's [`Placement`]. `F` is erased
 //! so the public object types are not generic over the callback; the
 //! trampoline, which is generic, casts the pointer back with [`get`].
-//! `Shared` is `repr(C)` with the placement first and the header second, so
-//! the per-callback scope reads the placement knowing neither `H` nor `F`,
-//! and the owner reaches the header without knowing `F`.
+//! `Shared` is `repr(C)` with the placement first, then the function that
+//! frees the block, then the header, so the per-callback scope reads the
+//! placement knowing neither `H` nor `F`, and the owner reaches the header
+//! and frees the block without knowing `F`. A [`Context`] is then one
+//! pointer, which keeps the cores that hold it small enough to be moved in
+//! registers (a create and drop pair moves its core three times).
 //!
 //! The owner frees the context only after the object has been drained and
 //! closed, which is what makes a callback unable to outlive the state it
@@ -31,6 +34,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
+use crate::local::Local;
 #[cfg(windows)]
 use crate::placement::Placement;
 
@@ -79,13 +83,17 @@ fn count_context(allocated: bool) {
 pub(crate) struct Shared<H, F> {
     /// First: read by `placement::enter` through the bare context pointer.
     placement: Placement,
+    /// How the block is freed, read by [`Context`]'s drop through
+    /// `Shared<H, ()>`: kept here rather than in the owner, so that a core
+    /// is small enough to move in registers.
+    free: Free,
     pub(crate) header: H,
     pub(crate) callback: F,
 }
 
+/// Owns one [`Shared`] block: one pointer, the callback's type erased.
 pub(crate) struct Context<H> {
     ptr: NonNull<c_void>,
-    free: unsafe fn(NonNull<c_void>),
     _header: PhantomData<H>,
 }
 
@@ -107,36 +115,38 @@ impl<H: Send + Sync + 'static> Context<H> {
     ) -> Self {
         let layout = Layout::new::<Shared<H, F>>();
         let (block, free) = match blocks.0 {
-            None => (blocks::take(layout), free::<Shared<H, F>> as unsafe fn(NonNull<c_void>)),
-            Some(arena) => (arena.alloc(layout), drop_only::<Shared<H, F>> as unsafe fn(NonNull<c_void>)),
+            None => (blocks::take(layout), drop_kept::<Shared<H, F>> as Free),
+            Some(arena) => (arena.alloc(layout), drop_only::<Shared<H, F>> as Free),
         };
         let block = block.cast::<Shared<H, F>>();
         // SAFETY: `block` is valid for writes of a `Shared<H, F>` (its layout).
-        unsafe { block.as_ptr().write(Shared { placement, header, callback }) };
+        unsafe { block.as_ptr().write(Shared { placement, free, header, callback }) };
         count_context(true);
-        return Self { ptr: block.cast(), free, _header: PhantomData };
+        return Self { ptr: block.cast(), _header: PhantomData };
 
         /// # Safety
         /// `p` holds a `T` made by `new` from an arena, not used again.
-        unsafe fn drop_only<T>(p: NonNull<c_void>) {
+        unsafe fn drop_only<T>(p: NonNull<c_void>) -> Option<Layout> {
             // SAFETY: `p` holds a `T` written by `new` and is dropped once,
             // here; its arena frees the block later (`Blocks::arena`).
             unsafe { core::ptr::drop_in_place(p.cast::<T>().as_ptr()) };
+            None
         }
         /// # Safety
         /// `p` holds a `T` made by `new` from the kept blocks, not used again.
-        unsafe fn free<T>(p: NonNull<c_void>) {
-            let p = p.cast::<T>();
-            // SAFETY: `p` holds a `T` written by `new` and is freed once, here:
-            // the value is dropped, then its block returned. (If the value's
-            // drop panics, the block leaks: safe, and rare.)
-            unsafe {
-                core::ptr::drop_in_place(p.as_ptr());
-                blocks::release(p.cast(), Layout::new::<T>());
-            }
+        unsafe fn drop_kept<T>(p: NonNull<c_void>) -> Option<Layout> {
+            // SAFETY: `p` holds a `T` written by `new` and is dropped once,
+            // here. (If the value's drop panics, the block leaks: safe, and
+            // rare.)
+            unsafe { core::ptr::drop_in_place(p.cast::<T>().as_ptr()) };
+            Some(Layout::new::<T>())
         }
     }
 }
+
+/// Drops a context's value in place; returns the layout of its block if
+/// the block is to be given back to the kept blocks (`None`: an arena's).
+type Free = unsafe fn(NonNull<c_void>) -> Option<Layout>;
 
 /// Where a context's block comes from: the thread's kept blocks and the
 /// heap ([`Blocks::KEPT`]), or an [`Arena`].
@@ -336,12 +346,14 @@ impl Drop for Arena {
     }
 }
 
-/// Blocks of freed contexts, kept per thread for reuse by layout.
+/// Blocks of freed contexts, kept per thread (in its [`Local`]) for reuse
+/// by layout.
 pub(crate) mod blocks {
     use core::alloc::Layout;
-    use core::cell::RefCell;
     use core::ptr::NonNull;
     use std::alloc::{alloc, dealloc, handle_alloc_error};
+
+    use crate::local::{self, Local};
 
     /// Blocks kept per thread: enough for a thread that creates and drops
     /// objects of a few kinds in turn, little enough to hold no real memory.
@@ -350,7 +362,14 @@ pub(crate) mod blocks {
     /// its allocation costs little next to what it captured.
     const KEPT_SIZE: usize = 256;
 
-    struct Kept(Vec<(Layout, NonNull<u8>)>);
+    /// One thread's kept blocks.
+    pub(crate) struct Kept(Vec<(Layout, NonNull<u8>)>);
+
+    impl Kept {
+        pub(crate) const fn new() -> Self {
+            Self(Vec::new())
+        }
+    }
 
     impl Drop for Kept {
         fn drop(&mut self) {
@@ -381,27 +400,23 @@ pub(crate) mod blocks {
         }
     }
 
-    thread_local! {
-        static KEPT_BLOCKS: RefCell<Kept> = const { RefCell::new(Kept(Vec::new())) };
-    }
-
     /// How many blocks this thread keeps.
     #[cfg(test)]
     pub(crate) fn kept() -> usize {
-        KEPT_BLOCKS.with(|k| k.borrow().0.len())
+        local::with(|here| here.map_or(0, |l| l.kept.borrow().0.len()))
     }
 
     /// A block for `layout` (not zero-sized): a kept one if this thread has
     /// one, a new allocation otherwise.
     pub(crate) fn take(layout: Layout) -> NonNull<u8> {
-        let kept = KEPT_BLOCKS.try_with(|k| {
-            let mut k = k.try_borrow_mut().ok()?;
+        let kept = local::with(|here| {
+            let mut k = here?.kept.try_borrow_mut().ok()?;
             let i = k.0.iter().position(|(l, _)| *l == layout)?;
             #[cfg(test)]
             probe_count(layout, -1);
             Some(k.0.swap_remove(i).1)
         });
-        if let Ok(Some(block)) = kept {
+        if let Some(block) = kept {
             return block;
         }
         // `alloc` with a zero-sized layout is undefined; contexts never have
@@ -412,14 +427,15 @@ pub(crate) mod blocks {
     }
 
     /// Gives back a block from [`take`] whose value has been dropped: kept
-    /// for reuse if there is room, deallocated otherwise.
+    /// in `here` (this thread's state, `None` once it is gone) if there is
+    /// room, deallocated otherwise.
     ///
     /// # Safety
     /// `block` came from [`take`] with `layout`, holds no live value, and is
     /// not used again by the caller.
-    pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
-        let kept = KEPT_BLOCKS.try_with(|k| {
-            let Ok(mut k) = k.try_borrow_mut() else { return false };
+    pub(crate) unsafe fn give_back(here: Option<&Local>, block: NonNull<u8>, layout: Layout) {
+        let kept = here.is_some_and(|l| {
+            let Ok(mut k) = l.kept.try_borrow_mut() else { return false };
             if k.0.len() == KEPT || layout.size() > KEPT_SIZE {
                 return false;
             }
@@ -431,10 +447,20 @@ pub(crate) mod blocks {
             probe_count(layout, 1);
             true
         });
-        if kept != Ok(true) {
+        if !kept {
             // SAFETY: guaranteed by the caller: allocated with `layout`.
             unsafe { dealloc(block.as_ptr(), layout) };
         }
+    }
+
+    /// [`give_back`] with this thread's state read here.
+    ///
+    /// # Safety
+    /// As for [`give_back`].
+    #[cfg(test)]
+    pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
+        // SAFETY: guaranteed by the caller.
+        local::with(|here| unsafe { give_back(here, block, layout) })
     }
 }
 
@@ -445,18 +471,55 @@ impl<H> Context<H> {
 
     pub(crate) fn header(&self) -> &H {
         // SAFETY: the allocation is a live `repr(C)` `Shared<H, F>`; the
-        // offset of `header` depends only on the placement before it and on
+        // offset of `header` depends only on the fields before it and on
         // `H`, so it is the same in `Shared<H, ()>`. Only the header's place
         // is projected, never the whole struct.
         unsafe { &*core::ptr::addr_of!((*self.ptr.as_ptr().cast::<Shared<H, ()>>()).header) }
     }
 }
 
+impl<H> Context<H> {
+    /// Frees the context as dropping it does, giving its block back to the
+    /// kept blocks of `here` (this thread's state, read by the caller; see
+    /// `crate::local`).
+    pub(crate) fn free_in(self, here: Option<&Local>) {
+        let this = core::mem::ManuallyDrop::new(self);
+        let give_back = |block, layout| {
+            // SAFETY: from `take` with `layout` (a kept context's), its value
+            // dropped; given back once, by `free_block`.
+            unsafe { blocks::give_back(here, block, layout) }
+        };
+        // SAFETY: `this` is never dropped, so the block is freed once, here.
+        unsafe { this.free_block(give_back) }
+    }
+
+    /// Drops the value and gives the block to `give_back` if it is a kept
+    /// one.
+    ///
+    /// # Safety
+    /// Called once; the context is not used afterwards.
+    unsafe fn free_block(&self, give_back: impl FnOnce(NonNull<u8>, Layout)) {
+        // SAFETY: as in `header`: `free`'s offset does not depend on `F`,
+        // the block, allocated for a `Shared<H, F>`, is aligned for it, and it
+        // is live until `free` runs, below.
+        let free = unsafe { *core::ptr::addr_of!((*self.ptr.as_ptr().cast::<Shared<H, ()>>()).free) };
+        // SAFETY: `free` was instantiated for the type `ptr` was allocated
+        // with, and runs once (the caller's contract).
+        if let Some(layout) = unsafe { free(self.ptr) } {
+            give_back(self.ptr.cast(), layout);
+        }
+        count_context(false);
+    }
+}
+
 impl<H> Drop for Context<H> {
     fn drop(&mut self) {
-        // SAFETY: `free` was instantiated for the type `ptr` was allocated with.
-        unsafe { (self.free)(self.ptr) }
-        count_context(false);
+        let give_back = |block, layout| {
+            // SAFETY: as in `free_in`.
+            crate::local::with(|here| unsafe { blocks::give_back(here, block, layout) })
+        };
+        // SAFETY: dropped once; `self` is not used again.
+        unsafe { self.free_block(give_back) }
     }
 }
 

@@ -5,28 +5,24 @@
 //! module docs ([`crate::task`], "In-place polling"); this is the mechanism.
 //!
 //! A trampoline that may wake a task enters a [`Site`] first (so it is left
-//! last): a value on its stack whose address a raw TLS slot holds while the
-//! callback runs. The code that completes futures arms it with the
+//! last): a value on its stack whose address the thread's
+//! [`Local`](crate::local) holds while the callback runs. The code that completes futures arms it with the
 //! [`Class`] of its object ([`arm`]): pool, priority, runs-long and
 //! placement. A wake that moves a task `IDLE -> SCHEDULED` asks [`park`]
 //! first: if this thread's site is armed with the task's class, nothing is
 //! parked yet and the budget allows, the task's reference goes into the
 //! site and nothing is submitted. When the site is left (the trampoline's
-//! last act), the TLS slot is restored first, so a wake from the in-place
-//! poll submits, and the parked task is polled; if the thread is unwinding
+//! last act), the thread's site is restored first, so a wake from the
+//! in-place poll submits, and the parked task is polled; if the thread is unwinding
 //! it is submitted instead. Either way a parked task is never lost.
 
 use core::cell::Cell;
-use core::ffi::c_void;
-use core::sync::atomic::{AtomicU8, AtomicU32, Ordering};
-use std::io;
+use core::sync::atomic::{AtomicU8, Ordering};
 
-use windows_sys::Win32::System::Threading::{
-    DisassociateCurrentThreadFromCallback, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsGetValue, TlsSetValue,
-};
+use windows_sys::Win32::System::Threading::{DisassociateCurrentThreadFromCallback, PTP_CALLBACK_INSTANCE};
 
 use crate::callback_env::CallbackEnviron;
-use crate::reentry;
+use crate::local::{self, Local};
 
 /// In-place polls in a row on one thread after which the next wake is
 /// submitted. The thread returns to the pool after every in-place poll (one
@@ -95,31 +91,27 @@ const ON: u8 = 1;
 const OFF: u8 = 2;
 static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// The TLS index holding the site of the callback running on each thread.
-static SITE: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
-/// The TLS index holding, per thread, the in-place polls in a row.
-static ROW: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
-
 /// The environment variable that turns in-place polling off (`1`), read
 /// once, at the first spawn.
 pub(crate) const OFF_VAR: &str = "WINDOWS_THREADPOOL_NO_INPLACE";
 
-/// Reads [`OFF_VAR`] and allocates the TLS slots, once; every spawn calls
-/// it first. Until it has run, or when it found the variable set, no site
-/// is ever entered, so nothing is parked.
-pub(crate) fn ensure() -> io::Result<()> {
-    if MODE.load(Ordering::Acquire) != UNKNOWN {
-        return Ok(());
+/// Reads [`OFF_VAR`], once; every spawn calls it first. Until it has run,
+/// or when it found the variable set, no site is ever entered, so nothing
+/// is parked, and a drain reads no thread-local to find a parked task.
+pub(crate) fn ensure() {
+    if MODE.load(Ordering::Relaxed) != UNKNOWN {
+        return;
     }
-    if std::env::var_os(OFF_VAR).is_some_and(|v| v == "1") {
-        MODE.store(OFF, Ordering::Release);
-        return Ok(());
-    }
-    reentry::ensure_tls_index(&ROW)?;
-    // Last: a site is entered only once both slots exist.
-    reentry::ensure_tls_index(&SITE)?;
-    MODE.store(ON, Ordering::Release);
-    Ok(())
+    let off = std::env::var_os(OFF_VAR).is_some_and(|v| v == "1");
+    // Decided once: two first spawns that read the variable apart cannot
+    // turn it off after a task was parked (a flush would then miss it).
+    let _ = MODE.compare_exchange(UNKNOWN, if off { OFF } else { ON }, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+/// Whether sites are entered (see [`ensure`]).
+#[inline]
+fn on() -> bool {
+    MODE.load(Ordering::Relaxed) == ON
 }
 
 /// In-place polls this process has run. Counted only when the tests can read it.
@@ -155,17 +147,15 @@ impl Site {
     /// polls (or submits) the task parked here.
     #[inline]
     pub(crate) fn enter(&self) -> Entered<'_> {
-        // Acquire: `ROW`, allocated before, is then seen too.
-        let index = SITE.load(Ordering::Acquire);
-        if index == TLS_OUT_OF_INDEXES {
-            return Entered { site: self, index, outer: core::ptr::null_mut() };
+        let not_entered = Entered { site: self, here: core::ptr::null(), outer: core::ptr::null() };
+        if !on() {
+            return not_entered;
         }
-        // SAFETY: an allocated index, never freed.
-        let outer = unsafe { TlsGetValue(index) };
-        // SAFETY: as above. If it fails the site is simply not found, and
-        // every wake submits.
-        unsafe { TlsSetValue(index, core::ptr::from_ref(self).cast_mut().cast()) };
-        Entered { site: self, index, outer }
+        local::with(|here| match here {
+            Some(l) => Entered { site: self, here: l, outer: l.site.replace(self) },
+            // The thread is exiting: no site, every wake submits.
+            None => not_entered,
+        })
     }
 
     /// Arms the site for tasks of `class` (`None`: disarms), unless a task
@@ -185,26 +175,20 @@ impl Site {
     }
 }
 
+/// The site of the callback running on the thread whose state is `here`,
+/// null outside one.
+#[inline]
+fn site_of(here: Option<&Local>) -> *const Site {
+    here.map_or(core::ptr::null(), |l| l.site.get())
+}
+
 /// The site of the callback running on this thread, null outside one.
 #[inline]
 fn current() -> *const Site {
-    let index = SITE.load(Ordering::Acquire);
-    if index == TLS_OUT_OF_INDEXES {
+    if !on() {
         return core::ptr::null();
     }
-    // SAFETY: an allocated index, never freed.
-    unsafe { TlsGetValue(index) }.cast_const().cast()
-}
-
-/// The thread's in-place polls in a row.
-fn row() -> usize {
-    // SAFETY: allocated before any site was entered (`ensure`), never freed.
-    unsafe { TlsGetValue(ROW.load(Ordering::Relaxed)) }.addr()
-}
-
-fn set_row(n: usize) {
-    // SAFETY: as in `row`; the value is a count, stored as it is.
-    unsafe { TlsSetValue(ROW.load(Ordering::Relaxed), core::ptr::without_provenance_mut::<c_void>(n)) };
+    local::with(site_of)
 }
 
 /// The thread's site, armed while code that completes futures runs (an
@@ -239,22 +223,25 @@ impl Drop for Armed {
 /// did (the site now owns the reference). Otherwise the caller submits.
 #[inline]
 pub(crate) fn park(class: Option<Class>, task: Parked) -> bool {
-    if class.is_none() {
+    if class.is_none() || !on() {
         return false;
     }
-    // SAFETY: as in `arm`.
-    let Some(site) = (unsafe { current().as_ref() }) else { return false };
-    if site.armed.get() != class {
-        return false;
-    }
-    // Whatever happens now, this callback parks nothing more.
-    site.armed.set(None);
-    if row() >= BUDGET {
-        set_row(0);
-        return false;
-    }
-    site.parked.set(Some(task));
-    true
+    local::with(|here| {
+        let Some(l) = here else { return false };
+        // SAFETY: as in `arm`.
+        let Some(site) = (unsafe { l.site.get().as_ref() }) else { return false };
+        if site.armed.get() != class {
+            return false;
+        }
+        // Whatever happens now, this callback parks nothing more.
+        site.armed.set(None);
+        if l.row.get() >= BUDGET {
+            l.row.set(0);
+            return false;
+        }
+        site.parked.set(Some(task));
+        true
+    })
 }
 
 /// Submits the task parked in this thread's site, if any, and disarms the
@@ -262,8 +249,15 @@ pub(crate) fn park(class: Option<Class>, task: Parked) -> bool {
 /// `may_run_long`, any drain of a pool object or a cleanup group's
 /// release), and a parked task would wait for it.
 pub(crate) fn flush() {
+    if on() {
+        local::with(flush_in);
+    }
+}
+
+/// [`flush`] with this thread's state read by the caller.
+pub(crate) fn flush_in(here: Option<&Local>) {
     // SAFETY: as in `arm`.
-    let Some(site) = (unsafe { current().as_ref() }) else { return };
+    let Some(site) = (unsafe { site_of(here).as_ref() }) else { return };
     site.armed.set(None);
     if let Some(p) = site.parked.take() {
         // SAFETY: the parked reference, handed to the submission.
@@ -274,24 +268,26 @@ pub(crate) fn flush() {
 /// A site made current; dropping it leaves the site and runs what it holds.
 pub(crate) struct Entered<'a> {
     site: &'a Site,
-    index: u32,
-    outer: *mut c_void,
+    /// This thread's state (null: the site was not entered). It outlives
+    /// the guard, which is dropped on this thread before the callback
+    /// returns (a thread's state is dropped only when it exits).
+    here: *const Local,
+    outer: *const Site,
 }
 
 impl Drop for Entered<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.index == TLS_OUT_OF_INDEXES {
-            return;
-        }
+        // SAFETY: null or this thread's state, alive (see the field): the
+        // guard is `!Send` (raw pointers), so this is the thread it was made on.
+        let Some(here) = (unsafe { self.here.as_ref() }) else { return };
         // Left first: a wake during the in-place poll finds no site and
         // submits (no recursion).
-        // SAFETY: the index `enter` used.
-        unsafe { TlsSetValue(self.index, self.outer) };
+        here.site.set(self.outer);
         let site = self.site;
         let Some(p) = site.parked.take() else {
-            if site.was_armed.get() && row() != 0 {
-                set_row(0);
+            if site.was_armed.get() && here.row.get() != 0 {
+                here.row.set(0);
             }
             return;
         };
@@ -300,7 +296,7 @@ impl Drop for Entered<'_> {
             unsafe { (p.submit)(p.task) };
             return;
         }
-        set_row(row() + 1);
+        here.row.set(here.row.get() + 1);
         if site.disassociate {
             // SAFETY: the instance of the callback running on this thread,
             // which touches nothing of its object any more.

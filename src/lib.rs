@@ -93,6 +93,7 @@ pub mod callback_env;
 #[cfg(windows)]
 pub mod cleanup_group;
 mod ctx;
+mod local;
 // Public only for the crate's own tests (`heal::testing`).
 #[cfg(all(windows, feature = "test-hooks"))]
 #[doc(hidden)]

@@ -43,11 +43,13 @@ impl DrainObligation {
     }
 
     /// A callback was dispatched: one owed dispatch is settled.
+    #[inline]
     pub(crate) fn dispatched(&self) {
         let _ = self.owed.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
 
     /// An explicit drain (or a stop that leaves nothing to dispatch) settled everything.
+    #[inline]
     pub(crate) fn drained(&self) {
         // Stored only when something was owed: a teardown's drain, the
         // common case, then writes nothing (a `SeqCst` store is an `xchg`).
@@ -58,6 +60,7 @@ impl DrainObligation {
     }
 
     /// Whether a drain is still owed.
+    #[inline]
     pub(crate) fn is_owed(&self) -> bool {
         self.owed.load(Ordering::SeqCst) != 0
     }

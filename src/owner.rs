@@ -23,6 +23,7 @@ use core::mem::ManuallyDrop;
 use core::ops::Deref;
 use std::sync::{PoisonError, RwLock};
 
+use crate::local::Local;
 use crate::obligation::{DrainObligation, report_drain_owed};
 use crate::reentry;
 
@@ -79,10 +80,13 @@ pub(crate) trait Lifecycle: Send + Sync + Sized + 'static {
     /// first): on return nothing is queued or running, and nothing can be.
     /// Called by the core's owner tearing it down (a drop, a cleanup group's
     /// release), and by a kind's own `stop_and_drain` only where it says so.
+    /// A drain here may skip the in-place flush ([`Access::Owned`]): the
+    /// caller submits a task parked on this thread first.
     fn quiesce(&self, cancel: bool);
     /// Closes the native object, then frees what the core owns (the
-    /// `drop-closed` record).
-    fn close_and_free(self);
+    /// `drop-closed` record), giving its context's block back to `here`,
+    /// this thread's state as the teardown read it.
+    fn close_and_free(self, here: Option<&Local>);
 }
 
 /// A kind a cleanup group can own: the group's native release drains and
@@ -147,11 +151,16 @@ impl DrainLock {
     /// Runs the drain `f`, a cancelling one if `cancel`: through a shared
     /// reference under the lock under Wine, as it is on Windows, and
     /// without it for the owner ([`Access::Owned`]). A task parked to be
-    /// polled in place on this thread is submitted first: the drain may
-    /// wait for it.
+    /// polled in place on this thread is submitted first, since the drain
+    /// may wait for it: here for a shared drain, by the teardown itself for
+    /// the owner's ([`quiesce_for_teardown`], the cleanup group's release),
+    /// which has read the thread's state already.
     pub(crate) fn drain<R>(&self, access: Access, cancel: bool, f: impl FnOnce() -> R) -> R {
+        if access == Access::Owned {
+            return f();
+        }
         crate::inplace::flush();
-        if access == Access::Owned || !crate::sys::on_wine() {
+        if !crate::sys::on_wine() {
             return f();
         }
         // Nothing panics while it is held (a drain is a system call and
@@ -182,10 +191,12 @@ pub(crate) fn after_release<C: Released>(core: C) {
 }
 
 /// A standalone teardown up to the close: stops, drains, and returns
-/// whether a drain was owed when it began.
-fn quiesce_for_teardown<C: Lifecycle>(core: &C) -> bool {
+/// whether a drain was owed when it began. `here` is this thread's state.
+fn quiesce_for_teardown<C: Lifecycle>(core: &C, here: Option<&Local>) -> bool {
     core.record(Phase::Begin);
     let owed = core.drain_owed();
+    // The drain may wait for a task parked on this thread.
+    crate::inplace::flush_in(here);
     core.quiesce(false);
     core.record(Phase::Drained);
     owed
@@ -201,16 +212,16 @@ pub(crate) fn stop_in_own_callback<C: Lifecycle>(core: &C) -> bool {
 
 /// A standalone object's whole teardown: quiesce, close, free, then report
 /// a drain owed then or (`owed`) when it was handed off.
-fn tear_down<C: Lifecycle>(core: C, owed: bool) {
-    finish(core, owed, C::close_and_free);
+fn tear_down<C: Lifecycle>(core: C, owed: bool, here: Option<&Local>) {
+    finish(core, owed, here, |core| core.close_and_free(here));
 }
 
 /// Quiesces, hands the core to `close`, then reports a drain owed then or
 /// (`owed`) earlier: the one sequence of a standalone teardown, whatever
-/// closes the object.
-fn finish<C: Lifecycle, R>(core: C, owed: bool, close: impl FnOnce(C) -> R) -> R {
+/// closes the object. `here` is this thread's state.
+fn finish<C: Lifecycle, R>(core: C, owed: bool, here: Option<&Local>, close: impl FnOnce(C) -> R) -> R {
     let name = core.owner_name();
-    let owed = quiesce_for_teardown(&core) | owed;
+    let owed = quiesce_for_teardown(&core, here) | owed;
     let r = close(core);
     if owed {
         report_drain_owed(name);
@@ -273,7 +284,7 @@ impl<C: Lifecycle> Owner<C> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: taken once, here; `this` is never dropped, so `Drop` cannot take it again.
         let core = unsafe { ManuallyDrop::take(&mut this.core) };
-        finish(core, false, close)
+        crate::local::with(|here| finish(core, false, here, close))
     }
 }
 

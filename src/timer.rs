@@ -115,6 +115,7 @@ use crate::arming::{ArmGate, Gated};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
+use crate::local::Local;
 use crate::obligation::DrainObligation;
 use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
@@ -329,7 +330,8 @@ pub(crate) fn period_millis(period: Duration) -> io::Result<u32> {
 
 /// The context state shared by the owner and the trampoline.
 pub(crate) struct TimerHeader {
-    periodic: bool,
+    /// A periodic timer's period.
+    period: Option<Period>,
     obligation: DrainObligation,
     /// Taken around every `SetThreadpoolTimer` this crate issues; arms go
     /// through it so that a stop absorbs those that race it (see
@@ -345,6 +347,12 @@ pub(crate) struct TimerHeader {
     /// The span current at the latest arming from outside a callback: the
     /// firings' parent.
     parent: spans::Parent,
+    /// Under Wine, serialises a cancelling drain with the others (see [`DrainLock`]).
+    drains: DrainLock,
+    /// The public type owning it, for reports and panics.
+    owner: &'static str,
+    /// Keeps a private pool open until the timer is closed.
+    _pool: PoolRef,
 }
 
 /// A timer's arming state is the lock alone: a `&Held` is reachable only
@@ -354,15 +362,22 @@ pub(crate) struct TimerHeader {
 struct Held(());
 
 impl TimerHeader {
-    fn new(periodic: bool) -> Self {
+    fn new(owner: &'static str, period: Option<Period>, pool: PoolRef) -> Self {
         Self {
-            periodic,
+            period,
             obligation: DrainObligation::default(),
             gate: ArmGate::new(Held(())),
             generation: AtomicU64::new(0),
             armed: AtomicBool::new(false),
             parent: spans::Parent::new(),
+            drains: DrainLock::new(),
+            owner,
+            _pool: pool,
         }
+    }
+
+    fn periodic(&self) -> bool {
+        self.period.is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, Gated<Held>> {
@@ -404,7 +419,7 @@ impl TimerHeader {
                         None
                     }
                 };
-                record_kind!(self.periodic, "disarmed", raw, 0);
+                record_kind!(self.periodic(), "disarmed", raw, 0);
                 cancelled
             }
         }
@@ -416,11 +431,11 @@ impl TimerHeader {
         self.parent.capture();
         let armed = self.gate.arm(|held| {
             self.generation.fetch_add(1, Ordering::SeqCst);
-            record_kind!(self.periodic, "armed", due, period);
+            record_kind!(self.periodic(), "armed", due, period);
             self.set_locked(held, raw, Some(due), period, window);
         });
         if armed.is_none() {
-            record_kind!(self.periodic, "arm-suppressed", raw, due);
+            record_kind!(self.periodic(), "arm-suppressed", raw, due);
         }
     }
 
@@ -459,21 +474,17 @@ impl TimerHeader {
     }
 }
 
-/// A timer's core: the raw object, its context and its pool, for both kinds
+/// A timer's core: the raw object and its context, which holds the rest (two
+/// pointers, moved in registers), for both kinds
 /// (one-shot and periodic, told apart by the header). Owned by the
 /// standalone types or by a cleanup group (see `crate::owner`). Arming and
 /// draining are defined once, here.
 pub(crate) struct TimerCore {
     raw: PTP_TIMER,
     ctx: Context<TimerHeader>,
-    pool: PoolRef,
-    /// The public type owning it, for reports and panics.
-    owner: &'static str,
-    /// A periodic timer's period.
-    period: Option<Period>,
-    /// Under Wine, serialises a cancelling drain with the others (see [`DrainLock`]).
-    drains: DrainLock,
 }
+
+const _: () = assert!(core::mem::size_of::<TimerCore>() == 2 * core::mem::size_of::<usize>());
 
 impl TimerCore {
     fn create<F: Send + Sync + 'static>(
@@ -484,10 +495,9 @@ impl TimerCore {
         env: Option<&CallbackEnviron>,
         blocks: Blocks<'_>,
     ) -> io::Result<Self> {
-        reentry::ensure_slot()?;
         let periodic = period.is_some();
         let (env, pool, placement) = env_parts(env);
-        let ctx = Context::new(blocks, placement, TimerHeader::new(periodic), callback);
+        let ctx = Context::new(blocks, placement, TimerHeader::new(owner, period, pool), callback);
         let pv = ctx.as_ptr();
         // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolTimer", pv, env, {
@@ -497,7 +507,7 @@ impl TimerCore {
             sys::created(unsafe { CreateThreadpoolTimer(Some(trampoline), pv, env) })
         })?;
         record_kind!(periodic, "created", raw, pv);
-        Ok(Self { raw, ctx, pool, owner, period, drains: DrainLock::new() })
+        Ok(Self { raw, ctx })
     }
 
     pub(crate) fn new_one_shot<F>(
@@ -543,13 +553,13 @@ impl TimerCore {
 
     /// The one drain for timers (see [`Lifecycle::drain`]).
     fn drain_as(&self, access: Access, cancel: bool) {
-        self.drains.drain(access, cancel, || {
+        self.header().drains.drain(access, cancel, || {
             trace_call!("WaitForThreadpoolTimerCallbacks", self.raw, cancel, {
                 // SAFETY: `self.raw` is a live timer.
                 unsafe { WaitForThreadpoolTimerCallbacks(self.raw, cancel.into()) }
             });
         });
-        record_kind!(self.header().periodic, "drained", self.raw, cancel);
+        record_kind!(self.header().periodic(), "drained", self.raw, cancel);
     }
 
     /// Begins a stop (arms and re-arms are absorbed from now on) and
@@ -566,7 +576,7 @@ impl TimerCore {
 
 impl Lifecycle for TimerCore {
     fn owner_name(&self) -> &'static str {
-        self.owner
+        self.header().owner
     }
 
     fn context(&self) -> *const c_void {
@@ -574,7 +584,7 @@ impl Lifecycle for TimerCore {
     }
 
     fn record(&self, phase: Phase) {
-        let periodic = self.header().periodic;
+        let periodic = self.header().periodic();
         match phase {
             Phase::Begin => record_kind!(periodic, "drop-begin", self.raw, 0),
             Phase::Drained => record_kind!(periodic, "drop-drained", self.raw, 0),
@@ -626,20 +636,27 @@ impl Lifecycle for TimerCore {
         self.drain_as(Access::Owned, cancel);
     }
 
-    fn close_and_free(self) {
+    fn close_and_free(self, here: Option<&Local>) {
         // SAFETY: disarmed with re-arms suppressed and drained by the owner;
         // the object is closed exactly once, here.
         trace_call!("CloseThreadpoolTimer", self.raw, 0, { unsafe { CloseThreadpoolTimer(self.raw) } });
-        self.free();
+        self.free_with(|ctx| ctx.free_in(here));
     }
 }
 
 impl Released for TimerCore {
     fn free(self) {
-        let periodic = self.header().periodic;
-        let Self { raw, ctx, pool, owner: _, period: _, drains: _ } = self;
-        drop(ctx);
-        drop(pool);
+        self.free_with(drop);
+    }
+}
+
+impl TimerCore {
+    /// Frees the context with `free` once the timer is closed: its header
+    /// (the pool reference among it) and callback are needed no more.
+    fn free_with(self, free: impl FnOnce(Context<TimerHeader>)) {
+        let periodic = self.header().periodic();
+        let Self { raw, ctx } = self;
+        free(ctx);
         record_kind!(periodic, "drop-closed", raw, 0);
     }
 }
@@ -836,7 +853,7 @@ view! {
 
 impl core::fmt::Debug for TimerObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct(self.0.owner).field("raw", &(self.0.raw as *const c_void)).finish()
+        f.debug_struct(self.0.owner_name()).field("raw", &(self.0.raw as *const c_void)).finish()
     }
 }
 
@@ -1025,9 +1042,9 @@ impl Period {
 
 impl core::fmt::Debug for PeriodicTimerObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct(self.0.owner)
+        f.debug_struct(self.0.owner_name())
             .field("raw", &(self.0.raw as *const c_void))
-            .field("period", &self.0.period)
+            .field("period", &self.0.header().period)
             .finish()
     }
 }
@@ -1072,7 +1089,7 @@ impl PeriodicTimer {
 
 impl PeriodicTimerObject {
     fn period_of(&self) -> Period {
-        self.0.period.expect("a periodic timer's core has a period")
+        self.0.header().period.expect("a periodic timer's core has a period")
     }
 
     /// The period between ticks.

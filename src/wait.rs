@@ -107,6 +107,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Blocks, Context};
 use crate::heal::Registration;
 use crate::instance::CallbackInstance;
+use crate::local::Local;
 use crate::obligation::DrainObligation;
 use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
@@ -818,7 +819,6 @@ impl WaitCore {
     where
         F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
     {
-        reentry::ensure_slot()?;
         let (env, pool, placement) = env_parts(env);
         let header = WaitHeader {
             obligation: DrainObligation::default(),
@@ -1035,21 +1035,28 @@ impl Lifecycle for WaitCore {
         WaitCore::quiesce(self, cancel);
     }
 
-    fn close_and_free(self) {
+    fn close_and_free(self, here: Option<&Local>) {
         // SAFETY: quiesced by the owner, nothing can queue another callback;
         // the object is closed exactly once, here.
         trace_call!("CloseThreadpoolWait", self.raw, 0, { unsafe { CloseThreadpoolWait(self.raw) } });
-        self.free();
+        self.free_with(|ctx| ctx.free_in(here));
     }
 }
 
 impl Released for WaitCore {
-    /// Closes the target, frees the context, drops the pool reference.
     fn free(self) {
+        self.free_with(drop);
+    }
+}
+
+impl WaitCore {
+    /// Closes the target, frees the context with `free`, drops the pool
+    /// reference.
+    fn free_with(self, free: impl FnOnce(Context<WaitHeader>)) {
         // The claim goes last: the pool stays registered until all is freed.
         let Self { raw, ctx, handle, pool, stopping: _, drains: _, claim: _claim, owner: _ } = self;
         drop(handle);
-        drop(ctx);
+        free(ctx);
         drop(pool);
         trace_record!("wait", "drop-closed", raw, 0);
     }

@@ -29,6 +29,7 @@ use windows_sys::Win32::System::Threading::{
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
+use crate::local::Local;
 use crate::obligation::DrainObligation;
 use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
@@ -78,24 +79,28 @@ pub(crate) const TRACE_EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CloseThreadpoolWork", slots: ["work", ""], meaning: "" },
 ];
 
-/// A work object's core: the raw object, its context and its pool. Owned by
-/// [`Work`] or by a cleanup group (see `crate::owner`).
+/// A work object's core: the raw object and its context, which holds the
+/// rest. Owned by [`Work`] or by a cleanup group (see `crate::owner`). Two
+/// pointers, so that a create and drop pair moves it in registers.
 pub(crate) struct WorkCore {
     raw: PTP_WORK,
     ctx: Context<WorkHeader>,
-    pool: PoolRef,
-    /// The public type owning it, for reports and panics.
-    owner: &'static str,
-    /// Under Wine, serialises a cancelling drain with the others (see [`DrainLock`]).
-    drains: DrainLock,
 }
 
-/// The context state the owner and the trampoline share.
-#[derive(Default)]
+const _: () = assert!(core::mem::size_of::<WorkCore>() == 2 * core::mem::size_of::<usize>());
+
+/// The context state the owner and the trampoline share, and what the owner
+/// keeps there to stay small.
 pub(crate) struct WorkHeader {
     obligation: DrainObligation,
     /// The span current at the latest submit: its callbacks' parent.
     parent: spans::Parent,
+    /// Under Wine, serialises a cancelling drain with the others (see [`DrainLock`]).
+    drains: DrainLock,
+    /// The public type owning it, for reports and panics.
+    owner: &'static str,
+    /// Keeps a private pool open until the object is closed.
+    _pool: PoolRef,
 }
 
 impl WorkCore {
@@ -108,9 +113,15 @@ impl WorkCore {
     where
         F: Fn(&WorkInvocation<'_>) + Send + Sync + 'static,
     {
-        reentry::ensure_slot()?;
         let (env, pool, placement) = env_parts(env);
-        let ctx = Context::new(blocks, placement, WorkHeader::default(), callback);
+        let header = WorkHeader {
+            obligation: DrainObligation::default(),
+            parent: spans::Parent::new(),
+            drains: DrainLock::new(),
+            owner,
+            _pool: pool,
+        };
+        let ctx = Context::new(blocks, placement, header, callback);
         let pv = ctx.as_ptr();
         // The error is read inside the bracket, before the context is freed.
         let raw = trace_call!("CreateThreadpoolWork", pv, env, {
@@ -119,14 +130,14 @@ impl WorkCore {
             sys::created(unsafe { CreateThreadpoolWork(Some(trampoline::<F>), pv, env) })
         })?;
         trace_record!("work", "created", raw, pv);
-        Ok(Self { raw, ctx, pool, owner, drains: DrainLock::new() })
+        Ok(Self { raw, ctx })
     }
 }
 
 impl WorkCore {
     /// The one drain for work objects (see [`Lifecycle::drain`]).
     fn drain_as(&self, access: Access, cancel: bool) {
-        self.drains.drain(access, cancel, || {
+        self.ctx.header().drains.drain(access, cancel, || {
             trace_call!("WaitForThreadpoolWorkCallbacks", self.raw, cancel, {
                 // SAFETY: `self.raw` is a live work object.
                 unsafe { WaitForThreadpoolWorkCallbacks(self.raw, cancel.into()) }
@@ -139,7 +150,7 @@ impl WorkCore {
 
 impl Lifecycle for WorkCore {
     fn owner_name(&self) -> &'static str {
-        self.owner
+        self.ctx.header().owner
     }
 
     fn context(&self) -> *const c_void {
@@ -168,10 +179,10 @@ impl Lifecycle for WorkCore {
         self.drain_as(Access::Owned, cancel);
     }
 
-    fn close_and_free(self) {
+    fn close_and_free(self, here: Option<&Local>) {
         // SAFETY: quiesced by the owner; the object is closed exactly once, here.
         trace_call!("CloseThreadpoolWork", self.raw, 0, { unsafe { CloseThreadpoolWork(self.raw) } });
-        self.free();
+        self.free_with(|ctx| ctx.free_in(here));
     }
 }
 
@@ -180,9 +191,16 @@ impl Released for WorkCore {
     fn before_release(&self, _cancel: bool) {}
 
     fn free(self) {
-        let Self { raw, ctx, pool, owner: _, drains: _ } = self;
-        drop(ctx);
-        drop(pool);
+        self.free_with(drop);
+    }
+}
+
+impl WorkCore {
+    /// Frees the context with `free` once the object is closed: its header
+    /// (the pool reference among it) and callback are needed no more.
+    fn free_with(self, free: impl FnOnce(Context<WorkHeader>)) {
+        let Self { raw, ctx } = self;
+        free(ctx);
         trace_record!("work", "drop-closed", raw, 0);
     }
 }
@@ -260,7 +278,7 @@ const _: () = {
 
 impl core::fmt::Debug for WorkObject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct(self.0.owner).field("raw", &(self.0.raw as *const c_void)).finish()
+        f.debug_struct(self.0.owner_name()).field("raw", &(self.0.raw as *const c_void)).finish()
     }
 }
 

@@ -291,3 +291,37 @@ fn a_poll_that_drains_an_object_waiting_for_the_task_it_woke_does_not_wait_for_i
         task::block_on(a).unwrap();
     });
 }
+
+/// As above, with the object dropped rather than waited for: the owner's
+/// teardown drains too, so it hands the parked task to the pool first.
+#[test]
+fn a_poll_that_drops_an_object_waiting_for_the_task_it_woke_does_not_wait_for_itself() {
+    support::alone("a_poll_that_drops_an_object_waiting_for_the_task_it_woke_does_not_wait_for_itself", || {
+        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let b = task::spawn(async move {
+            ready_tx.send(()).unwrap();
+            rx.recv().await
+        });
+        ready_rx.recv().unwrap();
+        // Makes it likelier that `b` is idle, so that the send parks it.
+        std::thread::sleep(Duration::from_millis(50));
+        let b = std::sync::Mutex::new(Some(b));
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let a = task::spawn(async move {
+            let work = windows_threadpool::Work::new(move |_| {
+                started_tx.send(()).unwrap();
+                let b = b.lock().unwrap().take().expect("one submission");
+                assert_eq!(b.join().unwrap(), Some(7));
+            })
+            .unwrap();
+            tx.send(7).unwrap();
+            work.submit();
+            // Dispatched, so the drop owes no drain (`fail-fast`); its
+            // teardown waits for the callback, which waits for `b`.
+            started_rx.recv().unwrap();
+            drop(work);
+        });
+        task::block_on(a).unwrap();
+    });
+}

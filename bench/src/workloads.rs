@@ -266,18 +266,56 @@ fn work_latency(cfg: &Config, table: &mut Table) {
     table.add(format!("2. work latency ({n} single submits)"), "µs submit→entry", cols);
 }
 
+/// Paired trials of a create + drop row: `trials` pairs of runs of the
+/// crate's loop and the raw loop, alternating which runs first (so a drift
+/// of the machine's speed weighs on both alike). Returns ns per object.
+fn paired_trials(trials: usize, mut crate_run: impl FnMut() -> f64, mut raw_run: impl FnMut() -> f64) -> [Vec<f64>; 2] {
+    let (mut c, mut r) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
+    for i in 0..trials {
+        if i % 2 == 0 {
+            c.push(crate_run());
+            r.push(raw_run());
+        } else {
+            r.push(raw_run());
+            c.push(crate_run());
+        }
+    }
+    [c, r]
+}
+
+/// Adds a create + drop row and, below it, the crate's share of it (the
+/// crate's time minus the raw time of the same trial).
+fn add_create_rows(table: &mut Table, what: &str, [c, r]: [Vec<f64>; 2]) {
+    let share = Cell::difference(&c, &r);
+    table.add(
+        format!("7. create + drop: {what}"),
+        "ns/object",
+        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
+    );
+    table.add(
+        format!("7b. the crate's own share of 7. {what}: minus the raw calls of the same trial"),
+        "ns/object",
+        [Some(share), None, None, None, None],
+    );
+}
+
+/// Trials of a create + drop row: many short ones, so that the paired
+/// differences have a median worth reading.
+const CREATE_TRIALS: usize = 4;
+
 /// 7. Create + drop of each object type.
 pub fn create_drop(cfg: &Config, table: &mut Table) {
-    // A pair costs 0.2 to 1 µs: 200,000 make a trial long enough (50 to
-    // 200 ms) that one descheduling does not move its mean.
-    let n = cfg.n(200_000);
-    let mut cols: [Vec<f64>; 5] = Default::default();
-    for _ in 0..cfg.trials {
+    // A pair costs 0.2 to 1 µs: 50,000 make a trial long enough (10 to 50
+    // ms) that one descheduling does not move its mean.
+    let n = cfg.n(50_000);
+    let crate_run = || {
         let t = Instant::now();
         for _ in 0..n {
             drop(Work::new(|_| {}).unwrap());
         }
-        cols[CRATE].push(t.elapsed().as_nanos() as f64 / n as f64);
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let raw_run = || {
         let t = Instant::now();
         for _ in 0..n {
             // SAFETY: created, drained and closed with no callback pending.
@@ -287,10 +325,9 @@ pub fn create_drop(cfg: &Config, table: &mut Table) {
                 CloseThreadpoolWork(w);
             }
         }
-        cols[RAW].push(t.elapsed().as_nanos() as f64 / n as f64);
-    }
-    let [c, r, ..] = cols;
-    table.add("7. create + drop: work", "ns/object", [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None]);
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    add_create_rows(table, "work", paired_trials(CREATE_TRIALS * cfg.trials, crate_run, raw_run));
 
     // A wait's event costs wineserver round trips (about 0.2 ms a pair).
     let n = cfg.n(5_000);
@@ -637,7 +674,7 @@ fn periodic_jitter(cfg: &Config, table: &mut Table) {
 /// Workload 7, create + drop of a one-shot and of a periodic timer (never armed). The
 /// raw column does what the crate's teardown does: disarm, drain, close.
 fn timer_create_drop(cfg: &Config, table: &mut Table) {
-    let n = cfg.n(200_000);
+    let n = cfg.n(50_000);
     unsafe extern "system" fn raw_nop(_: PTP_CALLBACK_INSTANCE, _: *mut core::ffi::c_void, _: PTP_TIMER) {}
     let raw = || {
         let t = Instant::now();
@@ -652,34 +689,23 @@ fn timer_create_drop(cfg: &Config, table: &mut Table) {
         }
         t.elapsed().as_nanos() as f64 / n as f64
     };
-    let mut one_shot: [Vec<f64>; 2] = Default::default();
-    let mut periodic: [Vec<f64>; 2] = Default::default();
-    for _ in 0..cfg.trials {
+    let one_shot = || {
         let t = Instant::now();
         for _ in 0..n {
             drop(Timer::new(|_| {}).unwrap());
         }
-        one_shot[0].push(t.elapsed().as_nanos() as f64 / n as f64);
-        one_shot[1].push(raw());
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let periodic = || {
         let t = Instant::now();
         for _ in 0..n {
             drop(PeriodicTimer::new(std::time::Duration::from_millis(1), |_| {}).unwrap());
         }
-        periodic[0].push(t.elapsed().as_nanos() as f64 / n as f64);
-        periodic[1].push(raw());
-    }
-    let [c, r] = one_shot;
-    table.add(
-        "7. create + drop: one-shot timer",
-        "ns/object",
-        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
-    );
-    let [c, r] = periodic;
-    table.add(
-        "7. create + drop: periodic timer",
-        "ns/object",
-        [Some(Cell::trials(c)), Some(Cell::trials(r)), None, None, None],
-    );
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let trials = CREATE_TRIALS * cfg.trials;
+    add_create_rows(table, "one-shot timer", paired_trials(trials, one_shot, raw));
+    add_create_rows(table, "periodic timer", paired_trials(trials, periodic, raw));
 }
 
 /// Workload 9, cancellation of an armed wait with nothing queued (its event is never

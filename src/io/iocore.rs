@@ -21,6 +21,7 @@ use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::ctx::{self, Blocks, Context};
 use crate::inplace;
 use crate::instance::CallbackInstance;
+use crate::local::Local;
 use crate::obligation::DrainObligation;
 use crate::owner::{Lifecycle, Phase};
 use crate::pool::PoolRef;
@@ -152,7 +153,6 @@ impl IoCore {
     where
         F: Fn(&IoCompletion) + Send + Sync + 'static,
     {
-        reentry::ensure_slot()?;
         let (env, pool, placement) = env_parts(env);
         let ctx = Context::new(Blocks::KEPT, placement, IoHeader::default(), callback);
         let pv = ctx.as_ptr();
@@ -508,8 +508,9 @@ impl Lifecycle for IoCore {
     }
 
     /// Closes the handle, closes the object, then frees the context (the
-    /// order `CloseThreadpoolIo` documents).
-    fn close_and_free(self) {
+    /// order `CloseThreadpoolIo` documents) as dropping it does: an I/O
+    /// object's teardown costs its handle's close, not a thread-local read.
+    fn close_and_free(self, _here: Option<&Local>) {
         // SAFETY: `BoundHandle::close` closes the handle.
         unsafe { self.close_after(BoundHandle::close) };
     }

@@ -15,10 +15,7 @@ use windows_sys::Win32::System::Threading::{
     PTP_CALLBACK_INSTANCE, TP_CALLBACK_ENVIRON_V3, TrySubmitThreadpoolCallback,
 };
 
-use super::header::{
-    Header, InstanceMark, JoinHandle, Prefix, QUEUED, VTable, claim, discard, ensure_instance_slot, finish,
-    release_pool,
-};
+use super::header::{Header, InstanceMark, JoinHandle, Prefix, QUEUED, VTable, claim, discard, finish, release_pool};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::placement;
 use crate::pool::PoolRef;
@@ -110,7 +107,6 @@ where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    ensure_instance_slot()?;
     let (raw_env, pool, placement) = env_parts(env);
     let task = Arc::new(Task::<F, T> {
         prefix: Prefix { header: Header::new(placement, QUEUED, &Task::<F, T>::VTABLE), result: UnsafeCell::new(None) },

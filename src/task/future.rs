@@ -41,9 +41,7 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use super::blocking::without_cleanup_group;
-use super::header::{
-    Header, InstanceMark, JoinHandle, Prefix, RUNNING, VTable, discard, ensure_instance_slot, finish, release_pool,
-};
+use super::header::{Header, InstanceMark, JoinHandle, Prefix, RUNNING, VTable, discard, finish, release_pool};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::inplace::{self, Class, Parked};
 use crate::placement;
@@ -341,8 +339,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    ensure_instance_slot()?;
-    inplace::ensure()?;
+    inplace::ensure();
     let (raw_env, pool, placement) = env_parts(env);
     let task = Arc::new(AsyncTask {
         prefix: Prefix {

@@ -8,7 +8,6 @@
 //! place a task is marked done and its joiners (a blocked thread, an
 //! awaiting task) are woken.
 
-use core::ffi::c_void;
 use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
@@ -16,14 +15,13 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use core::task::{Context, Poll};
 use std::cell::UnsafeCell;
-use std::io;
 use std::thread;
 
 use windows_sys::Win32::System::Threading::{
-    CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, TLS_OUT_OF_INDEXES, TlsGetValue, TlsSetValue, WaitOnAddress,
-    WakeByAddressAll,
+    CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, WaitOnAddress, WakeByAddressAll,
 };
 
+use crate::local::{self, Local};
 use crate::placement::Placement;
 use crate::pool::PoolRef;
 use crate::reentry;
@@ -213,39 +211,32 @@ pub(super) fn release_pool(pool: PoolRef) {
     }
 }
 
-/// The TLS index holding, on each thread, the instance of the task callback
-/// running there (null elsewhere); `TLS_OUT_OF_INDEXES` until allocated. A
-/// raw slot, not `thread_local!`, for the reason `crate::reentry` gives.
-static INSTANCE_SLOT: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
-
-/// Allocates [`INSTANCE_SLOT`] if needed; every submission calls it first.
-pub(super) fn ensure_instance_slot() -> io::Result<()> {
-    reentry::ensure_tls_index(&INSTANCE_SLOT)
-}
-
 /// Marks this thread as running a task callback with `instance` until dropped.
 pub(super) struct InstanceMark {
-    slot: u32,
-    outer: *mut c_void,
+    /// This thread's state: it outlives the mark, which is dropped on this
+    /// thread before the callback returns (a thread's state is dropped only
+    /// when it exits).
+    here: *const Local,
+    outer: PTP_CALLBACK_INSTANCE,
 }
 
 impl InstanceMark {
     pub(super) fn enter(instance: PTP_CALLBACK_INSTANCE) -> Self {
-        // Allocated before the submission this callback comes from.
-        let slot = INSTANCE_SLOT.load(Ordering::Relaxed);
-        // SAFETY: `slot` is an allocated index, never freed.
-        let outer = unsafe { TlsGetValue(slot) };
-        // SAFETY: as above. On failure `may_run_long` only answers `None`.
-        // The instance is an opaque handle value, stored as it is.
-        unsafe { TlsSetValue(slot, core::ptr::without_provenance(instance as usize)) };
-        Self { slot, outer }
+        local::with(|here| match here {
+            Some(l) => Self { here: l, outer: l.task_instance.replace(instance) },
+            // The thread is exiting: `may_run_long` answers `None`.
+            None => Self { here: core::ptr::null(), outer: 0 },
+        })
     }
 }
 
 impl Drop for InstanceMark {
     fn drop(&mut self) {
-        // SAFETY: the index `enter` used.
-        unsafe { TlsSetValue(self.slot, self.outer) };
+        // SAFETY: null or this thread's state, alive (see the field): the
+        // mark is `!Send` (a raw pointer), so this is the thread it was made on.
+        if let Some(here) = unsafe { self.here.as_ref() } {
+            here.task_instance.set(self.outer);
+        }
     }
 }
 
@@ -260,20 +251,15 @@ impl Drop for InstanceMark {
 pub fn may_run_long() -> Option<bool> {
     // The caller is about to block: run a task its callback parked elsewhere.
     crate::inplace::flush();
-    let slot = INSTANCE_SLOT.load(Ordering::Acquire);
-    if slot == TLS_OUT_OF_INDEXES {
+    let instance = local::with(|here| here.map_or(0, |l| l.task_instance.get()));
+    if instance == 0 {
         return None;
     }
-    // SAFETY: `slot` is an allocated index, never freed.
-    let instance = unsafe { TlsGetValue(slot) };
-    if instance.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null value is the instance of the callback running this
+    // SAFETY: a nonzero value is the instance of the callback running this
     // task on this thread (its own work callback, or the I/O, timer or wait
     // callback that polls it in place, disassociated but still running; set
     // by the trampoline, reset before it returns).
-    Some(unsafe { CallbackMayRunLong(instance.addr() as PTP_CALLBACK_INSTANCE) } != 0)
+    Some(unsafe { CallbackMayRunLong(instance) } != 0)
 }
 
 /// An owned permission to join a task, made by [`spawn`](super::spawn) or

@@ -25,6 +25,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("inplace.rs", include_str!("../inplace.rs")),
     ("cleanup_group.rs", include_str!("../cleanup_group.rs")),
     ("ctx.rs", include_str!("../ctx.rs")),
+    ("local.rs", include_str!("../local.rs")),
     ("obligation.rs", include_str!("../obligation.rs")),
     ("owner.rs", include_str!("../owner.rs")),
     ("heal/mod.rs", include_str!("../heal/mod.rs")),
