@@ -350,6 +350,7 @@ impl Drop for Arena {
 /// by layout.
 pub(crate) mod blocks {
     use core::alloc::Layout;
+    use core::cell::Cell;
     use core::ptr::NonNull;
     use std::alloc::{alloc, dealloc, handle_alloc_error};
 
@@ -362,18 +363,22 @@ pub(crate) mod blocks {
     /// its allocation costs little next to what it captured.
     const KEPT_SIZE: usize = 256;
 
-    /// One thread's kept blocks.
-    pub(crate) struct Kept(Vec<(Layout, NonNull<u8>)>);
+    /// One thread's kept blocks: a fixed set of slots (no allocation of
+    /// its own, and `Cell`s, so a use nested in another cannot conflict).
+    pub(crate) struct Kept([Slot; KEPT]);
+
+    /// A kept block and its layout, or nothing.
+    type Slot = Cell<Option<(Layout, NonNull<u8>)>>;
 
     impl Kept {
         pub(crate) const fn new() -> Self {
-            Self(Vec::new())
+            Self([const { Cell::new(None) }; KEPT])
         }
     }
 
     impl Drop for Kept {
         fn drop(&mut self) {
-            for (layout, block) in self.0.drain(..) {
+            for (layout, block) in self.0.iter().filter_map(Cell::take) {
                 // SAFETY: every kept block came from `alloc(layout)` and is
                 // owned by the cache alone.
                 unsafe { dealloc(block.as_ptr(), layout) };
@@ -403,18 +408,17 @@ pub(crate) mod blocks {
     /// How many blocks this thread keeps.
     #[cfg(test)]
     pub(crate) fn kept() -> usize {
-        local::with(|here| here.map_or(0, |l| l.kept.borrow().0.len()))
+        local::with(|here| here.map_or(0, |l| l.kept.0.iter().filter(|s| s.get().is_some()).count()))
     }
 
     /// A block for `layout` (not zero-sized): a kept one if this thread has
     /// one, a new allocation otherwise.
     pub(crate) fn take(layout: Layout) -> NonNull<u8> {
         let kept = local::with(|here| {
-            let mut k = here?.kept.try_borrow_mut().ok()?;
-            let i = k.0.iter().position(|(l, _)| *l == layout)?;
+            let slot = here?.kept.0.iter().find(|s| s.get().is_some_and(|(l, _)| l == layout))?;
             #[cfg(test)]
             probe_count(layout, -1);
-            Some(k.0.swap_remove(i).1)
+            slot.take().map(|(_, block)| block)
         });
         if let Some(block) = kept {
             return block;
@@ -434,23 +438,16 @@ pub(crate) mod blocks {
     /// `block` came from [`take`] with `layout`, holds no live value, and is
     /// not used again by the caller.
     pub(crate) unsafe fn give_back(here: Option<&Local>, block: NonNull<u8>, layout: Layout) {
-        let kept = here.is_some_and(|l| {
-            let Ok(mut k) = l.kept.try_borrow_mut() else { return false };
-            if k.0.len() == KEPT || layout.size() > KEPT_SIZE {
-                return false;
-            }
-            if k.0.capacity() == 0 {
-                k.0.reserve_exact(KEPT);
-            }
-            k.0.push((layout, block));
+        let free =
+            here.filter(|_| layout.size() <= KEPT_SIZE).and_then(|l| l.kept.0.iter().find(|s| s.get().is_none()));
+        if let Some(slot) = free {
+            slot.set(Some((layout, block)));
             #[cfg(test)]
             probe_count(layout, 1);
-            true
-        });
-        if !kept {
-            // SAFETY: guaranteed by the caller: allocated with `layout`.
-            unsafe { dealloc(block.as_ptr(), layout) };
+            return;
         }
+        // SAFETY: guaranteed by the caller: allocated with `layout`.
+        unsafe { dealloc(block.as_ptr(), layout) };
     }
 
     /// [`give_back`] with this thread's state read here.

@@ -30,7 +30,7 @@
 //! drops or replaces the value then (it is dropped at thread exit only, and
 //! its initializer is `const`, so no first use can re-enter and replace it).
 
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 use core::ffi::c_void;
 
 use crate::ctx::blocks::Kept;
@@ -52,7 +52,7 @@ pub(crate) struct Local {
     #[cfg(windows)]
     pub(crate) task_instance: Cell<windows_sys::Win32::System::Threading::PTP_CALLBACK_INSTANCE>,
     /// Blocks of freed contexts, kept for reuse (`crate::ctx::blocks`).
-    pub(crate) kept: RefCell<Kept>,
+    pub(crate) kept: Kept,
 }
 
 std::thread_local! {
@@ -66,7 +66,7 @@ std::thread_local! {
             row: Cell::new(0),
             #[cfg(windows)]
             task_instance: Cell::new(0),
-            kept: RefCell::new(Kept::new()),
+            kept: Kept::new(),
         }
     };
 }

@@ -143,8 +143,8 @@ pub(crate) fn drain_would_wait_for_itself(type_name: &str, method: &str, whose: 
 pub(crate) fn tear_down<T: Send + 'static>(
     context: *const c_void,
     object: T,
-    stop: fn(&T) -> bool,
-    finish: fn(T, bool, Option<&Local>),
+    stop: impl FnOnce(&T) -> bool,
+    finish: impl FnOnce(T, bool, Option<&Local>) + Send + 'static,
 ) {
     local::with(|here| {
         if current(here) == context {
