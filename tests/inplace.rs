@@ -262,66 +262,49 @@ fn a_poll_that_blocks_on_the_task_it_woke_does_not_wait_for_itself() {
 }
 
 /// A poll that wakes a task and then drains a pool object whose callback
-/// waits for that task (`Work::wait`; any drain goes the same way) hands
-/// the parked task to the pool first: it does not wait for itself.
+/// waits for that task, with `drain` (`Work::wait`, the drop), hands the
+/// parked task to the pool first: it does not wait for itself. The drain
+/// begins once the callback has started, so a drop owes no drain
+/// (`fail-fast`).
+fn drain_waiting_for_the_task_it_woke(drain: fn(windows_threadpool::Work)) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let b = task::spawn(async move {
+        ready_tx.send(()).unwrap();
+        rx.recv().await
+    });
+    ready_rx.recv().unwrap();
+    // Makes it likelier that `b` is idle, so that the send parks it.
+    std::thread::sleep(Duration::from_millis(50));
+    let b = std::sync::Mutex::new(Some(b));
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let a = task::spawn(async move {
+        let work = windows_threadpool::Work::new(move |_| {
+            started_tx.send(()).unwrap();
+            let b = b.lock().unwrap().take().expect("one submission");
+            assert_eq!(b.join().unwrap(), Some(7));
+        })
+        .unwrap();
+        tx.send(7).unwrap();
+        work.submit();
+        started_rx.recv().unwrap();
+        // Waits for the callback, which waits for `b`.
+        drain(work);
+    });
+    task::block_on(a).unwrap();
+}
+
 #[test]
 fn a_poll_that_drains_an_object_waiting_for_the_task_it_woke_does_not_wait_for_itself() {
     support::alone("a_poll_that_drains_an_object_waiting_for_the_task_it_woke_does_not_wait_for_itself", || {
-        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let b = task::spawn(async move {
-            ready_tx.send(()).unwrap();
-            rx.recv().await
-        });
-        ready_rx.recv().unwrap();
-        // Makes it likelier that `b` is idle, so that the send parks it.
-        std::thread::sleep(Duration::from_millis(50));
-        let b = std::sync::Mutex::new(Some(b));
-        let a = task::spawn(async move {
-            let work = windows_threadpool::Work::new(move |_| {
-                let b = b.lock().unwrap().take().expect("one submission");
-                assert_eq!(b.join().unwrap(), Some(7));
-            })
-            .unwrap();
-            tx.send(7).unwrap();
-            work.submit();
-            // Waits for the callback, which waits for `b`.
-            work.wait();
-        });
-        task::block_on(a).unwrap();
+        drain_waiting_for_the_task_it_woke(|work| work.wait());
     });
 }
 
-/// As above, with the object dropped rather than waited for: the owner's
-/// teardown drains too, so it hands the parked task to the pool first.
+/// The owner's teardown drains too.
 #[test]
 fn a_poll_that_drops_an_object_waiting_for_the_task_it_woke_does_not_wait_for_itself() {
     support::alone("a_poll_that_drops_an_object_waiting_for_the_task_it_woke_does_not_wait_for_itself", || {
-        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let b = task::spawn(async move {
-            ready_tx.send(()).unwrap();
-            rx.recv().await
-        });
-        ready_rx.recv().unwrap();
-        // Makes it likelier that `b` is idle, so that the send parks it.
-        std::thread::sleep(Duration::from_millis(50));
-        let b = std::sync::Mutex::new(Some(b));
-        let (started_tx, started_rx) = std::sync::mpsc::channel();
-        let a = task::spawn(async move {
-            let work = windows_threadpool::Work::new(move |_| {
-                started_tx.send(()).unwrap();
-                let b = b.lock().unwrap().take().expect("one submission");
-                assert_eq!(b.join().unwrap(), Some(7));
-            })
-            .unwrap();
-            tx.send(7).unwrap();
-            work.submit();
-            // Dispatched, so the drop owes no drain (`fail-fast`); its
-            // teardown waits for the callback, which waits for `b`.
-            started_rx.recv().unwrap();
-            drop(work);
-        });
-        task::block_on(a).unwrap();
+        drain_waiting_for_the_task_it_woke(drop);
     });
 }
