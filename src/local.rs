@@ -12,9 +12,8 @@
 //! and a callback marks itself with one read and two plain stores.
 //!
 //! `x86_64-pc-windows-gnu` has no native thread-locals: each read is a
-//! `TlsGetValue` (about 5 ns under Wine; a create and drop pair of a work
-//! object costs the crate about 35 ns above the raw calls there). A target
-//! with native thread-locals (`msvc`) reads it with one instruction.
+//! `TlsGetValue` (about 5 ns under Wine). A target with native
+//! thread-locals (`msvc`) reads it with one instruction.
 //!
 //! The value is made at the thread's first use (std allocates it from the
 //! system heap, not the global allocator, on targets without native

@@ -265,8 +265,15 @@ fn a_poll_that_blocks_on_the_task_it_woke_does_not_wait_for_itself() {
 /// waits for that task, with `drain` (`Work::wait`, the drop), hands the
 /// parked task to the pool first: it does not wait for itself. The drain
 /// begins once the callback has started, so a drop owes no drain
-/// (`fail-fast`).
+/// (`fail-fast`). Rerun until the wake found `b` idle, so that it was
+/// parked; then the drain's flush submitted it, so nothing was polled in
+/// place.
 fn drain_waiting_for_the_task_it_woke(drain: fn(windows_threadpool::Work)) {
+    let (polls, _) = until_a_wake_finds_its_task_idle(|| wake_then_drain(drain));
+    assert_eq!(polls, 0, "the parked task was polled in place, not handed to the pool before the drain");
+}
+
+fn wake_then_drain(drain: fn(windows_threadpool::Work)) {
     let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let b = task::spawn(async move {
