@@ -57,6 +57,8 @@ fn command(p: &Platform, exe: &Path) -> Command {
 /// A running `http_server`.
 pub struct Served {
     pub addr: String,
+    /// The Linux process running the server under Wine (see [`wine_process`]).
+    pid: Option<u32>,
     child: Child,
     stop_event: String,
     stop_with: Command,
@@ -96,7 +98,7 @@ fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> 
     });
     let mut stop_with = command(p, example);
     stop_with.args(["--stop", &stop_event]).stdin(Stdio::null());
-    let mut served = Served { addr: String::new(), child, stop_event, stop_with };
+    let mut served = Served { addr: String::new(), pid: None, child, stop_event, stop_with };
     let deadline = Instant::now() + PATIENCE;
     while served.addr.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -108,6 +110,9 @@ fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> 
             }
             Err(_) => return Err(format!("{name} printed no `listening on` line within {PATIENCE:?}")),
         }
+    }
+    if p.target.is_some() && !cfg!(windows) {
+        served.pid = wine_process(exe, &["--stop-event", &served.stop_event]);
     }
     Ok(served)
 }
@@ -319,6 +324,8 @@ pub fn parse_stats(line: &str) -> Option<ServerStats> {
 /// How long the thread count must hold still before a baseline is read:
 /// longer than an idle pool thread lives (Wine: 5 s).
 const THREADS_STILL: Duration = Duration::from_secs(7);
+/// How often [`settled_stats`] looks.
+const POLL: Duration = Duration::from_millis(250);
 
 /// What [`settled_stats`] waits for besides the connections.
 #[derive(Clone, Copy, Debug)]
@@ -334,31 +341,82 @@ enum Threads {
 /// [`PATIENCE`]. Each pool thread holds private bytes (its stack, about
 /// 1 MiB), and the pool keeps the threads a burst made until they idle out,
 /// so private bytes compare only at the same threads.
-fn settled_stats(addr: &str, threads: Threads) -> Result<ServerStats> {
+///
+/// The threads are counted without a request where the platform shows
+/// them from outside (Linux: the Wine process's tasks). A request wakes
+/// the pool's idle threads, and Wine wakes them in turn, each living 5 s
+/// past its last wake: asking every [`POLL`] kept 17 to 24 of them alive,
+/// a number that drifted by one or two between a baseline and its check.
+/// Left alone, they idle out to the same few every time.
+fn settled_stats(served: &Served, threads: Threads) -> Result<ServerStats> {
     let deadline = Instant::now() + PATIENCE;
+    let not_settled = |what: String| format!("not settled {PATIENCE:?} after wrk ({threads:?}): {what}");
+    loop {
+        let stats = server_stats(&served.addr)?;
+        if stats.ended + 1 == stats.accepted {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(not_settled(format!("connections: {stats:?}")));
+        }
+        std::thread::sleep(POLL);
+    }
+    let count = || match served.pid {
+        Some(pid) => thread_count(pid),
+        None => server_stats(&served.addr).map(|s| s.threads),
+    };
     let mut still_since: Option<(u64, Instant)> = None;
     loop {
-        let body = get(addr, "/stats")?;
-        let stats = parse_stats(&body).ok_or_else(|| format!("GET /stats: {body:?}"))?;
-        let ended = stats.ended + 1 == stats.accepted;
-        let threads_ok = match threads {
-            Threads::AtMost(n) => stats.threads <= n,
+        let n = count()?;
+        let settled = match threads {
+            Threads::AtMost(most) => n <= most,
             Threads::Still => match still_since {
-                Some((n, since)) if n == stats.threads => since.elapsed() >= THREADS_STILL,
+                Some((m, since)) if m == n => since.elapsed() >= THREADS_STILL,
                 _ => {
-                    still_since = Some((stats.threads, Instant::now()));
+                    still_since = Some((n, Instant::now()));
                     false
                 }
             },
         };
-        if ended && threads_ok {
-            return Ok(stats);
+        if settled {
+            return Ok(ServerStats { threads: n, ..server_stats(&served.addr)? });
         }
         if Instant::now() > deadline {
-            return Err(format!("not settled {PATIENCE:?} after wrk ({threads:?}): {stats:?}"));
+            return Err(not_settled(format!("{n} threads")));
         }
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(POLL);
     }
+}
+
+fn server_stats(addr: &str) -> Result<ServerStats> {
+    let body = get(addr, "/stats")?;
+    parse_stats(&body).ok_or_else(|| format!("GET /stats: {body:?}"))
+}
+
+/// The threads of process `pid` (Linux's `/proc`).
+fn thread_count(pid: u32) -> Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))?;
+    Ok(entries.count() as u64)
+}
+
+/// The Linux process that runs the Wine process started with `args` (the
+/// one whose command line is the exe's, not the runner's); `None` off
+/// Linux, or if none is found.
+fn wine_process(exe: &Path, args: &[&str]) -> Option<u32> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let name = exe.file_name()?.to_str()?;
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        let mut words = cmdline.split(|&b| b == 0).map(String::from_utf8_lossy);
+        let first = words.next()?;
+        let rest: Vec<_> = words.collect();
+        let ours = first.ends_with(name) && args.iter().all(|a| rest.iter().any(|w| w == a));
+        ours.then_some(pid)
+    })
 }
 
 /// Where a soak's counts moved beyond the leak checks' slack; empty if nowhere.
@@ -386,11 +444,14 @@ const SOAK_CONNS: u32 = 64;
 pub fn soak(p: &Platform, wrk_exe: &Path, secs: u32) -> Result<String> {
     let exe = build(p, "release")?;
     let served = start_server(p, &exe, &exe, &["--stats"])?;
+    if p.target.is_some() && cfg!(target_os = "linux") && served.pid.is_none() {
+        return Err("the server's Wine process was not found in /proc, to count its threads".into());
+    }
     let addr = served.addr.clone();
     let warm = wrk(wrk_exe, &addr, SOAK_CONNS, 5)?;
-    let before = settled_stats(&addr, Threads::Still)?;
+    let before = settled_stats(&served, Threads::Still)?;
     let run = wrk(wrk_exe, &addr, SOAK_CONNS, secs)?;
-    let after = settled_stats(&addr, Threads::AtMost(before.threads))?;
+    let after = settled_stats(&served, Threads::AtMost(before.threads))?;
     let hello = get(&addr, "/")?;
     served.stop()?;
     let mut failures = leaked(&before, &after);
@@ -533,5 +594,30 @@ Transfer/sec:    512.00KB
         let more = ServerStats { handles: 45, private_bytes: 1_000_000 + 4_194_305, ..before };
         assert_eq!(leaked(&before, &more).len(), 2);
         assert_eq!(parse_stats("accepted=1 ended=0"), None);
+    }
+
+    /// The process found is the one whose command line is the exe's, not
+    /// a parent's that names it among its arguments (as the Wine runner's
+    /// does), and its threads are counted.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_wine_process_is_the_one_that_runs_the_exe() {
+        // The sleep's length names it; `timeout` ends it should the test not.
+        let arg = format!("20.{}", std::process::id());
+        let mut parent = Command::new("timeout").args(["10", "sleep", &arg]).spawn().unwrap();
+        let sleep = Path::new("/bin/sleep");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let found = loop {
+            match wine_process(sleep, &[&arg]) {
+                Some(pid) => break pid,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                None => panic!("sleep {arg} not found"),
+            }
+        };
+        assert_ne!(found, parent.id(), "the parent naming the exe among its arguments was taken");
+        assert_eq!(thread_count(found).unwrap(), 1);
+        assert_eq!(wine_process(sleep, &[&arg, "--absent"]), None);
+        let _ = Command::new("kill").arg(found.to_string()).status();
+        let _ = parent.wait();
     }
 }
