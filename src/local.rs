@@ -23,11 +23,12 @@
 //! a block given back then is freed instead of kept); a later thread-local
 //! destructor that uses it may get a new one, which std drops in turn.
 //!
-//! A callback's guards (`CallbackScope`, the in-place `Entered`, the task's
-//! `InstanceMark`) keep the value's address from entry to exit: they are
-//! `!Send`, made and dropped on one thread inside one callback, and nothing
-//! drops or replaces the value then (it is dropped at thread exit only, and
-//! its initializer is `const`, so no first use can re-enter and replace it).
+//! A callback's guards ([`Mark`], which `CallbackScope` and the task's
+//! `InstanceMark` are, and the in-place `Entered`) keep the value's address
+//! from entry to exit: they are `!Send`, made and dropped on one thread
+//! inside one callback, and nothing drops or replaces the value then (it is
+//! dropped at thread exit only, and its initializer is `const`, so no first
+//! use can re-enter and replace it).
 
 use core::cell::Cell;
 use core::ffi::c_void;
@@ -80,5 +81,35 @@ pub(crate) fn with<R>(f: impl FnOnce(Option<&Local>) -> R) -> R {
         Ok(Some(r)) => r,
         // `try_with` ran nothing: the value is gone.
         _ => f.take().map_or_else(|| unreachable!("`with` ran its function"), |f| f(None)),
+    }
+}
+
+/// Sets one cell of this thread's [`Local`] until dropped, then puts the
+/// value it replaced back: how a callback marks what runs on its thread
+/// (nested callbacks restore in turn). Made and dropped inside one callback
+/// (module docs).
+pub(crate) struct Mark<T: Copy> {
+    /// A cell of this thread's `Local`, which outlives the mark (module
+    /// docs); a raw pointer, so the mark is `!Send` and dropped on this thread.
+    cell: *const Cell<T>,
+    outer: T,
+}
+
+impl<T: Copy> Mark<T> {
+    /// Sets the cell `pick` selects in `here` to `value`.
+    #[inline]
+    pub(crate) fn set(here: &Local, pick: impl FnOnce(&Local) -> &Cell<T>, value: T) -> Self {
+        let cell = pick(here);
+        Self { cell, outer: cell.replace(value) }
+    }
+}
+
+impl<T: Copy> Drop for Mark<T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: a cell of this thread's `Local`, alive until the thread
+        // exits, after the callback that made the mark; `!Send`, so this is
+        // that thread.
+        unsafe { (*self.cell).set(self.outer) };
     }
 }

@@ -54,7 +54,7 @@ use windows_sys::Win32::System::Threading::{
     FreeLibraryWhenCallbackReturns, PTP_CALLBACK_INSTANCE, TrySubmitThreadpoolCallback,
 };
 
-use crate::local::{self, Local};
+use crate::local::{self, Local, Mark};
 use crate::placement;
 
 /// The context of the callback running on this thread, null outside one
@@ -68,11 +68,7 @@ fn current(here: Option<&Local>) -> *const c_void {
 /// `context`, and places it as the object asks (`crate::placement`), until
 /// dropped. The first statement of every trampoline.
 pub(crate) struct CallbackScope {
-    /// This thread's state: it outlives the scope, which is dropped on this
-    /// thread before the callback returns (a thread's state is dropped only
-    /// when it exits, after its last callback).
-    here: *const Local,
-    outer: *const c_void,
+    _marked: Mark<*const c_void>,
     /// Restores the thread's affinity on drop; a copy, so it needs nothing
     /// of the context (which a drop from the callback may hand to another
     /// thread to free).
@@ -82,14 +78,14 @@ pub(crate) struct CallbackScope {
 impl CallbackScope {
     #[inline]
     pub(crate) fn enter(context: *mut c_void) -> Self {
-        let (here, outer) = local::with(|here| match here {
-            Some(l) => (core::ptr::from_ref(l), l.callback.replace(context)),
+        let _marked = local::with(|here| match here {
+            Some(l) => Mark::set(l, |l| &l.callback, context.cast_const()),
             // Unmarked, an own-callback drop would wait for itself.
             None => unmarked_callback(),
         });
         // SAFETY: a trampoline's context is a live `ctx::Context`.
         let _placed = unsafe { placement::enter(context) };
-        Self { here, outer, _placed }
+        Self { _marked, _placed }
     }
 }
 
@@ -98,15 +94,6 @@ fn unmarked_callback() -> ! {
     crate::unwind::say_and_abort(format_args!(
         "windows-threadpool: a callback ran on a thread whose thread-locals are gone; aborting"
     ))
-}
-
-impl Drop for CallbackScope {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: `here` is this thread's state, alive (see the field): the
-        // scope is `!Send` (raw pointers), so this is the thread it was made on.
-        unsafe { (*self.here).callback.set(self.outer) };
-    }
 }
 
 /// Whether this thread is inside the callback of the object whose context is

@@ -21,7 +21,7 @@ use windows_sys::Win32::System::Threading::{
     CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, WaitOnAddress, WakeByAddressAll,
 };
 
-use crate::local::{self, Local};
+use crate::local::{self, Mark};
 use crate::placement::Placement;
 use crate::pool::PoolRef;
 use crate::reentry;
@@ -213,30 +213,13 @@ pub(super) fn release_pool(pool: PoolRef) {
 
 /// Marks this thread as running a task callback with `instance` until dropped.
 pub(super) struct InstanceMark {
-    /// This thread's state: it outlives the mark, which is dropped on this
-    /// thread before the callback returns (a thread's state is dropped only
-    /// when it exits).
-    here: *const Local,
-    outer: PTP_CALLBACK_INSTANCE,
+    /// `None` on a thread that is exiting: `may_run_long` answers `None` there.
+    _mark: Option<Mark<PTP_CALLBACK_INSTANCE>>,
 }
 
 impl InstanceMark {
     pub(super) fn enter(instance: PTP_CALLBACK_INSTANCE) -> Self {
-        local::with(|here| match here {
-            Some(l) => Self { here: l, outer: l.task_instance.replace(instance) },
-            // The thread is exiting: `may_run_long` answers `None`.
-            None => Self { here: core::ptr::null(), outer: 0 },
-        })
-    }
-}
-
-impl Drop for InstanceMark {
-    fn drop(&mut self) {
-        // SAFETY: null or this thread's state, alive (see the field): the
-        // mark is `!Send` (a raw pointer), so this is the thread it was made on.
-        if let Some(here) = unsafe { self.here.as_ref() } {
-            here.task_instance.set(self.outer);
-        }
+        Self { _mark: local::with(|here| here.map(|l| Mark::set(l, |l| &l.task_instance, instance))) }
     }
 }
 
