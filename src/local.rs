@@ -24,7 +24,7 @@
 //! destructor that uses it may get a new one, which std drops in turn.
 //!
 //! A callback's guards ([`Mark`], which `CallbackScope` and the task's
-//! `InstanceMark` are, and the in-place `Entered`) keep the value's address
+//! `InstanceMark` hold, and the in-place `Entered`) keep the value's address
 //! from entry to exit: they are `!Send`, made and dropped on one thread
 //! inside one callback, and nothing drops or replaces the value then (it is
 //! dropped at thread exit only, and its initializer is `const`, so no first
@@ -89,27 +89,34 @@ pub(crate) fn with<R>(f: impl FnOnce(Option<&Local>) -> R) -> R {
 /// (nested callbacks restore in turn). Made and dropped inside one callback
 /// (module docs).
 pub(crate) struct Mark<T: Copy> {
-    /// A cell of this thread's `Local`, which outlives the mark (module
-    /// docs); a raw pointer, so the mark is `!Send` and dropped on this thread.
+    /// A cell of the value [`with`] handed out on this thread when the mark
+    /// was made; a raw pointer, so the mark is `!Send` and dropped on this
+    /// thread.
     cell: *const Cell<T>,
     outer: T,
 }
 
 impl<T: Copy> Mark<T> {
-    /// Sets the cell `pick` selects in `here` to `value`.
+    /// Sets the cell `pick` selects in this thread's state to `value`;
+    /// `None` while the state is being destroyed (the thread is exiting).
     #[inline]
-    pub(crate) fn set(here: &Local, pick: impl FnOnce(&Local) -> &Cell<T>, value: T) -> Self {
-        let cell = pick(here);
-        Self { cell, outer: cell.replace(value) }
+    pub(crate) fn set(pick: fn(&Local) -> &Cell<T>, value: T) -> Option<Self> {
+        with(|here| {
+            let cell = pick(here?);
+            Some(Self { cell, outer: cell.replace(value) })
+        })
     }
 }
 
 impl<T: Copy> Drop for Mark<T> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: a cell of this thread's `Local`, alive until the thread
-        // exits, after the callback that made the mark; `!Send`, so this is
-        // that thread.
+        // SAFETY: `cell` is in (or, picked from a `'static`, outlives) the
+        // value `with` handed out on this thread, which only its thread-local
+        // destructor frees, at thread exit, and nothing replaces (its
+        // initializer is `const`). A mark is a local of a callback's frame,
+        // never stored past it, so it is dropped first (a frame that
+        // `ExitThread` abandons leaks it instead). `!Send`: this thread.
         unsafe { (*self.cell).set(self.outer) };
     }
 }

@@ -68,6 +68,7 @@ fn current(here: Option<&Local>) -> *const c_void {
 /// `context`, and places it as the object asks (`crate::placement`), until
 /// dropped. The first statement of every trampoline.
 pub(crate) struct CallbackScope {
+    /// (The two fields drop in either order: `placement` touches no `Local`.)
     _marked: Mark<*const c_void>,
     /// Restores the thread's affinity on drop; a copy, so it needs nothing
     /// of the context (which a drop from the callback may hand to another
@@ -78,11 +79,8 @@ pub(crate) struct CallbackScope {
 impl CallbackScope {
     #[inline]
     pub(crate) fn enter(context: *mut c_void) -> Self {
-        let _marked = local::with(|here| match here {
-            Some(l) => Mark::set(l, |l| &l.callback, context.cast_const()),
-            // Unmarked, an own-callback drop would wait for itself.
-            None => unmarked_callback(),
-        });
+        // Unmarked, an own-callback drop would wait for itself.
+        let _marked = Mark::set(|l| &l.callback, context.cast_const()).unwrap_or_else(|| unmarked_callback());
         // SAFETY: a trampoline's context is a live `ctx::Context`.
         let _placed = unsafe { placement::enter(context) };
         Self { _marked, _placed }

@@ -219,7 +219,7 @@ pub(super) struct InstanceMark {
 
 impl InstanceMark {
     pub(super) fn enter(instance: PTP_CALLBACK_INSTANCE) -> Self {
-        Self { _mark: local::with(|here| here.map(|l| Mark::set(l, |l| &l.task_instance, instance))) }
+        Self { _mark: Mark::set(|l| &l.task_instance, instance) }
     }
 }
 
