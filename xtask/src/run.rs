@@ -230,8 +230,9 @@ fn tests(p: &Platform, tally: &mut Tally, config: &str, flags: &[&str]) -> Strin
 
 /// Tests run at once: two per core. Most of a test's time under Wine is
 /// spent waiting on Wine's server and the pool's threads, not on a core
-/// (on 2 cores, 4 at once ran the default configuration in 73 s, 2 in
-/// 111 s); `.config/nextest.toml` counts the heaviest tests twice.
+/// (on 2 cores, alternated: the default configuration's tests in 101 and
+/// 115 s four at once, 186 and 199 s two at once); `.config/nextest.toml`
+/// counts the heaviest tests twice.
 fn test_slots() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
