@@ -563,6 +563,24 @@ fn timer_calling(drain: fn(&Timer)) {
     own.get().unwrap().arm(Duration::ZERO);
 }
 
+/// A re-executed child is started again only when it ended as Wine's failed
+/// start does: `STATUS_DLL_INIT_FAILED` with nothing written.
+#[test]
+fn a_child_is_started_again_only_after_a_silent_dll_init_failure() {
+    use std::os::windows::process::ExitStatusExt;
+    use std::process::{ExitStatus, Output};
+    let out = |code: u32, stdout: &[u8], stderr: &[u8]| Output {
+        status: ExitStatus::from_raw(code),
+        stdout: stdout.to_vec(),
+        stderr: stderr.to_vec(),
+    };
+    assert!(support::failed_to_start(&out(0xC000_0142, b"", b"")));
+    assert!(!support::failed_to_start(&out(0xC000_0142, b"\nrunning 1 test\n", b"")));
+    assert!(!support::failed_to_start(&out(0xC000_0142, b"", b"boom")));
+    assert!(!support::failed_to_start(&out(support::ABORT_STATUS, b"", b"")));
+    assert!(!support::failed_to_start(&out(1, b"", b"")));
+}
+
 /// A period no test outlives: the first tick is the only one, so no second
 /// tick panics on another thread while the first one's abort is under way.
 const ONE_TICK: Duration = Duration::from_secs(3600);

@@ -76,7 +76,7 @@ fn run_one(test: &str, env: &[(&str, &str)]) -> ChildOutcome {
         cmd.env(k, v);
     }
     let mut out = cmd.output().expect("spawn child test process");
-    if out.status.code() == Some(DLL_INIT_FAILED as i32) && out.stdout.is_empty() && out.stderr.is_empty() {
+    if failed_to_start(&out) {
         note_retry(&format!(
             "the child {test} exited with STATUS_DLL_INIT_FAILED having written nothing (Wine's start-up failure \
              signature); retrying once"
@@ -96,6 +96,12 @@ fn run_one(test: &str, env: &[(&str, &str)]) -> ChildOutcome {
 /// (libtest prints its header first) is started once more, as the Wine
 /// runner (`xtask/runner`) does for a test binary.
 const DLL_INIT_FAILED: u32 = 0xC000_0142;
+
+/// Whether a child ended as Wine's failed start does (see [`DLL_INIT_FAILED`]):
+/// that status, nothing written.
+pub fn failed_to_start(out: &std::process::Output) -> bool {
+    out.status.code() == Some(DLL_INIT_FAILED as i32) && out.stdout.is_empty() && out.stderr.is_empty()
+}
 
 /// Says on stderr that a child was started again and, when the Wine runner's
 /// log is named (`cargo xtask test` lists it), appends it there.

@@ -45,7 +45,7 @@ fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result
 
 /// The exe run as this platform runs it: under Wine on Linux.
 fn command(p: &Platform, exe: &Path) -> Command {
-    if p.target.is_some() && !cfg!(windows) {
+    if p.under_wine() {
         let mut c = setup::wine_run();
         c.arg(exe);
         c
@@ -111,7 +111,7 @@ fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> 
             Err(_) => return Err(format!("{name} printed no `listening on` line within {PATIENCE:?}")),
         }
     }
-    if p.target.is_some() && !cfg!(windows) {
+    if p.under_wine() {
         served.pid = wine_process(exe, &["--stop-event", &served.stop_event]);
     }
     Ok(served)
@@ -401,12 +401,9 @@ fn thread_count(pid: u32) -> Result<u64> {
 }
 
 /// The Linux process that runs the Wine process started with `args` (the
-/// one whose command line is the exe's, not the runner's); `None` off
-/// Linux, or if none is found.
+/// one whose command line is the exe's, not the runner's); `None` if none
+/// is found (or there is no `/proc`).
 fn wine_process(exe: &Path, args: &[&str]) -> Option<u32> {
-    if !cfg!(target_os = "linux") {
-        return None;
-    }
     let name = exe.file_name()?.to_str()?;
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
         let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
@@ -444,7 +441,7 @@ const SOAK_CONNS: u32 = 64;
 pub fn soak(p: &Platform, wrk_exe: &Path, secs: u32) -> Result<String> {
     let exe = build(p, "release")?;
     let served = start_server(p, &exe, &exe, &["--stats"])?;
-    if p.target.is_some() && cfg!(target_os = "linux") && served.pid.is_none() {
+    if p.under_wine() && served.pid.is_none() {
         return Err("the server's Wine process was not found in /proc, to count its threads".into());
     }
     let addr = served.addr.clone();

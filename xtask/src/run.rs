@@ -525,7 +525,7 @@ fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String
         let _ = std::fs::remove_file(dir.join(f));
     }
     let exe = p.bin_dir("debug")?.join("examples").join("trace_timeline.exe");
-    let mut run = if p.target.is_some() && !cfg!(windows) {
+    let mut run = if p.under_wine() {
         let mut c = setup::wine_run();
         c.arg(&exe);
         c

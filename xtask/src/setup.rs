@@ -38,6 +38,11 @@ pub struct Platform {
 }
 
 impl Platform {
+    /// Whether this platform's exes run under Wine (a Windows target, off Windows).
+    pub fn under_wine(&self) -> bool {
+        self.target.is_some() && !cfg!(windows)
+    }
+
     /// Cargo arguments for building and running on this platform's target.
     pub fn cargo_args(&self) -> &[String] {
         &self.cargo_args
