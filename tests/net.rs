@@ -310,6 +310,37 @@ fn a_truncated_datagram_is_an_error_that_gives_the_buffer_back() {
     });
 }
 
+/// Every datagram operation completes through the pool, a truncating
+/// receive among them: a datagram socket never skips the completion port
+/// on success (`net`'s module docs say why). Each send succeeds at once on
+/// loopback and each receive finds its datagram buffered (the first receive
+/// waits for the burst), which a stream socket would finish inline.
+#[test]
+fn every_datagram_operation_completes_through_the_pool() {
+    const WSAEMSGSIZE: i32 = 10040;
+    support::alone("every_datagram_operation_completes_through_the_pool", || {
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let to = b.local_addr().unwrap();
+        let before = io::async_completions();
+        let mut ops = 0;
+        for d in [&b"one"[..], b"two", b"three", b"0123456789"] {
+            let (sent, _) = task::block_on(a.send_to(d.to_vec(), to));
+            assert_eq!(sent.unwrap(), d.len());
+            ops += 1;
+        }
+        for want in [&b"one"[..], b"two", b"three"] {
+            let (got, buf) = task::block_on(b.recv_from(vec![0u8; 8]));
+            assert_eq!(&buf[..got.unwrap().0], want);
+            ops += 1;
+        }
+        let (got, buf) = task::block_on(b.recv_from(vec![0u8; 4]));
+        assert_eq!(got.unwrap_err().raw_os_error(), Some(WSAEMSGSIZE));
+        assert_eq!(buf, b"0123");
+        ops += 1;
+        assert_eq!(io::async_completions() - before, ops, "a datagram operation completed inline");
+    });
+}
+
 #[test]
 fn send_to_an_address_of_the_other_family_is_invalid_input() {
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -12,7 +12,7 @@ use windows_sys::Win32::System::IO::OVERLAPPED;
 
 use super::OverlappedHandle;
 use super::engine::{AsyncOp, BufPtr, Engine, OpFuture, Unblocking};
-use super::iocore::{BoundHandle, BufferFor, Issued, issue_read_write, transfer_parts};
+use super::iocore::{BoundHandle, BufferFor, Issued, issue_read_write, transfer_at};
 use crate::callback_env::CallbackEnviron;
 
 /// An overlapped handle bound to the pool, whose reads and writes are
@@ -159,7 +159,7 @@ impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transf
     type Output = (io::Result<usize>, B);
 
     fn prepare(&mut self) -> io::Result<()> {
-        let (ptr, len) = transfer_parts::<B, WRITE>(&mut self.buf)?;
+        let (ptr, len) = transfer_at::<B, WRITE>(&mut self.buf, self.offset)?;
         self.parts = (BufPtr(ptr), len);
         Ok(())
     }

@@ -366,7 +366,7 @@ impl IoCore {
         B: Send + 'static,
         B: BufferFor<WRITE>,
     {
-        let prepare = |b: &mut B| transfer_parts::<B, WRITE>(b);
+        let prepare = |b: &mut B| transfer_at::<B, WRITE>(b, offset);
         // SAFETY: one NtReadFile/NtWriteFile on `handle` with `ov`, of the
         // payload's own buffer.
         let issue = |handle, ov, (ptr, len)| unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, offset) };
@@ -526,6 +526,30 @@ pub(crate) fn transfer_parts<B: BufferFor<WRITE>, const WRITE: bool>(b: &mut B) 
     Ok((ptr, len))
 }
 
+/// A buffer's pointer and length for one transfer on a stream socket, where
+/// a short transfer is an ordinary outcome: a buffer longer than one call
+/// can transfer gives its first `u32::MAX` bytes, and the caller goes on
+/// from there (as std's `write` does on Windows), so a `write_all` of any
+/// length works.
+pub(crate) fn stream_parts<B: BufferFor<WRITE>, const WRITE: bool>(b: &mut B) -> (*mut u8, u32) {
+    let (ptr, len) = b.raw_parts();
+    (ptr, u32::try_from(len).unwrap_or(u32::MAX))
+}
+
+/// [`transfer_parts`] for a transfer at byte `offset` of a file; an offset
+/// of 2^63 or more is `InvalidInput`: `NtReadFile`/`NtWriteFile` take it as
+/// a signed position, whose negative values name other requests (-1 is
+/// `FILE_WRITE_TO_END_OF_FILE`, -2 the file pointer's position).
+pub(crate) fn transfer_at<B: BufferFor<WRITE>, const WRITE: bool>(
+    b: &mut B,
+    offset: u64,
+) -> io::Result<(*mut u8, u32)> {
+    if i64::try_from(offset).is_err() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a file offset is at most i64::MAX"));
+    }
+    transfer_parts::<B, WRITE>(b)
+}
+
 /// Issues one `NtReadFile` (`WRITE = false`) or `NtWriteFile` of `len`
 /// bytes at `ptr`, at byte `offset`, with the completion context `ov`;
 /// `Ok` exactly when a completion is queued ([`issue_status`]).
@@ -533,7 +557,7 @@ pub(crate) fn transfer_parts<B: BufferFor<WRITE>, const WRITE: bool>(b: &mut B) 
 /// # Safety
 /// `ov` is a zeroed `OVERLAPPED` the caller owns until the completion, and
 /// `ptr..ptr + len` memory that stays valid (and, for a read, unaliased)
-/// until then; `handle` is open.
+/// until then; `handle` is open. `offset` passed [`transfer_at`]'s check.
 pub(crate) unsafe fn issue_read_write<const WRITE: bool>(
     handle: HANDLE,
     ov: *mut OVERLAPPED,
@@ -674,4 +698,37 @@ pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
     }
     trace_record!("io", "trampoline-left", overlapped, io_result);
     header.finish_one();
+}
+
+#[cfg(test)]
+mod transfer_tests {
+    use super::*;
+
+    /// A buffer that only reports a pointer and a length (never read).
+    struct Claimed(usize);
+
+    impl<const WRITE: bool> BufferFor<WRITE> for Claimed {
+        fn raw_parts(&mut self) -> (*mut u8, usize) {
+            (core::ptr::NonNull::dangling().as_ptr(), self.0)
+        }
+    }
+
+    #[test]
+    fn a_stream_transfer_longer_than_one_call_takes_its_first_u32_max_bytes() {
+        let huge = u32::MAX as usize + 10;
+        assert_eq!(stream_parts::<_, true>(&mut Claimed(huge)).1, u32::MAX);
+        assert_eq!(stream_parts::<_, false>(&mut Claimed(huge)).1, u32::MAX);
+        assert_eq!(stream_parts::<_, true>(&mut Claimed(7)).1, 7);
+        let e = transfer_parts::<_, true>(&mut Claimed(huge)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_file_offset_beyond_i64_max_is_invalid_input() {
+        for offset in [1 << 63, u64::MAX, u64::MAX - 1] {
+            let e = transfer_at::<_, true>(&mut Claimed(1), offset).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{offset}");
+        }
+        assert_eq!(transfer_at::<_, false>(&mut Claimed(3), i64::MAX as u64).unwrap().1, 3);
+    }
 }

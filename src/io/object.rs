@@ -114,7 +114,8 @@ impl Io {
     /// # Errors
     /// A [`SubmitError`] holding `buffer` and:
     /// - [`io::ErrorKind::InvalidInput`] with no OS error code for a buffer
-    ///   longer than `u32::MAX` bytes (nothing was issued);
+    ///   longer than `u32::MAX` bytes or an `offset` of 2^63 or more
+    ///   (nothing was issued);
     /// - otherwise the OS error the operation failed with synchronously (its
     ///   [`raw_os_error`](io::Error::raw_os_error) is set).
     pub fn read_at<B>(&self, offset: u64, buffer: B) -> Result<OperationId, SubmitError<B>>

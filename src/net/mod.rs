@@ -74,18 +74,26 @@
 //! blocks, the registry that ignores foreign and stale `OVERLAPPED`s, the
 //! trampoline, and the teardown. What differs is the issuing call
 //! (`WSARecv`, `WSASend`, `AcceptEx`, `ConnectEx`, `WSARecvFrom`,
-//! `WSASendTo`) and one flag: where the socket's Winsock provider is an IFS
-//! provider (`XP1_IFS_HANDLES` in its `SO_PROTOCOL_INFOW`, the condition
-//! Microsoft documents: a layered provider that is not may still queue a
-//! completion for a synchronous success), the socket gets
+//! `WSASendTo`) and one flag: where a *stream* socket's Winsock provider is
+//! an IFS provider (`XP1_IFS_HANDLES` in its `SO_PROTOCOL_INFOW`, the
+//! condition Microsoft documents: a layered provider that is not may still
+//! queue a completion for a synchronous success), the socket gets
 //! `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` and
 //! `FILE_SKIP_SET_EVENT_ON_HANDLE`. An operation that succeeds at once
 //! (buffered data, most sends) then queues no completion: the future's first
 //! poll finishes it and is ready, with no hand-off to a pool thread, and the
 //! operation's `StartThreadpoolIo` is balanced with `CancelThreadpoolIo` in
 //! the one function that does so for every path with no completion to come.
-//! A receive that truncates a datagram at once (`WSAEMSGSIZE`, a warning
-//! status) is finished inline too, with that error.
+//!
+//! Datagram sockets ([`UdpSocket`]) never get the flags: every one of their
+//! operations completes through the pool. Every Windows that has
+//! `SetFileCompletionNotificationModes` has a bug with datagram sockets
+//! (libuv records it in `src/win/udp.c`): a receive that truncates a
+//! datagram (`WSAEMSGSIZE`) does not reliably say whether a completion
+//! packet follows, and a packet that came after the operation was finished
+//! inline would land on whatever operation next used its address. libuv
+//! works round it only through an undocumented AFD ioctl, which this crate
+//! does not use. A truncating receive's completion carries `WSAEMSGSIZE`.
 //!
 //! # Errors
 //! Errors are `io::Error`s carrying the Winsock code, as std's are, so its
@@ -141,9 +149,9 @@
 //! the conversion fails with an [`IntoStdError`] that gives the socket
 //! back, still bound and usable.
 //!
-//! The skip flags set at binding (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`,
-//! `FILE_SKIP_SET_EVENT_ON_HANDLE`) cannot be cleared and stay on the
-//! returned socket. std's synchronous calls do not depend on them; code
+//! The skip flags set at binding a stream socket
+//! (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`, `FILE_SKIP_SET_EVENT_ON_HANDLE`)
+//! cannot be cleared and stay on the returned socket. std's synchronous calls do not depend on them; code
 //! that binds the socket to a completion port again must expect a
 //! synchronous success to queue no completion.
 //!
@@ -169,7 +177,9 @@ pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
 /// Whether a TCP socket over IPv4 completes synchronous successes inline
-/// (its provider is an IFS provider). A test hook, not API.
+/// (its provider is an IFS provider). A datagram socket never does (see
+/// [the module docs](self#one-completion-path-completing-in-place)). A test
+/// hook, not API.
 #[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
 pub fn completes_inline() -> io::Result<bool> {

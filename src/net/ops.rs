@@ -15,7 +15,7 @@ use super::sys::{self, completion_error, last_error};
 use super::tcp::TcpStream;
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{AsyncOp, BufPtr};
-use crate::io::iocore::{BufferFor, Issued, transfer_parts};
+use crate::io::iocore::{BufferFor, Issued, stream_parts};
 
 /// What an overlapped Winsock call is, for [`classify`].
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,10 +32,10 @@ enum Call {
 /// - `WSA_IO_PENDING` queues one;
 /// - a receive's `WSAEMSGSIZE` (the datagram was truncated into the
 ///   buffer) is a warning status, `STATUS_BUFFER_OVERFLOW`: the receive ran,
-///   and without skip-on-success its completion still follows, carrying
-///   the same error; with skip-on-success none does (libuv relies on this
-///   on Windows; measured under Wine), so it is finished here like a
-///   failure, the buffer holding the datagram's start. A send's
+///   and its completion follows, carrying the same error. Only datagram
+///   sockets truncate, and they never have skip-on-success
+///   ([`sys::Transport::Datagram`] says why: with it, whether a completion
+///   follows is not reliable), so no inline case exists. A send's
 ///   `WSAEMSGSIZE` is a plain failure;
 /// - any other error is a synchronous failure, with no completion.
 fn classify(ok: bool, bytes: u32, inline: bool, call: Call) -> io::Result<Issued> {
@@ -45,7 +45,7 @@ fn classify(ok: bool, bytes: u32, inline: bool, call: Call) -> io::Result<Issued
     let e = last_error();
     match e.raw_os_error() {
         Some(WSA_IO_PENDING) => Ok(Issued::Queued),
-        Some(WSAEMSGSIZE) if call == Call::Receive && !inline => Ok(Issued::Queued),
+        Some(WSAEMSGSIZE) if call == Call::Receive => Ok(Issued::Queued),
         _ => Err(e),
     }
 }
@@ -77,7 +77,7 @@ impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for Recv<B> {
     type Output = (io::Result<usize>, B);
 
     fn prepare(&mut self) -> io::Result<()> {
-        let (ptr, len) = transfer_parts::<B, false>(&mut self.buf)?;
+        let (ptr, len) = stream_parts::<B, false>(&mut self.buf);
         self.parts = (BufPtr(ptr), len);
         Ok(())
     }
@@ -130,7 +130,7 @@ impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for Transmit<B> {
     type Output = (io::Result<usize>, B);
 
     fn prepare(&mut self) -> io::Result<()> {
-        let (ptr, len) = transfer_parts::<_, true>(&mut Tail(&self.buf, self.start))?;
+        let (ptr, len) = stream_parts::<_, true>(&mut Tail(&self.buf, self.start));
         self.parts = (BufPtr(ptr), len);
         Ok(())
     }

@@ -8,14 +8,22 @@ use std::os::windows::io::{AsRawSocket, FromRawSocket, OwnedSocket, RawSocket};
 use std::sync::OnceLock;
 
 use windows_sys::Win32::Foundation::{
-    ERROR_CONNECTION_ABORTED, ERROR_CONNECTION_REFUSED, ERROR_HOST_UNREACHABLE, ERROR_MORE_DATA, ERROR_NETNAME_DELETED,
-    ERROR_NETWORK_UNREACHABLE, ERROR_PORT_UNREACHABLE, ERROR_SEM_TIMEOUT, HANDLE,
+    ERROR_ADDRESS_ALREADY_ASSOCIATED, ERROR_CONNECTION_ABORTED, ERROR_CONNECTION_ACTIVE, ERROR_CONNECTION_INVALID,
+    ERROR_CONNECTION_REFUSED, ERROR_GRACEFUL_DISCONNECT, ERROR_HOST_DOWN, ERROR_HOST_UNREACHABLE, ERROR_MORE_DATA,
+    ERROR_NETNAME_DELETED, ERROR_NETWORK_UNREACHABLE, ERROR_NO_SYSTEM_RESOURCES, ERROR_PIPE_NOT_CONNECTED,
+    ERROR_PORT_UNREACHABLE, ERROR_PROTOCOL_UNREACHABLE, ERROR_REQUEST_ABORTED, ERROR_SEM_TIMEOUT, HANDLE, NTSTATUS,
+    STATUS_ADDRESS_ALREADY_ASSOCIATED, STATUS_BUFFER_OVERFLOW, STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_ACTIVE,
+    STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED, STATUS_CONNECTION_RESET, STATUS_GRACEFUL_DISCONNECT,
+    STATUS_HOST_DOWN, STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES, STATUS_IO_TIMEOUT,
+    STATUS_NETWORK_UNREACHABLE, STATUS_PIPE_DISCONNECTED, STATUS_PORT_UNREACHABLE, STATUS_PROTOCOL_UNREACHABLE,
+    STATUS_REQUEST_ABORTED,
 };
 use windows_sys::Win32::Networking::WinSock::{
     AF_INET, AF_INET6, INVALID_SOCKET, IPPROTO, LPFN_ACCEPTEX, LPFN_CONNECTEX, LPFN_GETACCEPTEXSOCKADDRS,
     SIO_GET_EXTENSION_FUNCTION_POINTER, SO_PROTOCOL_INFOW, SOCKADDR, SOCKADDR_IN, SOCKADDR_IN6, SOCKADDR_STORAGE,
     SOCKET, SOCKET_ERROR, SOL_SOCKET, WINSOCK_SOCKET_TYPE, WSA_FLAG_NO_HANDLE_INHERIT, WSA_FLAG_OVERLAPPED, WSADATA,
-    WSAECONNABORTED, WSAECONNREFUSED, WSAECONNRESET, WSAEHOSTUNREACH, WSAEMSGSIZE, WSAENETUNREACH, WSAETIMEDOUT,
+    WSAEADDRINUSE, WSAECONNABORTED, WSAECONNREFUSED, WSAECONNRESET, WSAEDISCON, WSAEHOSTDOWN, WSAEHOSTUNREACH,
+    WSAEINTR, WSAEISCONN, WSAEMSGSIZE, WSAENETUNREACH, WSAENOBUFS, WSAENOTCONN, WSAESHUTDOWN, WSAETIMEDOUT,
     WSAGetLastError, WSAID_ACCEPTEX, WSAID_CONNECTEX, WSAID_GETACCEPTEXSOCKADDRS, WSAIoctl, WSAPROTOCOL_INFOW,
     WSASocketW, WSAStartup, XP1_IFS_HANDLES, getsockopt, setsockopt,
 };
@@ -154,21 +162,72 @@ pub(super) fn check(r: i32) -> io::Result<()> {
 /// A completion's Win32 status as the Winsock error that
 /// `WSAGetOverlappedResult` reports for it, so that a completed operation's
 /// error is the one a synchronous call would have given (and std's error
-/// kinds apply: `WSAECONNRESET` is `ConnectionReset`).
+/// kinds apply: `WSAECONNRESET` is `ConnectionReset`). A status of no row
+/// passes through unchanged.
 pub(super) fn completion_error(e: io::Error) -> io::Error {
-    let Some(code) = e.raw_os_error() else { return e };
-    let wsa = match code as u32 {
-        ERROR_NETNAME_DELETED | ERROR_PORT_UNREACHABLE => WSAECONNRESET,
-        ERROR_CONNECTION_REFUSED => WSAECONNREFUSED,
-        ERROR_CONNECTION_ABORTED => WSAECONNABORTED,
-        ERROR_NETWORK_UNREACHABLE => WSAENETUNREACH,
-        ERROR_HOST_UNREACHABLE => WSAEHOSTUNREACH,
-        ERROR_SEM_TIMEOUT => WSAETIMEDOUT,
-        ERROR_MORE_DATA => WSAEMSGSIZE,
-        _ => return e,
-    };
-    io::Error::from_raw_os_error(wsa)
+    match e.raw_os_error().and_then(|code| winsock_error(code as u32)) {
+        Some(wsa) => io::Error::from_raw_os_error(wsa),
+        None => e,
+    }
 }
+
+fn winsock_error(win32: u32) -> Option<i32> {
+    COMPLETION_ERRORS.iter().find(|row| row.win32 == win32).map(|row| row.winsock)
+}
+
+/// One row of [`COMPLETION_ERRORS`].
+pub(super) struct CompletionError {
+    /// The status the driver completes the operation with (the unit test
+    /// checks the row's Win32 error against it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) status: NTSTATUS,
+    /// What the pool hands the callback for it (`RtlNtStatusToDosError`).
+    pub(super) win32: u32,
+    /// What Winsock reports for the status.
+    pub(super) winsock: i32,
+}
+
+const fn row(status: NTSTATUS, win32: u32, winsock: i32) -> CompletionError {
+    CompletionError { status, win32, winsock }
+}
+
+/// Completion statuses as Winsock reports them. A pool callback sees the
+/// Win32 error of the operation's `NTSTATUS`; Winsock maps the status. The
+/// status-to-Winsock column is Wine's `dlls/ws2_32/socket.c`
+/// (`NtStatusToWSAError`, the same pairs as the msafd table libuv keeps in
+/// `src/win/winsock.c`), except two statuses that table lacks, taken from
+/// Microsoft's texts for the codes: `STATUS_CONNECTION_INVALID` ("a
+/// nonexistent transport connection", `WSAENOTCONN`) and
+/// `STATUS_ADDRESS_ALREADY_ASSOCIATED` ("already has an address associated
+/// with it", `WSAEADDRINUSE`). The status-to-Win32 column is
+/// `RtlNtStatusToDosError`'s, which the unit test checks on the system it
+/// runs on.
+///
+/// Statuses that share a Win32 error take the row of the one a socket
+/// completes with (`STATUS_LOCAL_DISCONNECT` and `STATUS_REMOTE_DISCONNECT`
+/// give `ERROR_NETNAME_DELETED` too). `ERROR_UNEXP_NET_ERR` has no row: it
+/// comes from `STATUS_INVALID_CONNECTION` (`WSAENOTCONN`) and from
+/// `STATUS_UNEXPECTED_NETWORK_ERROR` (`WSAENETDOWN`) alike, so it stays as
+/// it is rather than be given a meaning it may not have.
+pub(super) const COMPLETION_ERRORS: &[CompletionError] = &[
+    row(STATUS_CONNECTION_RESET, ERROR_NETNAME_DELETED, WSAECONNRESET),
+    row(STATUS_CONNECTION_REFUSED, ERROR_CONNECTION_REFUSED, WSAECONNREFUSED),
+    row(STATUS_CONNECTION_ABORTED, ERROR_CONNECTION_ABORTED, WSAECONNABORTED),
+    row(STATUS_CONNECTION_ACTIVE, ERROR_CONNECTION_ACTIVE, WSAEISCONN),
+    row(STATUS_GRACEFUL_DISCONNECT, ERROR_GRACEFUL_DISCONNECT, WSAEDISCON),
+    row(STATUS_NETWORK_UNREACHABLE, ERROR_NETWORK_UNREACHABLE, WSAENETUNREACH),
+    row(STATUS_HOST_UNREACHABLE, ERROR_HOST_UNREACHABLE, WSAEHOSTUNREACH),
+    row(STATUS_PROTOCOL_UNREACHABLE, ERROR_PROTOCOL_UNREACHABLE, WSAENETUNREACH),
+    row(STATUS_PORT_UNREACHABLE, ERROR_PORT_UNREACHABLE, WSAECONNRESET),
+    row(STATUS_HOST_DOWN, ERROR_HOST_DOWN, WSAEHOSTDOWN),
+    row(STATUS_REQUEST_ABORTED, ERROR_REQUEST_ABORTED, WSAEINTR),
+    row(STATUS_IO_TIMEOUT, ERROR_SEM_TIMEOUT, WSAETIMEDOUT),
+    row(STATUS_BUFFER_OVERFLOW, ERROR_MORE_DATA, WSAEMSGSIZE),
+    row(STATUS_INSUFFICIENT_RESOURCES, ERROR_NO_SYSTEM_RESOURCES, WSAENOBUFS),
+    row(STATUS_CONNECTION_INVALID, ERROR_CONNECTION_INVALID, WSAENOTCONN),
+    row(STATUS_ADDRESS_ALREADY_ASSOCIATED, ERROR_ADDRESS_ALREADY_ASSOCIATED, WSAEADDRINUSE),
+    row(STATUS_PIPE_DISCONNECTED, ERROR_PIPE_NOT_CONNECTED, WSAESHUTDOWN),
+];
 
 /// A new overlapped, non-inheritable socket.
 pub(super) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO) -> io::Result<OwnedSocket> {
@@ -212,11 +271,32 @@ pub(super) fn require_overlapped(socket: &OwnedSocket) -> io::Result<()> {
     Ok(())
 }
 
+/// What a socket carries, which decides whether it may skip the completion
+/// port on success.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Transport {
+    /// A stream socket (TCP): skip-on-success where the provider is IFS.
+    Stream,
+    /// A datagram socket (UDP): never skip-on-success. Every Windows with
+    /// `SetFileCompletionNotificationModes` has a bug that makes the flag
+    /// unusable with datagram sockets (libuv, `src/win/udp.c`,
+    /// `uv_udp_set_socket`): a `WSARecvFrom` that truncates a datagram
+    /// fails with `WSAEMSGSIZE` and does not reliably tell whether a
+    /// completion follows. libuv gets round it only through an undocumented
+    /// AFD ioctl, so here every datagram operation completes through the
+    /// pool.
+    Datagram,
+}
+
 /// Binds an overlapped socket to the pool, with skip-on-success where
-/// Winsock allows it; returns the engine and whether a synchronous success
-/// completes inline (queues no completion).
-pub(super) fn bind_socket(socket: OwnedSocket, env: Option<&CallbackEnviron>) -> io::Result<(Unblocking, bool)> {
-    let inline = ifs_provider(&socket)?;
+/// `transport` and Winsock allow it; returns the engine and whether a
+/// synchronous success completes inline (queues no completion).
+pub(super) fn bind_socket(
+    socket: OwnedSocket,
+    transport: Transport,
+    env: Option<&CallbackEnviron>,
+) -> io::Result<(Unblocking, bool)> {
+    let inline = transport == Transport::Stream && ifs_provider(&socket)?;
     if inline {
         let h = socket.as_raw_socket() as HANDLE;
         let flags = (FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) as u8;
@@ -331,4 +411,36 @@ pub(super) fn option<T: Copy + Default>(s: SOCKET, level: i32, name: i32) -> io:
     // SAFETY: `value` has room for `len` bytes, the option's type.
     check(unsafe { getsockopt(s, level, name, (&raw mut value).cast(), &mut len) })?;
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row's Win32 error is the one the system gives its status, and
+    /// a completion with it reads as the row's Winsock error.
+    #[test]
+    fn completion_errors_follow_the_status_they_come_from() {
+        use windows_sys::Win32::Foundation::RtlNtStatusToDosError;
+        let mut wrong = Vec::new();
+        for row in COMPLETION_ERRORS {
+            // SAFETY: no preconditions.
+            let win32 = unsafe { RtlNtStatusToDosError(row.status) };
+            let e = completion_error(io::Error::from_raw_os_error(row.win32 as i32));
+            if win32 != row.win32 || e.raw_os_error() != Some(row.winsock) {
+                wrong.push((row.status as u32, win32, e.raw_os_error()));
+            }
+        }
+        assert!(wrong.is_empty(), "(status, its Win32 error, the Winsock error given): {wrong:x?}");
+        let cancelled = completion_error(io::Error::from_raw_os_error(995));
+        assert_eq!(cancelled.raw_os_error(), Some(995), "a cancellation stays ERROR_OPERATION_ABORTED");
+    }
+
+    /// No Win32 error has two rows: the first would hide the second.
+    #[test]
+    fn each_win32_error_has_one_row() {
+        for (i, a) in COMPLETION_ERRORS.iter().enumerate() {
+            assert!(COMPLETION_ERRORS[i + 1..].iter().all(|b| b.win32 != a.win32), "{} twice", a.win32);
+        }
+    }
 }

@@ -103,7 +103,7 @@ impl TcpListener {
     }
 
     fn from_listening(socket: OwnedSocket, family: u16, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        let (engine, inline) = sys::bind_socket(socket, env)?;
+        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Stream, env)?;
         Ok(Self { engine, inline, family, env: env.cloned() })
     }
 
@@ -200,7 +200,7 @@ impl TcpStream {
         let s = socket.as_raw_socket() as SOCKET;
         // `ConnectEx` takes a bound socket.
         sys::bind_to(s, &sys::unspecified_like(addr))?;
-        let (engine, inline) = sys::bind_socket(socket, env)?;
+        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Stream, env)?;
         let stream = TcpStream { engine, inline };
         let (to, to_len) = sys::to_raw(addr);
         OpFuture::new(&stream.engine, Connect { to, to_len, socket: s, inline }).await?;
@@ -209,7 +209,7 @@ impl TcpStream {
 
     /// A connected socket, bound to the pool.
     pub(super) fn from_connected(socket: OwnedSocket, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        let (engine, inline) = sys::bind_socket(socket, env)?;
+        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Stream, env)?;
         Ok(Self { engine, inline })
     }
 
@@ -253,7 +253,7 @@ impl TcpStream {
     }
 
     /// Writes from `buf`; resolves to the bytes written (possibly fewer than
-    /// `buf` holds) and the buffer.
+    /// `buf` holds: one send takes at most `u32::MAX` bytes) and the buffer.
     pub fn write<B>(&self, buf: B) -> WriteFuture<'_, B>
     where
         B: AsRef<[u8]> + Send + 'static,

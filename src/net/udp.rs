@@ -61,7 +61,7 @@ impl UdpSocket {
         first_ok(&addrs, |a| {
             let socket = sys::new_socket(sys::family(a), SOCK_DGRAM, IPPROTO_UDP)?;
             sys::bind_to(socket.as_raw_socket() as SOCKET, a)?;
-            let (engine, inline) = sys::bind_socket(socket, env)?;
+            let (engine, inline) = sys::bind_socket(socket, sys::Transport::Datagram, env)?;
             Ok(Self { engine, inline, family: sys::family(a) })
         })
     }
@@ -72,7 +72,7 @@ impl UdpSocket {
         let family = sys::family(&socket.local_addr()?);
         let socket = socket.into();
         sys::require_overlapped(&socket)?;
-        let (engine, inline) = sys::bind_socket(socket, None)?;
+        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Datagram, None)?;
         Ok(Self { engine, inline, family })
     }
 
