@@ -71,9 +71,10 @@ fn main() -> std::io::Result<()> {
 mod server {
     use std::io;
     use std::sync::Arc;
+    use std::time::Duration;
 
     use windows_threadpool::net::{TcpListener, TcpStream};
-    use windows_threadpool::task;
+    use windows_threadpool::{task, time};
 
     /// Accepts connections (all of them, or `limit`), each echoed by a task
     /// of its own; with a limit, waits for every echo to end and returns
@@ -84,12 +85,14 @@ mod server {
         while limit.is_none_or(|l| accepted < l) {
             let (stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
-                // A client that gave up before its connection was accepted.
-                Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted) => {
+                // Not one client's (`accept` skips a client that left) but
+                // the system's, such as running out of sockets: wait a
+                // little and go on.
+                Err(e) => {
                     eprintln!("echo_server: accept: {e}");
+                    time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
-                Err(e) => return Err(e),
             };
             accepted += 1;
             let echo = task::spawn(async move {

@@ -22,7 +22,7 @@
 //! use std::time::Duration;
 //! use hyper::{Request, Response, body::{Bytes, Incoming}, server::conn::http1, service::service_fn};
 //! use http_body_util::Full;
-//! use windows_threadpool::{io::Compat, net::TcpListener, rt::PoolTimer, task};
+//! use windows_threadpool::{io::Compat, net::TcpListener, rt::PoolTimer, task, time};
 //!
 //! async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
 //!     Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
@@ -31,8 +31,17 @@
 //! async fn serve() -> std::io::Result<()> {
 //!     let listener = TcpListener::bind("127.0.0.1:8080")?;
 //!     loop {
-//!         let (stream, _) = listener.accept().await?;
-//!         stream.set_nodelay(true)?;
+//!         let stream = match listener.accept().await {
+//!             Ok((stream, _)) => stream,
+//!             // Not one client's (`accept` skips a client that left) but
+//!             // the system's, such as running out of sockets: wait, go on.
+//!             Err(e) => {
+//!                 eprintln!("accept: {e}");
+//!                 time::sleep(Duration::from_millis(100)).await;
+//!                 continue;
+//!             }
+//!         };
+//!         let _ = stream.set_nodelay(true); // fails only for a peer already gone
 //!         task::spawn(async move {
 //!             let served = http1::Builder::new()
 //!                 .timer(PoolTimer::new())

@@ -312,6 +312,32 @@ fn a_client_that_resets_mid_body_fails_only_its_connection() {
     });
 }
 
+/// 200 clients in a tight loop, each connecting, sending the head of a
+/// 1 MB POST and resetting: an accept that fails for one of them ends
+/// nothing (the listener skips it, and the accept loop never sees it), and
+/// the server answers the next client at once.
+#[test]
+fn clients_resetting_in_a_tight_loop_end_nothing() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start(&exec, TIMEOUT);
+        let addr = server.addr;
+        task::spawn_blocking(move || {
+            for _ in 0..200 {
+                let mut s = raw(addr);
+                let _ = s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n");
+                reset_on_close(&s);
+            }
+        })
+        .await
+        .unwrap();
+        still_serves(addr).await;
+        let stats = server.stats.clone();
+        eventually("every reset connection ended", move || stats.ended() == Stats::get(&stats.accepted));
+        assert_eq!(Stats::get(&server.stats.accept_errors), 0, "{:?}", server.stats);
+        server.stop().await;
+    });
+}
+
 /// 1,000 connections opened and dropped without a request: each ends, the
 /// server still serves, and the process's handles and private bytes come
 /// back.

@@ -145,6 +145,55 @@ fn a_reset_by_the_peer_fails_a_pending_read() {
     });
 }
 
+/// Sets `SO_LINGER` to 0 on `s`, so that closing it resets the connection.
+fn reset_on_close(s: &impl AsRawSocket) {
+    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
+    let linger = LINGER { l_onoff: 1, l_linger: 0 };
+    // SAFETY: `s` is an open socket; `linger` is the option's type.
+    let r = unsafe {
+        setsockopt(
+            s.as_raw_socket() as usize,
+            SOL_SOCKET,
+            SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<LINGER>() as i32,
+        )
+    };
+    assert_eq!(r, 0);
+}
+
+/// Connections that reset before they are accepted (200 of them, each
+/// having sent the head of a request, waiting in the backlog) end no
+/// `accept`: the listener skips them, and the next good client is served.
+#[test]
+fn accept_skips_connections_reset_before_they_were_accepted() {
+    use std::io::Write;
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let clients = std::thread::spawn(move || {
+            for _ in 0..200 {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                let _ = c.write_all(b"POST / HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n");
+                reset_on_close(&c);
+            }
+            let mut good = std::net::TcpStream::connect(addr).unwrap();
+            good.write_all(b"hi").unwrap();
+            good
+        });
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            assert!(Instant::now() < deadline, "the good client was never served");
+            let (s, _) = listener.accept().await.expect("an accept failed for a client that left");
+            let (n, buf) = s.read(vec![0u8; 2]).await;
+            if n.is_ok_and(|n| n == 2) && buf == b"hi" {
+                break;
+            }
+        }
+        drop(clients.join().unwrap());
+    });
+}
+
 #[test]
 fn connecting_to_a_closed_port_is_refused() {
     on_each_executor(|| async {

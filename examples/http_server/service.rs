@@ -20,6 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use windows_threadpool::io::Compat;
 use windows_threadpool::net::{TcpListener, TcpStream};
 use windows_threadpool::rt::PoolTimer;
+use windows_threadpool::time;
 
 /// The body of `GET /`.
 pub const HELLO: &[u8] = b"hello from the pool\n";
@@ -35,6 +36,9 @@ pub type Connection = Pin<Box<dyn Future<Output = ()> + Send>>;
 #[derive(Debug, Default)]
 pub struct Stats {
     pub accepted: AtomicU64,
+    /// Accepts that failed for a reason of the system's (the loop waited
+    /// and went on).
+    pub accept_errors: AtomicU64,
     /// Requests whose head was read (counted before their body is).
     pub requests: AtomicU64,
     /// Served until the client closed, or shut down gracefully.
@@ -100,6 +104,10 @@ pub fn http1(header_read_timeout: Duration) -> http1::Builder {
     builder
 }
 
+/// How long the accept loop waits after an accept failed for a reason of
+/// the system's (out of sockets or memory) before it accepts again.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 /// Accepts connections until `stop` completes, each served by a task that
 /// `exec` runs; then closes the listener (new connections are refused),
 /// shuts every connection down gracefully (a request in flight is
@@ -125,9 +133,17 @@ where
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
-            // A client that gave up before its connection was accepted.
-            Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted) => continue,
-            Err(e) => return Err(e),
+            // Not one client's (`accept` skips a client that left) but the
+            // system's, such as running out of sockets: a server outlives a
+            // bad moment, so wait a little and go on.
+            Err(e) => {
+                eprintln!("http_server: accept: {e}");
+                stats.accept_errors.fetch_add(1, Ordering::SeqCst);
+                match select(pin!(time::sleep(ACCEPT_PAUSE)), stop.as_mut()).await {
+                    Either::Left(_) => continue,
+                    Either::Right(((), _)) => break,
+                }
+            }
         };
         stats.accepted.fetch_add(1, Ordering::SeqCst);
         exec.execute(Box::pin(connection(stream, builder.clone(), watch.clone(), stats.clone())));

@@ -104,6 +104,14 @@
 //! as `WSAECONNREFUSED`, `ERROR_MORE_DATA` as `WSAEMSGSIZE`, ...). A
 //! cancelled operation is `ERROR_OPERATION_ABORTED` (995), as for files.
 //!
+//! An error that one client causes never ends a listener:
+//! [`TcpListener::accept`] skips a connection that died before it was
+//! accepted (reset, aborted, or Winsock's `ERROR_UNEXP_NET_ERR` for it) and
+//! waits for the next, so what an accept loop sees is the listener's own
+//! trouble or the system's (out of sockets or memory), which a server
+//! outlives by waiting a moment and accepting again (as the accept loop of
+//! `examples/http_server` does).
+//!
 //! # Teardown
 //! A future dropped after its first poll cancels its operation
 //! (`CancelIoEx`) without waiting; its buffer is freed when the cancelled
@@ -173,7 +181,7 @@ mod sys;
 mod tcp;
 mod udp;
 
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp::{AcceptFuture, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
 /// Whether a TCP socket over IPv4 completes synchronous successes inline
@@ -298,10 +306,6 @@ op_future! {
 op_future! {
     /// The future of [`TcpStream::write`]: the bytes written and the buffer.
     WriteFuture<'a, B: AsRef<[u8]>> = ops::Transmit<B> => (io::Result<usize>, B)
-}
-op_future! {
-    /// The future of [`TcpListener::accept`]: the stream and the peer's address.
-    AcceptFuture<'a> = ops::Accept => io::Result<(TcpStream, SocketAddr)>
 }
 op_future! {
     /// The future of [`UdpSocket::send_to`]: the bytes sent and the buffer.

@@ -12,8 +12,6 @@ use windows_sys::Win32::Networking::WinSock::{
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
 use super::sys::{self, completion_error, last_error};
-use super::tcp::TcpStream;
-use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{AsyncOp, BufPtr};
 use crate::io::iocore::{BufferFor, Issued, stream_parts};
 
@@ -159,19 +157,18 @@ const ACCEPT_ADDRESS_LEN: u32 = (size_of::<SOCKADDR_STORAGE>() + 16) as u32;
 pub(super) struct AcceptAddresses(pub(super) [u8; 2 * ACCEPT_ADDRESS_LEN as usize]);
 
 /// An accept (`AcceptEx`) on a listener: the connection arrives on a socket
-/// made for it by `prepare`.
+/// made for it by `prepare`, and the operation ends with that socket, made
+/// ready for use, and the peer's address; the caller binds it to the pool.
 pub(super) struct Accept {
     pub(super) listener: SOCKET,
     pub(super) family: u16,
     pub(super) accepted: Option<OwnedSocket>,
     pub(super) addresses: AcceptAddresses,
     pub(super) inline: bool,
-    /// Where the accepted stream is bound.
-    pub(super) env: Option<CallbackEnviron>,
 }
 
 impl AsyncOp for Accept {
-    type Output = io::Result<(TcpStream, SocketAddr)>;
+    type Output = io::Result<(OwnedSocket, SocketAddr)>;
 
     fn prepare(&mut self) -> io::Result<()> {
         use windows_sys::Win32::Networking::WinSock::SOCK_STREAM;
@@ -232,7 +229,7 @@ impl AsyncOp for Accept {
             }
             sys::from_raw(remote, remote_len)?
         };
-        Ok((TcpStream::from_connected(accepted, self.env.as_ref())?, peer))
+        Ok((accepted, peer))
     }
 }
 

@@ -1,6 +1,8 @@
 //! TCP: [`TcpListener`] and [`TcpStream`].
 
 use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::windows::io::{AsRawSocket, OwnedSocket, RawSocket};
@@ -12,7 +14,7 @@ use windows_sys::Win32::Networking::WinSock::{
 
 use super::ops::{Accept, AcceptAddresses, Connect, Recv, Transmit};
 use super::sys;
-use super::{AcceptFuture, IntoStdError, ReadFuture, WriteFuture, first_ok, resolve};
+use super::{IntoStdError, ReadFuture, WriteFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 
@@ -132,8 +134,19 @@ impl TcpListener {
     /// peer's address. Lazy: the accept is issued at the first poll.
     /// Dropping the future after that cancels it; a connection that raced
     /// the cancellation is closed.
+    ///
+    /// A connection that died before it was accepted (its client reset it
+    /// or gave up, [`sys::peer_left`]'s errors) ends no accept: it is
+    /// closed and the next one is awaited, as libuv re-queues its
+    /// `AcceptEx`, so no accept loop has to know Winsock's list. The errors
+    /// that reach the caller are the listener's own (or the system's, such
+    /// as running out of sockets), never one client's.
     pub fn accept(&self) -> AcceptFuture<'_> {
-        AcceptFuture(OpFuture::new(
+        AcceptFuture { listener: self, op: self.accept_op(), skipped: 0 }
+    }
+
+    fn accept_op(&self) -> OpFuture<'_, Accept> {
+        OpFuture::new(
             &self.engine,
             Accept {
                 listener: raw(&self.engine),
@@ -141,9 +154,8 @@ impl TcpListener {
                 accepted: None,
                 addresses: AcceptAddresses([0; _]),
                 inline: self.inline,
-                env: self.env.clone(),
             },
-        ))
+        )
     }
 
     /// The address the listener is bound to (`getsockname`).
@@ -154,6 +166,54 @@ impl TcpListener {
     /// The pending error of the socket (`SO_ERROR`), cleared by the call.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         take_error(raw(&self.engine))
+    }
+}
+
+/// The future of [`TcpListener::accept`]: the stream and the peer's address.
+#[must_use = "futures do nothing unless polled"]
+pub struct AcceptFuture<'a> {
+    listener: &'a TcpListener,
+    op: OpFuture<'a, Accept>,
+    /// Connections skipped in a row by this future since it last returned.
+    skipped: u32,
+}
+
+/// Connections that left before their accept which one poll skips before it
+/// yields (waking itself): a client resetting in a loop cannot keep the
+/// polling thread.
+const SKIPS_PER_POLL: u32 = 16;
+
+impl Future for AcceptFuture<'_> {
+    type Output = io::Result<(TcpStream, SocketAddr)>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        loop {
+            let result = core::task::ready!(Pin::new(&mut this.op).poll(cx));
+            match result {
+                Ok((socket, peer)) => {
+                    this.skipped = 0;
+                    let env = this.listener.env.as_ref();
+                    return Poll::Ready(TcpStream::from_connected(socket, env).map(|s| (s, peer)));
+                }
+                Err(e) if sys::peer_left(&e) => {
+                    this.op = this.listener.accept_op();
+                    this.skipped += 1;
+                    if this.skipped == SKIPS_PER_POLL {
+                        this.skipped = 0;
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl core::fmt::Debug for AcceptFuture<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AcceptFuture").field("issued", &self.op.id()).finish()
     }
 }
 
