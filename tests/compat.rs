@@ -288,3 +288,96 @@ fn zero_length_read_issues_nothing() {
         assert_eq!(server.get_ref().outstanding(), 0);
     });
 }
+
+/// An idle connection holds no buffer: after a request is read and an
+/// answer written and flushed, a read waiting for the next request is a
+/// zero-byte receive (one operation, no buffer lent), and the next request
+/// is read as before.
+#[test]
+fn an_idle_connection_holds_no_buffer() {
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        let (sent, _) = client.write_all(b"request one".to_vec()).await;
+        sent.unwrap();
+        let mut got = [0u8; 11];
+        server.read_exact(&mut got).await.unwrap();
+        server.write_all(b"answer").await.unwrap();
+        server.flush().await.unwrap();
+        assert_eq!(server.buffers_held(), 0, "a drained read buffer or a flushed write buffer was kept");
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 16];
+        let idle = Pin::new(&mut server).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+        assert!(idle.is_pending(), "nothing was sent");
+        assert_eq!((server.buffers_held(), server.get_ref().outstanding()), (0, 1), "the idle read lends a buffer");
+        let (sent, _) = client.write_all(b"request two".to_vec()).await;
+        sent.unwrap();
+        server.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"request two");
+        assert_eq!(server.buffers_held(), 0);
+        let (n, buf) = client.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"answer");
+    });
+}
+
+/// Over a pipe a zero-byte read does not wait for data, so an idle read
+/// keeps its buffer in flight (the documented difference).
+#[test]
+fn an_idle_pipe_read_keeps_its_buffer_in_flight() {
+    use tokio::io::{AsyncRead, ReadBuf};
+    task::block_on(async {
+        let (server, _client) = io::pipe_pair().unwrap();
+        let mut server = Compat::new(AsyncIo::new(server).unwrap());
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 16];
+        let idle = Pin::new(&mut server).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+        assert!(idle.is_pending());
+        assert_eq!(server.buffers_held(), 1);
+    });
+}
+
+/// A failed write poisons the writing side: that write's error comes again
+/// from every later write, flush and shutdown, as from a `BufWriter` whose
+/// writer failed. Reads are not affected.
+#[test]
+fn a_failed_write_fails_every_later_write_flush_and_shutdown() {
+    use tokio::io::AsyncWriteExt;
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        let linger = windows_sys::Win32::Networking::WinSock::LINGER { l_onoff: 1, l_linger: 0 };
+        set_linger(&client, linger);
+        drop(client); // a reset: the server's writes fail from some point on
+        let chunk = vec![7u8; 64 * 1024];
+        let mut first = None;
+        for _ in 0..1000 {
+            if let Err(e) = async { server.write_all(&chunk).await?; server.flush().await }.await {
+                first = Some(e);
+                break;
+            }
+        }
+        let first = first.expect("writes to a reset connection kept succeeding");
+        let code = first.raw_os_error();
+        assert!(code.is_some(), "{first:?}");
+        assert_eq!(server.flush().await.unwrap_err().raw_os_error(), code, "flush after a failed write");
+        assert_eq!(server.write(b"x").await.unwrap_err().raw_os_error(), code, "write after a failed write");
+        assert_eq!(server.shutdown().await.unwrap_err().raw_os_error(), code, "shutdown after a failed write");
+    });
+}
+
+fn set_linger(s: &TcpStream, linger: windows_sys::Win32::Networking::WinSock::LINGER) {
+    use std::os::windows::io::AsRawSocket;
+    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
+    // SAFETY: the socket is open; `linger` is a LINGER of the size passed.
+    let r = unsafe {
+        setsockopt(
+            s.as_raw_socket() as usize,
+            SOL_SOCKET,
+            SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<LINGER>() as i32,
+        )
+    };
+    assert_eq!(r, 0);
+}

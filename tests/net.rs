@@ -280,6 +280,33 @@ fn buffered_data_is_read_inline_with_no_completion() {
     });
 }
 
+/// `readable` waits for data without a buffer: pending on an idle
+/// connection, ready once bytes arrive (and then at its first poll while
+/// they are unread), and ready at the peer's shutdown, where the read then
+/// finds end of file.
+#[test]
+fn readable_waits_for_data_and_for_end_of_file() {
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let mut idle = server.readable();
+        let (_woken, w) = counting_waker();
+        assert!(poll_once(&mut idle, &w).is_pending(), "readable on an idle connection");
+        let (sent, _) = client.write_all(b"abc".to_vec()).await;
+        sent.unwrap();
+        idle.await.unwrap();
+        server.readable().await.unwrap(); // the bytes are still unread
+        let (n, buf) = server.read(vec![0u8; 8]).await;
+        assert_eq!(&buf[..n.unwrap()], b"abc");
+        let mut next = server.readable();
+        assert!(poll_once(&mut next, &w).is_pending(), "readable after the bytes were read");
+        client.shutdown(Shutdown::Write).unwrap();
+        next.await.unwrap();
+        let (n, _) = server.read(vec![0u8; 8]).await;
+        assert_eq!(n.unwrap(), 0, "end of file after readable");
+    });
+}
+
 /// One MiB each way at once: `write_all` goes on through partial sends.
 #[test]
 fn a_mebibyte_each_way() {

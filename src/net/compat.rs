@@ -4,7 +4,7 @@ use std::io;
 use std::net::Shutdown;
 
 use super::TcpStream;
-use super::ops::{Recv, Transmit};
+use super::ops::{Readable, Recv, Transmit};
 use crate::io::CompatIo;
 use crate::io::compat::{EngineOf, ReadOutput, Sealed, Start, Unsent, WriteOutput};
 
@@ -13,6 +13,12 @@ impl CompatIo for TcpStream {}
 impl Sealed for TcpStream {
     fn engine(&self) -> EngineOf<'_> {
         EngineOf(&self.engine)
+    }
+    fn start_wait(&self) -> Option<Start<io::Result<()>>> {
+        Some(Start(self.engine.start(Readable::new(self.inline))))
+    }
+    fn waits_for_data(&self) -> bool {
+        true
     }
     fn start_read(&self, buf: Box<[u8]>) -> Start<ReadOutput> {
         Start(self.engine.start(Recv::new(buf, self.inline)))

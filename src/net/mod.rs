@@ -304,6 +304,10 @@ op_future! {
     ReadFuture<'a, B: AsMut<[u8]>> = ops::Recv<B> => (io::Result<usize>, B)
 }
 op_future! {
+    /// The future of [`TcpStream::readable`].
+    ReadableFuture<'a> = ops::Readable => io::Result<()>
+}
+op_future! {
     /// The future of [`TcpStream::write`]: the bytes written and the buffer.
     WriteFuture<'a, B: AsRef<[u8]>> = ops::Transmit<B> => (io::Result<usize>, B)
 }
@@ -322,6 +326,7 @@ const _: () = {
     send::<ReadFuture<'static, Vec<u8>>>();
     send::<WriteFuture<'static, &'static [u8]>>();
     send::<AcceptFuture<'static>>();
+    send::<ReadableFuture<'static>>();
     send::<SendToFuture<'static, Vec<u8>>>();
     send::<RecvFromFuture<'static, Vec<u8>>>();
 };

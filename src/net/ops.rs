@@ -98,6 +98,36 @@ impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for Recv<B> {
     }
 }
 
+/// A zero-byte stream receive (`WSARecv` of an empty buffer): completes
+/// once data is there to read, or the peer has shut down or reset, and
+/// holds no buffer meanwhile (as IOCP servers wait for an idle
+/// connection's next request).
+pub(super) struct Readable(Recv<[u8; 0]>);
+
+impl Readable {
+    pub(super) fn new(inline: bool) -> Self {
+        Self(Recv::new([], inline))
+    }
+}
+
+impl AsyncOp for Readable {
+    type Output = io::Result<()>;
+
+    fn prepare(&mut self) -> io::Result<()> {
+        self.0.prepare()
+    }
+
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: a raw projection of the caller's pointer; the contract is
+        // forwarded.
+        unsafe { Recv::issue(&raw mut (*this).0, handle, ov) }
+    }
+
+    fn finish(self, result: io::Result<usize>) -> Self::Output {
+        self.0.finish(result).0.map(drop)
+    }
+}
+
 /// A stream send (`WSASend`) of `buf[start..]`.
 pub(super) struct Transmit<B> {
     pub(super) buf: B,

@@ -12,9 +12,9 @@ use windows_sys::Win32::Networking::WinSock::{
     TCP_NODELAY, getpeername, getsockname, listen,
 };
 
-use super::ops::{Accept, AcceptAddresses, Connect, Recv, Transmit};
+use super::ops::{Accept, AcceptAddresses, Connect, Readable, Recv, Transmit};
 use super::sys;
-use super::{IntoStdError, ReadFuture, WriteFuture, first_ok, resolve};
+use super::{IntoStdError, ReadFuture, ReadableFuture, WriteFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 
@@ -310,6 +310,35 @@ impl TcpStream {
         B: AsMut<[u8]> + Send + 'static,
     {
         ReadFuture(OpFuture::new(&self.engine, Recv::new(buf, self.inline)))
+    }
+
+    /// Resolves once a [`read`](Self::read) would find data or end of file
+    /// (or the connection's error), by a zero-byte receive: it holds no
+    /// buffer while it waits, so a loop that awaits `readable` before each
+    /// read keeps no memory in flight on an idle connection (a pending
+    /// receive locks its buffer's pages on Windows). Ready at its first poll
+    /// if data is already buffered. A peer's reset resolves it with `Ok`
+    /// too where the system reports the reset to the next read.
+    ///
+    /// ```
+    /// use windows_threadpool::net::{TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let addr = listener.local_addr()?;
+    /// futures::executor::block_on(async {
+    ///     let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+    ///     let (client, (server, _)) = (client?, accepted?);
+    ///     let (sent, _) = client.write_all(b"request".to_vec()).await;
+    ///     sent?;
+    ///     server.readable().await?; // no buffer held while idle
+    ///     let (n, buf) = server.read(vec![0u8; 64]).await;
+    ///     assert_eq!(&buf[..n?], b"request");
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn readable(&self) -> ReadableFuture<'_> {
+        ReadableFuture(OpFuture::new(&self.engine, Readable::new(self.inline)))
     }
 
     /// Writes from `buf`; resolves to the bytes written (possibly fewer than
