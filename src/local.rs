@@ -51,6 +51,9 @@ pub(crate) struct Local {
     /// elsewhere (`crate::task`'s `may_run_long`).
     #[cfg(windows)]
     pub(crate) task_instance: Cell<windows_sys::Win32::System::Threading::PTP_CALLBACK_INSTANCE>,
+    /// What the running task poll may still complete
+    /// (`crate::task::budget`); unlimited outside one.
+    pub(crate) budget: Cell<u32>,
     /// Blocks of freed contexts, kept for reuse (`crate::ctx::blocks`).
     pub(crate) kept: Kept,
 }
@@ -66,6 +69,7 @@ std::thread_local! {
             row: Cell::new(0),
             #[cfg(windows)]
             task_instance: Cell::new(0),
+            budget: Cell::new(u32::MAX),
             kept: Kept::new(),
         }
     };

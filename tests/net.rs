@@ -530,3 +530,214 @@ fn into_std_of_a_listener_and_a_udp_socket() {
         (l, u) => panic!("the two conversions disagree: {:?} / {:?}", l.map(|_| ()), u.map(|_| ())),
     }
 }
+
+/// Dropping 2,000 streams with a read in flight waits for no completion.
+/// With every thread of their pool (a private pool of four) held busy, so
+/// that no completion can be delivered, the drops return having handed
+/// nothing to another thread: each stream is left to the completion of its
+/// cancelled read. Once the pool is free every stream closes (its peer
+/// reads end of file) within the bound, and a timer on that pool fires
+/// meanwhile.
+#[test]
+fn dropping_streams_with_reads_in_flight_parks_no_thread() {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Condvar, Mutex};
+    use windows_threadpool::{CallbackEnviron, Pool, Timer, Work};
+    const STREAMS: usize = 2_000;
+    const THREADS: u32 = 4;
+    support::alone("dropping_streams_with_reads_in_flight_parks_no_thread", || {
+        let pool = Pool::new().unwrap();
+        pool.set_max_threads(THREADS).unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let listener = TcpListener::bind_in("127.0.0.1:0", &env).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_woken, w) = counting_waker();
+        let (mut ours, mut peers) = (Vec::with_capacity(STREAMS), Vec::with_capacity(STREAMS));
+        for _ in 0..STREAMS {
+            let peer = std::net::TcpStream::connect(addr).unwrap();
+            peer.set_read_timeout(Some(PATIENCE)).unwrap();
+            let (stream, _) = task::block_on(listener.accept()).unwrap();
+            let mut read = stream.read(vec![0u8; 16]);
+            assert!(poll_once(&mut read, &w).is_pending(), "nothing was sent");
+            std::mem::forget(read); // the read stays in flight
+            ours.push(stream);
+            peers.push(peer);
+        }
+        // Every thread of the pool held, so no completion can be delivered.
+        let held = Arc::new((Mutex::new((0u32, false)), Condvar::new()));
+        let h = Arc::clone(&held);
+        let hold = Work::new_in(
+            move |_| {
+                let mut g = h.0.lock().unwrap();
+                g.0 += 1;
+                h.1.notify_all();
+                drop(h.1.wait_while(g, |g| !g.1).unwrap());
+            },
+            &env,
+        )
+        .unwrap();
+        // Released however the test ends, before `hold` drains.
+        let release = Release(Arc::clone(&held));
+        // One at a time: Wine adds a thread only when a submission finds
+        // every thread busy.
+        for n in 1..=THREADS {
+            hold.submit();
+            let g = held.0.lock().unwrap();
+            let (g, timeout) = held.1.wait_timeout_while(g, PATIENCE, |g| g.0 < n).unwrap();
+            assert!(!timeout.timed_out(), "only {} of the pool's threads were held", g.0);
+        }
+        let fired = Arc::new(AtomicBool::new(false));
+        let f = Arc::clone(&fired);
+        let timer = Timer::new_in(move |_| f.store(true, SeqCst), &env).unwrap();
+        timer.arm(Duration::from_millis(1));
+
+        let handoffs = windows_threadpool::handoffs();
+        drop(ours);
+        assert_eq!(windows_threadpool::handoffs() - handoffs, 0, "a drop handed its rundown to another thread");
+
+        drop(release);
+        let deadline = Instant::now() + PATIENCE;
+        let closed = AtomicUsize::new(0);
+        for mut peer in peers {
+            let mut buf = [0u8; 16];
+            match peer.read(&mut buf) {
+                Ok(0) => closed.fetch_add(1, SeqCst),
+                Ok(n) => panic!("{n} bytes from a stream nobody wrote to"),
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => closed.fetch_add(1, SeqCst),
+                Err(e) => panic!("a dropped stream was not closed: {e:?}"),
+            };
+        }
+        assert!(Instant::now() < deadline, "the streams took over {PATIENCE:?} to close");
+        assert_eq!(closed.into_inner(), STREAMS);
+        while !fired.load(SeqCst) {
+            assert!(Instant::now() < deadline, "the timer on the pool never fired");
+            std::thread::yield_now();
+        }
+        drop(hold);
+    });
+}
+
+/// Lets the callbacks held on `.0` go when dropped.
+struct Release(Arc<(std::sync::Mutex<(u32, bool)>, std::sync::Condvar)>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1 = true;
+        self.0.1.notify_all();
+    }
+}
+
+/// A task reading from a peer that never stops sending does not keep the
+/// only thread of its pool: its reads find data buffered and complete
+/// inline, but the task's budget makes it yield, so a second task on that
+/// pool, ticking a timer, makes progress while the flood goes on.
+#[test]
+fn a_flooding_peer_does_not_hold_the_pool_thread() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use windows_threadpool::{CallbackEnviron, Pool};
+    support::alone("a_flooding_peer_does_not_hold_the_pool_thread", || {
+        let pool = Pool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let listener = TcpListener::bind_in("127.0.0.1:0", &env).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (flooding, stop) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+        let (f, s) = (Arc::clone(&flooding), Arc::clone(&stop));
+        let writer = std::thread::spawn(move || {
+            let mut peer = std::net::TcpStream::connect(addr).unwrap();
+            let chunk = vec![1u8; 1 << 20];
+            let deadline = Instant::now() + PATIENCE;
+            while !s.load(SeqCst) && Instant::now() < deadline && peer.write_all(&chunk).is_ok() {}
+            f.store(false, SeqCst);
+        });
+        let (server, _) = task::block_on(listener.accept()).unwrap();
+        let reader = task::spawn_in(
+            async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut total = 0usize;
+                loop {
+                    let (n, b) = server.read(buf).await;
+                    buf = b;
+                    match n {
+                        Ok(0) | Err(_) => break total,
+                        Ok(n) => total += n,
+                    }
+                }
+            },
+            &env,
+        );
+        let f = Arc::clone(&flooding);
+        let ticker = task::spawn_in(
+            async move {
+                for _ in 0..5 {
+                    time::sleep(Duration::from_millis(1)).await;
+                }
+                f.load(SeqCst)
+            },
+            &env,
+        );
+        let ticked_during_the_flood = task::block_on(ticker).unwrap();
+        stop.store(true, SeqCst);
+        writer.join().unwrap();
+        let read = task::block_on(reader).unwrap();
+        assert!(ticked_during_the_flood, "the ticker ran only once the flood was over ({read} bytes read)");
+        assert!(task::budget_yields() > 0, "no read yielded for the budget");
+    });
+}
+
+/// A read's buffer that, dropped in its completion's callback, waits there
+/// until the stream has been dropped elsewhere, recording whether that
+/// wait ran out.
+struct WaitsForTheDrop {
+    bytes: [u8; 16],
+    /// (0: not dropped, 1: dropping, 2: the stream is gone), and whether
+    /// the wait ran out.
+    state: Arc<(std::sync::Mutex<(u8, bool)>, std::sync::Condvar)>,
+}
+
+impl AsMut<[u8]> for WaitsForTheDrop {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}
+
+impl Drop for WaitsForTheDrop {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.state;
+        let mut g = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.0 = 1;
+        cv.notify_all();
+        let (mut g, waited) = cv.wait_timeout_while(g, PATIENCE, |g| g.0 != 2).unwrap();
+        g.1 = waited.timed_out();
+    }
+}
+
+/// An operation counts as in flight until what its future left behind has
+/// dropped in the completion's callback: a stream dropped meanwhile (from
+/// a thread that callback waits for) does not wait for that callback.
+#[test]
+fn a_drop_does_not_wait_for_user_code_in_the_completion() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (_client, server) = task::block_on(pair(&listener));
+    let state = Arc::new((std::sync::Mutex::new((0u8, false)), std::sync::Condvar::new()));
+    let mut read = server.read(WaitsForTheDrop { bytes: [0; 16], state: Arc::clone(&state) });
+    let (_woken, w) = counting_waker();
+    assert!(poll_once(&mut read, &w).is_pending(), "nothing was sent");
+    drop(read); // cancelled: the buffer drops in the cancelled completion
+    let (lock, cv) = &*state;
+    let g = lock.lock().unwrap();
+    let (g, waited) = cv.wait_timeout_while(g, PATIENCE, |g| g.0 == 0).unwrap();
+    assert!(!waited.timed_out(), "the cancelled read never completed");
+    drop(g);
+    drop(server); // while the completion's callback runs the buffer's drop
+    lock.lock().unwrap().0 = 2;
+    cv.notify_all();
+    let deadline = Instant::now() + PATIENCE;
+    while Arc::strong_count(&state) > 1 {
+        assert!(Instant::now() < deadline, "the buffer was never dropped");
+        std::thread::yield_now();
+    }
+    assert!(!lock.lock().unwrap().1, "the stream's drop waited for the callback running the buffer's drop");
+}

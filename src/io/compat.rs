@@ -290,8 +290,13 @@ impl<T: CompatIo> Compat<T> {
     }
 
     /// The unread bytes; with none, reads more (the read stays in flight
-    /// across `Pending`s). Empty at end of file.
+    /// across `Pending`s). Empty at end of file. Under the task's budget
+    /// (`crate::task::budget`).
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        crate::task::budget::guard(cx, |cx| self.poll_fill_now(cx))
+    }
+
+    fn poll_fill_now(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         while self.rpos == self.rlen {
             let (result, buf) = match &self.reading {
                 Some(read) => {
@@ -410,8 +415,13 @@ impl<T: CompatIo> Compat<T> {
         Poll::Ready(Ok(()))
     }
 
-    /// Accepts what of `src` fits once the previous write is done.
+    /// Accepts what of `src` fits once the previous write is done, under the
+    /// task's budget (`crate::task::budget`).
     fn poll_accept(&mut self, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+        crate::task::budget::guard(cx, |cx| self.poll_accept_now(cx, src))
+    }
+
+    fn poll_accept_now(&mut self, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
         ready!(self.poll_sent(cx))?;
         if src.is_empty() {
             return Poll::Ready(Ok(0));

@@ -12,6 +12,22 @@
 //! Where the handle has skip-on-success (sockets), an operation that
 //! completes at once is finished inline by the future's first poll: no
 //! completion is queued, and `IoCore::submit_op` balances its start.
+//!
+//! # Teardown without waiting
+//! An engine whose owner is dropped with operations in flight (a dropped
+//! or forgotten future's) is orphaned, not run down by a thread that waits:
+//! its operations are cancelled (`CancelIoEx`), and the completion that
+//! brings the count of operations in flight to zero drops the engine, from
+//! that completion's callback (where the object's own teardown closes the
+//! handle and leaves only the wait for this running callback to another
+//! thread). No thread waits for a completion, so a server closing 1,000 idle
+//! connections at once parks no pool thread. The object itself is still
+//! drained, never cancelled through the pool.
+//!
+//! The count and the orphaned mark are one atomic word, so exactly one of
+//! the owner's drop (which finds the count at zero as it marks) and the last
+//! completion (which finds the mark as it takes the count to zero) drops the
+//! engine.
 
 use core::any::Any;
 use core::future::Future;
@@ -30,7 +46,6 @@ use super::iocore::{Issued, Submitted};
 use super::{Io, IoCompletion, Operation, OperationId};
 use crate::callback_env::CallbackEnviron;
 use crate::inplace;
-use crate::reentry;
 use crate::waker_slot::WakerSlot;
 
 /// One kind of async operation.
@@ -102,10 +117,9 @@ impl BufPtr {
 /// The kind-erased view the object's one callback has of an operation.
 trait ErasedOp: Send {
     fn prepare(&mut self) -> io::Result<()>;
-    /// Finishes the operation with its completion's result and publishes
-    /// the output; `in_flight` is decremented first, so a future that sees
-    /// the output sees the decrement.
-    fn complete(self: Box<Self>, result: io::Result<usize>, in_flight: &AtomicUsize);
+    /// Finishes the operation with its completion's result, publishes the
+    /// output and wakes its future.
+    fn complete(self: Box<Self>, result: io::Result<usize>);
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
@@ -113,10 +127,9 @@ impl<T: AsyncOp> ErasedOp for Pending<T> {
     fn prepare(&mut self) -> io::Result<()> {
         self.op.prepare()
     }
-    fn complete(self: Box<Self>, result: io::Result<usize>, in_flight: &AtomicUsize) {
+    fn complete(self: Box<Self>, result: io::Result<usize>) {
         let Pending { op, shared } = *self;
         let output = op.finish(result);
-        in_flight.fetch_sub(1, Ordering::SeqCst);
         *shared.lock() = Some(output);
         shared.waker.wake();
         // If the future is gone, the last `Arc` (and the output, buffer and
@@ -164,13 +177,55 @@ pub fn async_completions() -> usize {
 }
 
 /// The object's callback: finishes the operation and wakes its future, a
-/// task of `class` in place (`crate::inplace`).
-fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize, class: Option<inplace::Class>) {
+/// task of `class` in place (`crate::inplace`), then counts it done.
+fn on_completion(c: &IoCompletion, shared: &EngineShared, class: Option<inplace::Class>) {
     #[cfg(any(test, feature = "test-hooks"))]
     COMPLETIONS.fetch_add(1, Ordering::SeqCst);
     let _armed = inplace::arm(class);
     if let Some(op) = c.claim::<Erased>() {
-        op.into_payload().op.complete(c.result(), in_flight);
+        op.into_payload().op.complete(c.result());
+        shared.done_one();
+    }
+}
+
+/// Set in [`EngineShared::state`] once the owner has dropped the engine
+/// with operations in flight.
+const ORPHANED: usize = 1 << (usize::BITS - 1);
+
+/// What an engine's callback shares with the engine.
+#[derive(Debug)]
+struct EngineShared {
+    /// The operations in flight, counted from before one is issued until
+    /// its completion has published the output, woken its future and
+    /// dropped what the future left (user code, all of it), or until it
+    /// finished synchronously; and [`ORPHANED`].
+    state: AtomicUsize,
+    /// An orphaned engine, for the completion that ends its last operation.
+    orphan: Mutex<Option<Engine>>,
+}
+
+impl EngineShared {
+    fn in_flight(&self) -> usize {
+        self.state.load(Ordering::SeqCst) & !ORPHANED
+    }
+
+    /// One operation fewer in flight; the last one of an orphaned engine
+    /// drops it, here.
+    fn done_one(&self) {
+        if self.state.fetch_sub(1, Ordering::SeqCst) == ORPHANED | 1 {
+            let orphan = self.orphan.lock().unwrap_or_else(PoisonError::into_inner).take();
+            drop(orphan);
+        }
+    }
+
+    /// Hands `engine` (whose shared state `self` is) to its last completion;
+    /// gives it back if none is to come.
+    fn orphan(&self, engine: Engine) -> Option<Engine> {
+        *self.orphan.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine);
+        if self.state.fetch_or(ORPHANED, Ordering::SeqCst) & !ORPHANED != 0 {
+            return None; // the last completion takes it
+        }
+        self.orphan.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 
@@ -179,22 +234,18 @@ fn on_completion(c: &IoCompletion, in_flight: &AtomicUsize, class: Option<inplac
 #[derive(Debug)]
 pub(crate) struct Engine {
     pub(crate) io: Io,
-    /// Counted from before an operation is issued until its completion has
-    /// published the output (or it finished synchronously); a completion
-    /// at most finishing its callback is not counted, so an object whose
-    /// futures have all resolved is dropped in place.
-    in_flight: Arc<AtomicUsize>,
+    shared: Arc<EngineShared>,
 }
 
 impl Engine {
     /// Binds `handle` to the pool (of `env`, or the default one).
     pub(crate) fn bind(handle: super::iocore::BoundHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&in_flight);
+        let shared = Arc::new(EngineShared { state: AtomicUsize::new(0), orphan: Mutex::new(None) });
+        let counted = Arc::clone(&shared);
         let class = inplace::Class::of_completions(env);
         let callback = move |c: &IoCompletion| on_completion(c, &counted, class);
         let io = Io::bind(handle, callback, env)?;
-        Ok(Self { io, in_flight })
+        Ok(Self { io, shared })
     }
 }
 
@@ -218,10 +269,10 @@ impl Unblocking {
     pub(crate) fn into_socket(self) -> Result<std::os::windows::io::OwnedSocket, (Self, io::Error)> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: taken once; `this` is never dropped.
-        let Engine { io, in_flight } = unsafe { ManuallyDrop::take(&mut this.0) };
+        let Engine { io, shared } = unsafe { ManuallyDrop::take(&mut this.0) };
         match io.into_bound() {
             Ok(h) => Ok(h.into_socket().expect("a socket's engine is bound to a socket")),
-            Err((io, e)) => Err((Self::new(Engine { io, in_flight }), e)),
+            Err((io, e)) => Err((Self::new(Engine { io, shared }), e)),
         }
     }
 }
@@ -234,19 +285,19 @@ impl core::ops::Deref for Unblocking {
 }
 
 impl Drop for Unblocking {
+    /// Drops the engine here if nothing is in flight; otherwise cancels what
+    /// is and orphans it (see [Teardown without waiting](self#teardown-without-waiting)).
     fn drop(&mut self) {
         // SAFETY: `drop` runs once, and nothing uses `self.0` after it.
-        reentry::drop_unblocking(unsafe { ManuallyDrop::take(&mut self.0) });
-    }
-}
-
-/// Settled once no output is still to reach its future.
-impl reentry::Settle for Engine {
-    fn settled(&self) -> bool {
-        self.in_flight.load(Ordering::SeqCst) == 0
-    }
-    fn settle(&self) {
-        self.io.stop_and_drain();
+        let engine = unsafe { ManuallyDrop::take(&mut self.0) };
+        if engine.shared.in_flight() == 0 {
+            return drop(engine);
+        }
+        // A failure leaves the operations to complete by themselves; the
+        // last one still drops the engine.
+        let _ = engine.io.cancel_all();
+        let shared = Arc::clone(&engine.shared);
+        drop(shared.orphan(engine));
     }
 }
 
@@ -283,7 +334,7 @@ impl Engine {
             let p: *mut dyn ErasedOp = &raw mut *e.op;
             // SAFETY: `p` is the live, uniquely owned box contents.
             unsafe { (*p).prepare() }?;
-            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            self.shared.state.fetch_add(1, Ordering::SeqCst);
             counted = true;
             Ok((NonNull::new(p.cast::<()>()).expect("a box is never null"), e.issue))
         };
@@ -302,7 +353,8 @@ impl Engine {
             }
         };
         if counted {
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            // The owner borrows the engine here, so it is not orphaned.
+            self.shared.state.fetch_sub(1, Ordering::SeqCst);
         }
         let pending = op.into_payload().op.into_any().downcast::<Pending<T>>();
         let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
@@ -362,6 +414,13 @@ impl<T: AsyncOp<Output = O>, O> Future for OpFuture<'_, T, O> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
         let this = self.get_mut();
+        crate::task::budget::guard(cx, |cx| this.poll_op(cx))
+    }
+}
+
+impl<T: AsyncOp<Output = O>, O> OpFuture<'_, T, O> {
+    fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<O> {
+        let this = self;
         if let Some(op) = this.op.take() {
             match this.engine.start(op) {
                 Started::Done(output) => return Poll::Ready(output),

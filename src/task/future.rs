@@ -270,6 +270,7 @@ where
     // with `Header` (`repr(C)`), which starts with its `Placement`.
     let _placed = unsafe { placement::enter(context) };
     let _mark = InstanceMark::enter(instance);
+    let _budget = super::budget::Scope::enter();
     task.sched.swap(POLLING, Ordering::AcqRel);
     // A waker borrowed from the submission's reference: cloning it takes
     // one of its own.

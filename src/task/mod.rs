@@ -83,6 +83,23 @@
 //! `WINDOWS_THREADPOOL_NO_INPLACE=1`, read at the first spawn, turns it
 //! off: every wake is submitted.
 //!
+//! # The budget
+//! A receive of data already buffered completes inline on a socket that
+//! skips the completion port on success, so a task reading from a peer that
+//! floods it would be ready at every poll and keep its pool thread for as long
+//! as the flood lasts, ahead of every other task queued there. As tokio's
+//! cooperative budget does, each poll of a task ([`spawn`]'s, an in-place
+//! poll, each poll of [`block_on`]) gets a budget of 128 operations: each I/O
+//! future of the crate (the sockets', [`AsyncIo`](crate::io::AsyncIo)'s,
+//! [`Compat`](crate::io::Compat)'s reads and writes) spends one when it
+//! completes, and once it is spent such a future does not complete: it wakes
+//! its task and returns `Pending`, so the task goes to the back of the pool's
+//! queue and is polled again with a fresh budget. In-place polls are bounded
+//! apart from this (16 in a row per thread, above). Under another executor
+//! (tokio, `futures::executor`) the crate cannot see where a task's poll
+//! begins, so its futures run without a budget there (tokio's own budget
+//! covers only tokio's resources). `src/task/budget.rs` is the mechanism.
+//!
 //! # Design of closure tasks
 //! **One allocation per task.** A task is one reference-counted block
 //! (`Arc`) holding a header (state, scope link, a vtable), the result slot,
@@ -236,6 +253,7 @@
 //! ```
 
 mod blocking;
+pub(crate) mod budget;
 mod chunked;
 mod current_thread;
 mod future;
@@ -251,6 +269,9 @@ pub use crate::inplace::inplace_polls;
 #[doc(hidden)]
 pub use blocking::fail_next_submits;
 pub use blocking::{spawn_blocking, spawn_blocking_in, try_spawn_blocking, try_spawn_blocking_in};
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub use budget::budget_yields;
 pub use current_thread::block_on;
 /// How many wakes found their task idle (a test hook).
 #[cfg(any(test, feature = "test-hooks"))]

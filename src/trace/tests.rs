@@ -55,6 +55,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("sys.rs", include_str!("../sys.rs")),
     ("task/mod.rs", include_str!("../task/mod.rs")),
     ("task/current_thread.rs", include_str!("../task/current_thread.rs")),
+    ("task/budget.rs", include_str!("../task/budget.rs")),
     ("task/blocking.rs", include_str!("../task/blocking.rs")),
     ("task/future.rs", include_str!("../task/future.rs")),
     ("task/header.rs", include_str!("../task/header.rs")),

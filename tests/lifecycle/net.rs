@@ -470,7 +470,6 @@ impl NetModel {
         }
         // Nothing can arrive for a read: it stays pending.
         let quiet = flows[from].unread() == 0 && !flows[from].shut && pair.gone[from].load(SeqCst) == ALIVE;
-        let handoffs = windows_threadpool::handoffs();
         match via {
             Via::Woken if quiet && peer.is_some() && !flows[from].shut => {
                 let peer = peer.unwrap();
@@ -565,12 +564,6 @@ impl NetModel {
                     }],
                     1,
                 );
-                if forgotten {
-                    assert!(
-                        windows_threadpool::handoffs() > handoffs,
-                        "net: a stream dropped with a read forgotten did not hand its rundown off"
-                    );
-                }
             }
         }
         // Unread data makes `closesocket` reset the connection.
@@ -584,7 +577,6 @@ impl NetModel {
 
     fn drop_listener(&self, in_task: bool, left: Left) {
         let Some(l) = lock(&self.listener).take() else { return };
-        let handoffs = windows_threadpool::handoffs();
         let forgotten = matches!(left, Left::Forgotten);
         let drop_it = move || {
             if !matches!(left, Left::Nothing) {
@@ -612,12 +604,6 @@ impl NetModel {
             drop_it()
         };
         r.unwrap_or_else(|e| panic!("net: {e}"));
-        if forgotten {
-            assert!(
-                windows_threadpool::handoffs() > handoffs,
-                "net: a listener dropped with an accept forgotten did not hand its rundown off"
-            );
-        }
     }
 }
 
