@@ -54,6 +54,8 @@ pub(crate) struct Local {
     /// What the running task poll may still complete
     /// (`crate::task::budget`); unlimited outside one.
     pub(crate) budget: Cell<u32>,
+    /// The data pointer of the waker of the task poll that owns `budget`.
+    pub(crate) budget_waker: Cell<*const ()>,
     /// Blocks of freed contexts, kept for reuse (`crate::ctx::blocks`).
     pub(crate) kept: Kept,
 }
@@ -70,6 +72,7 @@ std::thread_local! {
             #[cfg(windows)]
             task_instance: Cell::new(0),
             budget: Cell::new(u32::MAX),
+            budget_waker: Cell::new(core::ptr::null()),
             kept: Kept::new(),
         }
     };

@@ -54,7 +54,7 @@ mod sealed {
     /// How an object issues the adapter's reads and writes.
     pub trait Sealed: Unpin {
         fn engine(&self) -> EngineOf<'_>;
-        /// Issues a zero-byte wait for data (see [`Compat`]'s reads), or
+        /// Issues a zero-byte wait for data (see `Compat`'s reads), or
         /// `None` where a zero-byte read means something else.
         fn start_wait(&self) -> Option<Start<std::io::Result<()>>>;
         /// Issues a read into all of `buf`.

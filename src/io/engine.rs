@@ -18,11 +18,12 @@
 //! or forgotten future's) is orphaned, not run down by a thread that waits:
 //! its operations are cancelled (`CancelIoEx`), and the completion that
 //! brings the count of operations in flight to zero drops the engine, from
-//! that completion's callback (where the object's own teardown closes the
-//! handle and leaves only the wait for this running callback to another
-//! thread). No thread waits for a completion, so a server closing 1,000 idle
-//! connections at once parks no pool thread. The object itself is still
-//! drained, never cancelled through the pool.
+//! that completion's callback, where the object's own-callback teardown
+//! (`crate::reentry::tear_down`) hands its close to another thread, which
+//! waits only for this running callback to return. No thread waits for a
+//! completion, so a server closing 1,000 idle connections at once parks no
+//! pool thread. The object itself is still drained, never cancelled through
+//! the pool.
 //!
 //! The count and the orphaned mark are one atomic word, so exactly one of
 //! the owner's drop (which finds the count at zero as it marks) and the last
@@ -253,8 +254,8 @@ impl Engine {
 /// a completion: a dropped future's cancelled completion, or a forgotten
 /// future's operation, may still be in flight, and waiting for it could
 /// wait for the dropping thread itself (an executor's, or the only one of a
-/// busy pool), or for the callback the drop runs in
-/// (`reentry::drop_unblocking`).
+/// busy pool), or for the callback the drop runs in (see [Teardown without
+/// waiting](self#teardown-without-waiting)).
 #[derive(Debug)]
 pub(crate) struct Unblocking(ManuallyDrop<Engine>);
 
@@ -326,7 +327,7 @@ impl Engine {
         let pending: Box<dyn ErasedOp> = Box::new(Pending { op, shared: Arc::clone(&shared) });
         // Counted once prepared, before it is started: a `prepare` that
         // fails (or a buffer's `AsMut` that panics) leaves nothing counted.
-        let mut counted = false;
+        let counted = Uncount { state: &self.shared.state, armed: core::cell::Cell::new(false) };
         let prepare = |e: &mut Erased| {
             // One raw pointer to the boxed state, from which everything the
             // kernel is given derives; the box stays where it is, inside the
@@ -335,7 +336,7 @@ impl Engine {
             // SAFETY: `p` is the live, uniquely owned box contents.
             unsafe { (*p).prepare() }?;
             self.shared.state.fetch_add(1, Ordering::SeqCst);
-            counted = true;
+            counted.armed.set(true);
             Ok((NonNull::new(p.cast::<()>()).expect("a box is never null"), e.issue))
         };
         // SAFETY: `p` points to the prepared `Pending` in the block being
@@ -345,20 +346,37 @@ impl Engine {
         // SAFETY: `issue_pending` meets `submit_op`'s contract (`AsyncOp::issue`'s).
         let submitted = unsafe { self.io.core.submit_op(Operation::new(payload), prepare, issue) };
         let (op, result) = match submitted {
-            Ok(Submitted::Queued(id)) => return Started::InFlight(InFlight { id, shared }),
+            Ok(Submitted::Queued(id)) => {
+                counted.armed.set(false); // the completion counts it done
+                return Started::InFlight(InFlight { id, shared });
+            }
             Ok(Submitted::Completed(op, bytes)) => (op, Ok(bytes)),
             Err(e) => {
                 let (error, op) = e.into_parts();
                 (op, Err(error))
             }
         };
-        if counted {
-            // The owner borrows the engine here, so it is not orphaned.
-            self.shared.state.fetch_sub(1, Ordering::SeqCst);
-        }
+        drop(counted);
         let pending = op.into_payload().op.into_any().downcast::<Pending<T>>();
         let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
         Started::Done(pending.op.finish(result))
+    }
+}
+
+/// Takes an operation's count back unless it went in flight: when it
+/// finished synchronously, and when `submit_op` unwinds (which happens only
+/// before the operation is issued: a panic in the issuing call aborts). The
+/// owner borrows the engine meanwhile, so it is not orphaned.
+struct Uncount<'a> {
+    state: &'a AtomicUsize,
+    armed: core::cell::Cell<bool>,
+}
+
+impl Drop for Uncount<'_> {
+    fn drop(&mut self) {
+        if self.armed.get() {
+            self.state.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -25,14 +25,17 @@ use crate::callback_env::CallbackEnviron;
 /// Dropping it never waits for a completion, so it may happen anywhere: in
 /// a task, on an executor's thread, on a pool whose threads are all busy, in
 /// the object's own completion (a buffer holding the last `Arc` of it).
-/// When every future of it has resolved (or was never polled), it is
-/// closed, handle and all, before the drop returns (dropped inside its own
-/// completion, once that callback has returned). Otherwise (the cancelled
-/// completion of a dropped future is still to come, a forgotten future's
-/// operation is pending) the drop hands the teardown to a thread of the
-/// process default pool, which cancels what is left, waits for the
-/// completions and then closes: the other end of a pipe sees the handle
-/// close a little later.
+/// When nothing of it is in flight, it is closed, handle and all, before
+/// the drop returns (dropped inside its own completion, once that callback
+/// has returned). Otherwise (the cancelled completion of a dropped future is
+/// still to come, a forgotten future's operation is pending, or a resolved
+/// future's completion callback is still finishing) the drop cancels what
+/// is in flight and leaves the object to the completion that ends the last
+/// of it, which drops it from its callback: no thread waits for a
+/// completion, and the other end of a pipe sees the handle close a little
+/// later. Where the close must have happened when a call returns (to bind
+/// the same address again at once), use `into_std` (sockets) or
+/// [`Io::run_down`](super::Io::run_down), which wait.
 ///
 /// # Keeping a read in flight
 /// Futures are lazy: an operation is issued at the first poll. To overlap

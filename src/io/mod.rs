@@ -181,9 +181,9 @@
 //! [`AsyncIo`'s docs](AsyncIo#dropping)): it may run on an executor's thread, or in a task
 //! on a pool whose only thread it holds, where the cancelled completion of a
 //! future dropped a moment before still needs that thread. With operations
-//! whose results have not reached their futures, the rundown and close go
-//! to another thread, as every async wrapper over a pool object does
-//! (`reentry::drop_unblocking`). An [`Io`] itself drains in its drop,
+//! in flight, they are cancelled and the completion that ends the last of
+//! them drops the object from its callback (the engine's "teardown without
+//! waiting"). An [`Io`] itself drains in its drop,
 //! [`run_down`](Io::run_down) and [`stop_and_drain`](Io::stop_and_drain):
 //! called from a callback of another object on the same pool while every
 //! thread of that pool is busy (a pool with a maximum of one thread, from

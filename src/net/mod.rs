@@ -106,7 +106,7 @@
 //!
 //! An error that one client causes never ends a listener:
 //! [`TcpListener::accept`] skips a connection that died before it was
-//! accepted (reset, aborted, or Winsock's `ERROR_UNEXP_NET_ERR` for it) and
+//! accepted (reset, aborted, or, under Wine, `ERROR_UNEXP_NET_ERR` for it) and
 //! waits for the next, so what an accept loop sees is the listener's own
 //! trouble or the system's (out of sockets or memory), which a server
 //! outlives by waiting a moment and accepting again (as the accept loop of
@@ -117,10 +117,11 @@
 //! (`CancelIoEx`) without waiting; its buffer is freed when the cancelled
 //! completion arrives. A socket is dropped without blocking, by the rule of
 //! every async wrapper over a pool object (see
-//! [`AsyncIo`](crate::io::AsyncIo#dropping)): with every future resolved it
-//! is closed in place; otherwise its rundown is handed to a thread of the
-//! default pool, which cancels what is left, waits for the completions and
-//! then closes the socket (`closesocket`).
+//! [`AsyncIo`](crate::io::AsyncIo#dropping)): with nothing in flight it is
+//! closed in place; otherwise what is in flight is cancelled and the
+//! completion that ends the last of it closes the socket (`closesocket`)
+//! from its callback. No thread waits for a completion, so closing 1,000
+//! idle connections at once parks no pool thread.
 //!
 //! # From std
 //! `from_std` takes a socket of `std::net`, which std creates overlapped

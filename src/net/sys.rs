@@ -231,15 +231,18 @@ pub(super) const COMPLETION_ERRORS: &[CompletionError] = &[
 
 /// Whether an accept's error is one client's: the connection died before
 /// it was accepted (reset, aborted, timed out or gone), and the listener is
-/// as healthy as before. Read after [`completion_error`]. Includes
-/// `ERROR_UNEXP_NET_ERR` (59), which Wine 8 completes an `AcceptEx` with
-/// for a connection reset in the backlog (measured:
-/// `tests/net.rs::accept_skips_connections_reset_before_they_were_accepted`).
+/// as healthy as before. Read after [`completion_error`]. Under Wine it
+/// includes `ERROR_UNEXP_NET_ERR` (59), which Wine 8 completes an
+/// `AcceptEx` with for a connection reset in the backlog (measured:
+/// `tests/net.rs::accept_skips_connections_reset_before_they_were_accepted`);
+/// on Windows that error also means the network is down, the system's
+/// trouble, which the caller must see.
 pub(super) fn peer_left(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(WSAECONNRESET | WSAECONNABORTED | WSAENETRESET | WSAENOTCONN | WSAETIMEDOUT | WSAEDISCON)
-    ) || e.raw_os_error() == Some(ERROR_UNEXP_NET_ERR as i32)
+    match e.raw_os_error() {
+        Some(WSAECONNRESET | WSAECONNABORTED | WSAENETRESET | WSAENOTCONN | WSAETIMEDOUT | WSAEDISCON) => true,
+        Some(code) => code == ERROR_UNEXP_NET_ERR as i32 && crate::sys::on_wine(),
+        None => false,
+    }
 }
 
 /// A new overlapped, non-inheritable socket.

@@ -136,7 +136,7 @@ impl TcpListener {
     /// the cancellation is closed.
     ///
     /// A connection that died before it was accepted (its client reset it
-    /// or gave up, [`sys::peer_left`]'s errors) ends no accept: it is
+    /// or gave up) ends no accept: it is
     /// closed and the next one is awaited, as libuv re-queues its
     /// `AcceptEx`, so no accept loop has to know Winsock's list. The errors
     /// that reach the caller are the listener's own (or the system's, such

@@ -1,7 +1,8 @@
 //! The cooperative budget of a task poll (see [the task module's
 //! docs](super#the-budget)): the mechanism, in one place.
 
-use core::task::{Context, Poll};
+use core::cell::Cell;
+use core::task::{Context, Poll, Waker};
 
 use crate::local::{self, Mark};
 
@@ -9,56 +10,50 @@ use crate::local::{self, Mark};
 /// it yield (as tokio's budget, 128).
 pub(crate) const PER_POLL: u32 = 128;
 
-/// No budget: a poll the crate does not run (another executor's).
-pub(crate) const UNLIMITED: u32 = u32::MAX;
-
-/// Gives this thread a fresh budget for one poll of a task, until dropped
-/// (then the outer poll's budget is back: a nested `block_on`).
-pub(crate) struct Scope(#[allow(dead_code, reason = "restores the outer budget on drop")] Option<Mark<u32>>);
+/// Gives this thread a fresh budget for one poll of the task woken by
+/// `waker`, until dropped (then the outer poll's budget is back: a nested
+/// `block_on`). Only futures polled with that waker spend it: one polled by
+/// an executor nested in the poll, or by a combinator that gives its
+/// futures wakers of their own, runs without a budget, since nothing would
+/// give it a fresh one.
+pub(crate) struct Scope {
+    _budget: Option<Mark<u32>>,
+    _owner: Option<Mark<*const ()>>,
+}
 
 impl Scope {
     #[inline]
-    pub(crate) fn enter() -> Self {
-        Self(Mark::set(|l| &l.budget, PER_POLL))
+    pub(crate) fn enter(waker: &Waker) -> Self {
+        Self { _budget: Mark::set(|l| &l.budget, PER_POLL), _owner: Mark::set(|l| &l.budget_waker, waker.data()) }
     }
 }
 
-/// `Ready` if this poll may complete one more operation; otherwise wakes
-/// the task (so it is polled again, after what is queued) and is
-/// `Pending`. A future calls it before it would complete, and [`spend`]s
-/// one when it does.
+/// Runs `f` with the budget `cx` is polled under, if any.
 #[inline]
-pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
-    if local::with(|here| here.is_none_or(|l| l.budget.get() != 0)) {
-        return Poll::Ready(());
-    }
-    #[cfg(any(test, feature = "test-hooks"))]
-    YIELDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    cx.waker().wake_by_ref();
-    Poll::Pending
+fn with_budget<R>(cx: &Context<'_>, f: impl FnOnce(Option<&Cell<u32>>) -> R) -> R {
+    let data = cx.waker().data();
+    local::with(|here| f(here.filter(|l| l.budget_waker.get() == data).map(|l| &l.budget)))
 }
 
-/// One operation completed in this poll.
-#[inline]
-pub(crate) fn spend() {
-    local::with(|here| {
-        if let Some(l) = here {
-            let left = l.budget.get();
-            if left != UNLIMITED {
-                l.budget.set(left.saturating_sub(1));
-            }
-        }
-    });
-}
-
-/// Polls `f` under the budget: `Pending` without calling it once the
-/// budget is spent, and one unit spent when it is `Ready`.
+/// Polls `f` under the budget of the task poll `cx` belongs to: once it is
+/// spent, wakes the task (so it is polled again, after what is queued) and
+/// is `Pending` without calling `f`; otherwise spends one unit when `f` is
+/// `Ready`.
 #[inline]
 pub(crate) fn guard<T>(cx: &mut Context<'_>, f: impl FnOnce(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
-    core::task::ready!(poll_proceed(cx));
+    if with_budget(cx, |b| b.is_some_and(|b| b.get() == 0)) {
+        #[cfg(any(test, feature = "test-hooks"))]
+        YIELDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
     let out = f(cx);
     if out.is_ready() {
-        spend();
+        with_budget(cx, |b| {
+            if let Some(b) = b {
+                b.set(b.get().saturating_sub(1));
+            }
+        });
     }
     out
 }

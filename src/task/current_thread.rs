@@ -34,7 +34,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut cx = Context::from_waker(&waker);
     let mut future = core::pin::pin!(future);
     loop {
-        let budget = super::budget::Scope::enter();
+        let budget = super::budget::Scope::enter(&waker);
         let polled = future.as_mut().poll(&mut cx);
         drop(budget);
         if let Poll::Ready(v) = polled {

@@ -270,12 +270,12 @@ where
     // with `Header` (`repr(C)`), which starts with its `Placement`.
     let _placed = unsafe { placement::enter(context) };
     let _mark = InstanceMark::enter(instance);
-    let _budget = super::budget::Scope::enter();
     task.sched.swap(POLLING, Ordering::AcqRel);
     // A waker borrowed from the submission's reference: cloning it takes
     // one of its own.
     // SAFETY: the vtable's functions are those of `AsyncTask<F>`.
     let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(p.cast(), &AsyncTask::<F>::WAKER)) });
+    let _budget = super::budget::Scope::enter(&waker);
     let header = &task.prefix.header;
     let polled = catch_unwind(AssertUnwindSafe(|| {
         // The span covers the poll, inside the unwind boundary: a subscriber

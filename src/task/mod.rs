@@ -91,14 +91,18 @@
 //! cooperative budget does, each poll of a task ([`spawn`]'s, an in-place
 //! poll, each poll of [`block_on`]) gets a budget of 128 operations: each I/O
 //! future of the crate (the sockets', [`AsyncIo`](crate::io::AsyncIo)'s,
-//! [`Compat`](crate::io::Compat)'s reads and writes) spends one when it
+//! `io::Compat`'s reads and writes) spends one when it
 //! completes, and once it is spent such a future does not complete: it wakes
 //! its task and returns `Pending`, so the task goes to the back of the pool's
 //! queue and is polled again with a fresh budget. In-place polls are bounded
-//! apart from this (16 in a row per thread, above). Under another executor
-//! (tokio, `futures::executor`) the crate cannot see where a task's poll
-//! begins, so its futures run without a budget there (tokio's own budget
-//! covers only tokio's resources). `src/task/budget.rs` is the mechanism.
+//! apart from this (16 in a row per thread, above). The budget belongs to
+//! the poll's waker: a future polled with it (directly, or through
+//! `join!`/`select!`, which pass it on) spends it; one polled by another
+//! executor (tokio, `futures::executor`, even nested in a crate task's
+//! poll) or through a combinator that gives its futures wakers of their own
+//! (`FuturesUnordered`) runs without one, since the crate cannot see where
+//! such a poll begins (tokio's own budget covers only tokio's resources).
+//! `src/task/budget.rs` is the mechanism.
 //!
 //! # Design of closure tasks
 //! **One allocation per task.** A task is one reference-counted block
