@@ -741,3 +741,30 @@ fn a_drop_does_not_wait_for_user_code_in_the_completion() {
     }
     assert!(!lock.lock().unwrap().1, "the stream's drop waited for the callback running the buffer's drop");
 }
+
+/// An executor run inside a crate task's poll (blocking there) is not
+/// starved by that poll's budget: the futures it polls have its wakers, not
+/// the task's, so they run without a budget, and 300 reads of buffered
+/// data (more than one budget) all complete.
+#[test]
+fn an_executor_nested_in_a_task_poll_runs_without_its_budget() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (client, server) = task::block_on(pair(&listener));
+    let (sent, _) = task::block_on(client.write_all(vec![7u8; 300]));
+    sent.unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _detached = task::spawn(async move {
+        let read = futures::executor::block_on(async {
+            let mut buf = vec![0u8; 1];
+            let mut got = 0;
+            while got < 300 {
+                let (n, b) = server.read(buf).await;
+                buf = b;
+                got += n.unwrap();
+            }
+            got
+        });
+        let _ = tx.send(read);
+    });
+    assert_eq!(rx.recv_timeout(PATIENCE).expect("the nested executor never finished its reads"), 300);
+}
