@@ -7,6 +7,8 @@ mod support;
 
 #[path = "support/executors.rs"]
 mod executors;
+#[path = "support/sockets.rs"]
+mod sockets;
 use executors::{counting_waker, on_each_executor};
 
 use std::io::Write as _;
@@ -346,8 +348,7 @@ fn a_failed_write_fails_every_later_write_flush_and_shutdown() {
     on_each_executor(|| async {
         let (client, server) = pair().await;
         let mut server = Compat::new(server);
-        let linger = windows_sys::Win32::Networking::WinSock::LINGER { l_onoff: 1, l_linger: 0 };
-        set_linger(&client, linger);
+        sockets::reset_on_close(&client);
         drop(client); // a reset: the server's writes fail from some point on
         let chunk = vec![7u8; 64 * 1024];
         let mut first = None;
@@ -369,20 +370,4 @@ fn a_failed_write_fails_every_later_write_flush_and_shutdown() {
         assert_eq!(server.write(b"x").await.unwrap_err().raw_os_error(), code, "write after a failed write");
         assert_eq!(server.shutdown().await.unwrap_err().raw_os_error(), code, "shutdown after a failed write");
     });
-}
-
-fn set_linger(s: &TcpStream, linger: windows_sys::Win32::Networking::WinSock::LINGER) {
-    use std::os::windows::io::AsRawSocket;
-    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
-    // SAFETY: the socket is open; `linger` is a LINGER of the size passed.
-    let r = unsafe {
-        setsockopt(
-            s.as_raw_socket() as usize,
-            SOL_SOCKET,
-            SO_LINGER,
-            (&raw const linger).cast(),
-            size_of::<LINGER>() as i32,
-        )
-    };
-    assert_eq!(r, 0);
 }

@@ -7,11 +7,13 @@ use support::PATIENCE;
 
 #[path = "support/executors.rs"]
 mod executors;
+#[path = "support/sockets.rs"]
+mod sockets;
 use executors::{counting_waker, on_each_executor, poll_once};
+use sockets::reset_on_close;
 
 use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr};
-use std::os::windows::io::AsRawSocket;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -126,40 +128,18 @@ fn end_of_file_after_the_peers_shutdown() {
 /// pending at the time fails with `ConnectionReset`, and nothing panics.
 #[test]
 fn a_reset_by_the_peer_fails_a_pending_read() {
-    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
     on_each_executor(|| async {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (client, server) = pair(&listener).await;
         let mut read = server.read(vec![0u8; 16]);
         let (_woken, w) = counting_waker();
         assert!(poll_once(&mut read, &w).is_pending(), "nothing was sent");
-        let linger = LINGER { l_onoff: 1, l_linger: 0 };
-        let s = client.as_raw_socket() as usize;
-        // SAFETY: `s` is the client's open socket; `linger` is the option's type.
-        let r = unsafe { setsockopt(s, SOL_SOCKET, SO_LINGER, (&raw const linger).cast(), size_of::<LINGER>() as i32) };
-        assert_eq!(r, 0);
+        reset_on_close(&client);
         drop(client);
         let (n, _) = read.await;
         let e = n.expect_err("a read of a reset connection");
         assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e:?}");
     });
-}
-
-/// Sets `SO_LINGER` to 0 on `s`, so that closing it resets the connection.
-fn reset_on_close(s: &impl AsRawSocket) {
-    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
-    let linger = LINGER { l_onoff: 1, l_linger: 0 };
-    // SAFETY: `s` is an open socket; `linger` is the option's type.
-    let r = unsafe {
-        setsockopt(
-            s.as_raw_socket() as usize,
-            SOL_SOCKET,
-            SO_LINGER,
-            (&raw const linger).cast(),
-            size_of::<LINGER>() as i32,
-        )
-    };
-    assert_eq!(r, 0);
 }
 
 /// Connections that reset before they are accepted (200 of them, each
