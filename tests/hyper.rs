@@ -343,6 +343,13 @@ fn clients_resetting_in_a_tight_loop_end_nothing() {
 /// back.
 #[test]
 fn a_thousand_connections_dropped_without_a_request_leak_nothing() {
+    // Reads the process's handles and private bytes.
+    support::alone("a_thousand_connections_dropped_without_a_request_leak_nothing", || {
+        a_thousand_connections_dropped()
+    });
+}
+
+fn a_thousand_connections_dropped() {
     On::Pool.run(|exec| async move {
         let server = Server::start(&exec, TIMEOUT);
         let addr = server.addr;
