@@ -229,6 +229,40 @@ fn a_thousand_connections_dropped() {
     });
 }
 
+/// Past its connection limit (3 here) the server closes a connection as
+/// soon as it accepts it, unanswered, and counts it; once one of the open
+/// ones ends, the next client is served.
+#[test]
+fn past_max_connections_a_new_connection_is_closed_at_once() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start_with(&exec, TIMEOUT, 3);
+        let addr = server.addr;
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let mut sender = client::connect(addr, &exec).await.unwrap();
+            client::hellos(&mut sender, 1).await.unwrap();
+            open.push(sender);
+        }
+        let got = task::spawn_blocking(move || {
+            let mut s = raw(addr);
+            // The server may have closed already.
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            read_until_closed(&mut s)
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, "", "the fourth connection was answered");
+        assert_eq!((Stats::get(&server.stats.over_limit), server.accepted()), (1, 3), "{:?}", server.stats);
+        drop(open.pop());
+        let stats = server.stats.clone();
+        task::spawn_blocking(move || eventually("a connection ended", || stats.ended() == 1)).await.unwrap();
+        still_serves(addr).await;
+        assert_eq!((Stats::get(&server.stats.over_limit), server.accepted()), (1, 4), "{:?}", server.stats);
+        drop(open);
+        server.stop().await;
+    });
+}
+
 /// A request in flight when the stop comes is answered; new connections
 /// are refused from then on; the server returns once it is answered.
 #[test]

@@ -71,6 +71,11 @@ pub struct Server {
 impl Server {
     /// Its accept loop and connections run on `exec`.
     pub fn start(exec: &Exec, header_read_timeout: Duration) -> Self {
+        Self::start_with(exec, header_read_timeout, service::MAX_CONNECTIONS)
+    }
+
+    /// [`Server::start`] serving at most `max_connections` at once.
+    pub fn start_with(exec: &Exec, header_read_timeout: Duration, max_connections: u64) -> Self {
         use hyper::rt::Executor;
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -80,6 +85,7 @@ impl Server {
         let serving = service::serve(
             listener,
             service::http1(header_read_timeout),
+            max_connections,
             exec.clone(),
             async move { drop(stopped.await) },
             stats.clone(),
