@@ -13,6 +13,8 @@ mod leak;
 
 #[path = "../examples/http_server/client.rs"]
 mod client;
+#[path = "support/hostile.rs"]
+mod hostile;
 #[path = "support/server.rs"]
 mod server;
 #[path = "../examples/http_server/service.rs"]
@@ -328,4 +330,22 @@ fn the_pool_timer_sleeps_and_resets() {
         sleep.await;
         assert!(t.elapsed() >= Duration::from_millis(20));
     });
+}
+
+// ---- hostile clients (support/hostile.rs; their full versions in tests/http_stress.rs)
+
+/// Runs a hostile scenario in a process of its own (it reads the
+/// process's threads, handles and private bytes).
+fn hostile(test: &str, scenario: impl FnOnce() -> hostile::Report) {
+    support::alone(test, || drop(scenario()));
+}
+
+#[test]
+fn bad_heads_are_refused_and_leave_nothing() {
+    hostile("bad_heads_are_refused_and_leave_nothing", || hostile::bad_heads(2, 1));
+}
+
+#[test]
+fn a_client_that_half_closes_after_its_request_is_answered() {
+    hostile("a_client_that_half_closes_after_its_request_is_answered", || hostile::half_close(10));
 }

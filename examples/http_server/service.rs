@@ -92,7 +92,8 @@ pub async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
         (&Method::POST, "/echo") => match Limited::new(req.into_body(), ECHO_LIMIT).collect().await {
             Ok(body) => (StatusCode::OK, body.to_bytes()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => (StatusCode::PAYLOAD_TOO_LARGE, Bytes::new()),
-            // The body was cut short: the connection fails, so this is never sent.
+            // A malformed body (a bad chunk size) is answered; one cut
+            // short fails the connection, so this is never sent.
             Err(_) => (StatusCode::BAD_REQUEST, Bytes::new()),
         },
         (_, "/" | "/echo") => (StatusCode::METHOD_NOT_ALLOWED, Bytes::new()),
@@ -104,10 +105,18 @@ pub async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
 }
 
 /// hyper's HTTP/1 server settings: the crate's timer, the header read
-/// timeout, [`MAX_HEADER_SIZE`]; keep-alive is hyper's default (on).
+/// timeout, [`MAX_HEADER_SIZE`], and half-closed connections served: a
+/// client that shuts down its sending side after its request (HTTP/1.0
+/// style) is still answered, where hyper's default takes that end of
+/// stream for the client leaving and drops the answer. Keep-alive is
+/// hyper's default (on).
 pub fn http1(header_read_timeout: Duration) -> http1::Builder {
     let mut builder = http1::Builder::new();
-    builder.timer(PoolTimer::new()).header_read_timeout(header_read_timeout).max_header_size(MAX_HEADER_SIZE);
+    builder
+        .timer(PoolTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_header_size(MAX_HEADER_SIZE)
+        .half_close(true);
     builder
 }
 
