@@ -13,114 +13,22 @@ mod leak;
 
 #[path = "../examples/http_server/client.rs"]
 mod client;
+#[path = "support/hostile.rs"]
+mod hostile;
+#[path = "support/server.rs"]
+mod server;
 #[path = "../examples/http_server/service.rs"]
 mod service;
 
-use std::future::Future;
-use std::io::{Read as _, Write as _};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
-use service::{Connection, Stats};
-use windows_threadpool::net::{TcpListener, TcpStream};
+use server::{On, Server, answer_to, eventually, raw, read_until_closed, reset_on_close, still_serves};
+use service::Stats;
+use windows_threadpool::net::TcpStream;
 use windows_threadpool::rt::PoolExecutor;
 use windows_threadpool::task;
-
-/// Which executor runs the test: its body, the server's accept loop and
-/// every connection's task, the server's and the client's.
-#[derive(Debug, Clone, Copy)]
-enum On {
-    Pool,
-    Tokio,
-}
-
-impl On {
-    /// Runs `body` to completion on this executor (under the executors'
-    /// watchdog), handing it the executor to spawn on.
-    fn run<F: Future<Output = ()> + Send + 'static>(self, body: impl FnOnce(Exec) -> F + Send + 'static) {
-        let name = match self {
-            On::Pool => "task::block_on",
-            On::Tokio => "tokio multi-thread",
-        };
-        executors::run_on(name, async move {
-            let exec = match self {
-                On::Pool => Exec::Pool,
-                On::Tokio => Exec::Tokio(tokio::runtime::Handle::current()),
-            };
-            body(exec).await
-        });
-    }
-}
-
-/// [`On`]'s executor, as hyper's `rt::Executor`.
-#[derive(Debug, Clone)]
-enum Exec {
-    Pool,
-    Tokio(tokio::runtime::Handle),
-}
-
-impl hyper::rt::Executor<Connection> for Exec {
-    fn execute(&self, fut: Connection) {
-        match self {
-            Exec::Pool => PoolExecutor::new().execute(fut),
-            Exec::Tokio(rt) => drop(rt.spawn(fut)),
-        }
-    }
-}
-
-/// The service on a free loopback port, stopped by [`Server::stop`].
-struct Server {
-    addr: SocketAddr,
-    stats: Arc<Stats>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: tokio::sync::oneshot::Receiver<std::io::Result<()>>,
-}
-
-impl Server {
-    /// Its accept loop and connections run on `exec`.
-    fn start(exec: &Exec, header_read_timeout: Duration) -> Self {
-        use hyper::rt::Executor;
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stats = Arc::new(Stats::default());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (done, served) = tokio::sync::oneshot::channel();
-        let serving = service::serve(
-            listener,
-            service::http1(header_read_timeout),
-            exec.clone(),
-            async move { drop(stopped.await) },
-            stats.clone(),
-        );
-        exec.execute(Box::pin(async move { drop(done.send(serving.await)) }));
-        Self { addr, stats, stop: Some(stop), served }
-    }
-
-    fn accepted(&self) -> u64 {
-        Stats::get(&self.stats.accepted)
-    }
-
-    /// Shuts the server down gracefully, and checks that every connection
-    /// it accepted ended (a connection task that panicked never counts its
-    /// end). That it refuses connections after the stop is the graceful
-    /// stop's test: its port, once free, may be bound by another test.
-    async fn stop(mut self) {
-        drop(self.stop.take());
-        (&mut self.served).await.expect("the server's task panicked").unwrap();
-        assert_eq!(self.stats.ended(), self.accepted(), "{:?}", self.stats);
-    }
-}
-
-/// Waits (at most [`support::PATIENCE`]) until `done` holds.
-fn eventually(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + support::PATIENCE;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {:?}", support::PATIENCE);
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -157,44 +65,6 @@ fn hyper_client_and_server_on_the_pool() {
 #[test]
 fn hyper_client_and_server_on_tokio() {
     client_and_server(On::Tokio);
-}
-
-/// A blocking client's connection, with a bounded wait on reads.
-fn raw(addr: SocketAddr) -> std::net::TcpStream {
-    let s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(support::PATIENCE)).unwrap();
-    s
-}
-
-/// Everything until the server closes (or resets) the connection.
-fn read_until_closed(s: &mut std::net::TcpStream) -> String {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
-                panic!("the server kept the connection open past {:?}", support::PATIENCE)
-            }
-            Err(_) => break, // reset
-        }
-    }
-    String::from_utf8_lossy(&got).into_owned()
-}
-
-/// Sends `request` raw and reads the answer up to the server's close.
-fn answer_to(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = raw(addr);
-    s.write_all(request).unwrap();
-    read_until_closed(&mut s)
-}
-
-/// The server answers another client after a bad one: one GET through
-/// hyper's client.
-async fn still_serves(addr: SocketAddr) {
-    let mut sender = client::connect(addr, &Exec::Pool).await.unwrap();
-    client::hellos(&mut sender, 1).await.unwrap();
 }
 
 #[test]
@@ -271,24 +141,6 @@ fn a_slow_header_is_cut_off_by_the_header_read_timeout() {
     });
 }
 
-/// Sets `SO_LINGER` to 0, so the close resets the connection.
-fn reset_on_close(s: &std::net::TcpStream) {
-    use std::os::windows::io::AsRawSocket;
-    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
-    let linger = LINGER { l_onoff: 1, l_linger: 0 };
-    // SAFETY: the socket is open; `linger` is a LINGER of the size passed.
-    let r = unsafe {
-        setsockopt(
-            s.as_raw_socket() as usize,
-            SOL_SOCKET,
-            SO_LINGER,
-            (&raw const linger).cast(),
-            size_of::<LINGER>() as i32,
-        )
-    };
-    assert_eq!(r, 0, "setsockopt(SO_LINGER): {}", std::io::Error::last_os_error());
-}
-
 #[test]
 fn a_client_that_resets_mid_body_fails_only_its_connection() {
     On::Pool.run(|exec| async move {
@@ -343,6 +195,13 @@ fn clients_resetting_in_a_tight_loop_end_nothing() {
 /// back.
 #[test]
 fn a_thousand_connections_dropped_without_a_request_leak_nothing() {
+    // Reads the process's handles and private bytes.
+    support::alone("a_thousand_connections_dropped_without_a_request_leak_nothing", || {
+        a_thousand_connections_dropped()
+    });
+}
+
+fn a_thousand_connections_dropped() {
     On::Pool.run(|exec| async move {
         let server = Server::start(&exec, TIMEOUT);
         let addr = server.addr;
@@ -368,6 +227,40 @@ fn a_thousand_connections_dropped_without_a_request_leak_nothing() {
         assert!(handles_after <= handles + leak::POOL_HANDLE_SLACK, "handles {handles} -> {handles_after}");
         assert!(bytes_after <= bytes + leak::PRIVATE_BYTES_SLACK, "private bytes {bytes} -> {bytes_after}");
         assert_eq!(Stats::get(&server.stats.requests), 1 + 1);
+        server.stop().await;
+    });
+}
+
+/// Past its connection limit (3 here) the server closes a connection as
+/// soon as it accepts it, unanswered, and counts it; once one of the open
+/// ones ends, the next client is served.
+#[test]
+fn past_max_connections_a_new_connection_is_closed_at_once() {
+    On::Pool.run(|exec| async move {
+        let server = Server::start_with(&exec, TIMEOUT, 3);
+        let addr = server.addr;
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let mut sender = client::connect(addr, &exec).await.unwrap();
+            client::hellos(&mut sender, 1).await.unwrap();
+            open.push(sender);
+        }
+        let got = task::spawn_blocking(move || {
+            let mut s = raw(addr);
+            // The server may have closed already.
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            read_until_closed(&mut s)
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, "", "the fourth connection was answered");
+        assert_eq!((Stats::get(&server.stats.over_limit), server.accepted()), (1, 3), "{:?}", server.stats);
+        drop(open.pop());
+        let stats = server.stats.clone();
+        task::spawn_blocking(move || eventually("a connection ended", || stats.ended() == 1)).await.unwrap();
+        still_serves(addr).await;
+        assert_eq!((Stats::get(&server.stats.over_limit), server.accepted()), (1, 4), "{:?}", server.stats);
+        drop(open);
         server.stop().await;
     });
 }
@@ -437,4 +330,22 @@ fn the_pool_timer_sleeps_and_resets() {
         sleep.await;
         assert!(t.elapsed() >= Duration::from_millis(20));
     });
+}
+
+// ---- hostile clients (support/hostile.rs; their full versions in tests/http_stress.rs)
+
+/// Runs a hostile scenario in a process of its own (it reads the
+/// process's threads, handles and private bytes).
+fn hostile(test: &str, scenario: impl FnOnce() -> hostile::Report) {
+    support::alone(test, || drop(scenario()));
+}
+
+#[test]
+fn bad_heads_are_refused_and_leave_nothing() {
+    hostile("bad_heads_are_refused_and_leave_nothing", || hostile::bad_heads(2, 1));
+}
+
+#[test]
+fn a_client_that_half_closes_after_its_request_is_answered() {
+    hostile("a_client_that_half_closes_after_its_request_is_answered", || hostile::half_close(10));
 }

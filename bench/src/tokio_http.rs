@@ -1,7 +1,8 @@
 //! The hello server of `examples/http_server` on tokio + hyper, which
 //! `cargo xtask bench` loads with wrk beside the example: the same hyper,
 //! the same handler and settings (`service::answer`, `service::MAX_HEADER_SIZE`,
-//! a 10 s header read timeout, keep-alive, `TCP_NODELAY`), on tokio's
+//! a 10 s header read timeout, half-closed connections answered,
+//! keep-alive, `TCP_NODELAY`), on tokio's
 //! multi-thread runtime, its sockets and its timer.
 //!
 //! `tokio-http [ADDR] --stop-event NAME` serves on `ADDR` (default
@@ -45,7 +46,8 @@ fn main() -> std::io::Result<()> {
                     builder
                         .timer(TokioTimer::new())
                         .header_read_timeout(Duration::from_secs(10))
-                        .max_header_size(service::MAX_HEADER_SIZE);
+                        .max_header_size(service::MAX_HEADER_SIZE)
+                        .half_close(true);
                     let _ = builder.serve_connection(TokioIo::new(stream), service_fn(service::answer)).await;
                 });
             }

@@ -3,10 +3,12 @@
 //! (`rt::PoolExecutor`), and no runtime thread.
 //!
 //! `cargo run --example http_server --features hyper -- [ADDR]
-//! [--stop-event NAME] [--header-timeout SECS] [--stats]` serves on `ADDR` (default
-//! `127.0.0.1:8080`): `GET /` answers a short body, `POST /echo` the request's
-//! body; connections are kept alive, and a client that takes more than
-//! `SECS` (default 10) to send a request's head is cut off. It prints
+//! [--stop-event NAME] [--header-timeout SECS] [--max-connections N] [--stats]`
+//! serves on `ADDR` (default `127.0.0.1:8080`): `GET /` answers a short
+//! body, `POST /echo` the request's body; connections are kept alive, a
+//! client that takes more than `SECS` (default 10) to send a request's head
+//! is cut off, and a connection accepted while `N` (default 10,000) are
+//! open is closed at once. It prints
 //! `stop event NAME` and then `listening on ADDR`, and serves until the
 //! named event is set (default name `Local\windows-threadpool-http-server-PID`);
 //! then it refuses new connections, lets the requests in flight finish,
@@ -54,13 +56,14 @@ fn main() -> std::io::Result<()> {
     use windows_threadpool::rt::PoolExecutor;
     use windows_threadpool::{Deadline, Event, task, time, wait};
 
-    const USAGE: &str = "usage: http_server [ADDR] [--stop-event NAME] [--header-timeout SECS] [--stats] [--self-test] \
-                         | http_server --stop NAME";
+    const USAGE: &str = "usage: http_server [ADDR] [--stop-event NAME] [--header-timeout SECS] [--max-connections N] \
+                         [--stats] [--self-test] | http_server --stop NAME";
     /// How long the self-test may take in all.
     const SELF_TEST_LIMIT: Duration = Duration::from_secs(120);
 
     let usage = || Error::new(ErrorKind::InvalidInput, USAGE);
     let (mut addr, mut stop_event, mut header_timeout, mut self_test) = (None, None, Duration::from_secs(10), false);
+    let mut max_connections = service::MAX_CONNECTIONS;
     let mut stats = service::Stats::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -73,6 +76,9 @@ fn main() -> std::io::Result<()> {
             "--header-timeout" => {
                 let secs = args.next().and_then(|s| s.parse().ok()).ok_or_else(usage)?;
                 header_timeout = Duration::from_secs_f64(secs);
+            }
+            "--max-connections" => {
+                max_connections = args.next().and_then(|s| s.parse().ok()).filter(|&n| n > 0).ok_or_else(usage)?;
             }
             "--self-test" => self_test = true,
             "--stats" => stats.resources = Some(resources),
@@ -101,6 +107,7 @@ fn main() -> std::io::Result<()> {
     let server = task::spawn(service::serve(
         listener,
         service::http1(header_timeout),
+        max_connections,
         PoolExecutor::new(),
         stopped,
         stats.clone(),

@@ -28,6 +28,9 @@ pub const HELLO: &[u8] = b"hello from the pool\n";
 pub const ECHO_LIMIT: usize = 16 << 20;
 /// The largest request head taken (431 past it).
 pub const MAX_HEADER_SIZE: usize = 16 << 10;
+/// Connections served at once unless `--max-connections` says otherwise;
+/// one accepted past it is closed at once.
+pub const MAX_CONNECTIONS: u64 = 10_000;
 
 /// A connection's task, as [`serve`] hands it to the executor.
 pub type Connection = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -51,6 +54,9 @@ pub struct Stats {
     pub too_large: AtomicU64,
     /// Any other error (a reset, a body cut short).
     pub failed: AtomicU64,
+    /// Closed as soon as accepted, the server being at its connection
+    /// limit; never counted in `accepted`.
+    pub over_limit: AtomicU64,
     /// With `Some`, `GET /stats` answers [`Stats::report`] (the example's
     /// `--stats`, which the HTTP soak of `cargo xtask stress` reads).
     pub resources: Option<fn() -> String>,
@@ -69,11 +75,12 @@ impl Stats {
             .sum()
     }
 
-    /// `accepted=A ended=E ` and what [`Stats::resources`] reports, on one
-    /// line; `None` without it.
+    /// `accepted=A ended=E over_limit=O ` and what [`Stats::resources`]
+    /// reports, on one line; `None` without it.
     pub fn report(&self) -> Option<String> {
         let resources = self.resources?;
-        Some(format!("accepted={} ended={} {}\n", Self::get(&self.accepted), self.ended(), resources()))
+        let (accepted, over_limit) = (Self::get(&self.accepted), Self::get(&self.over_limit));
+        Some(format!("accepted={accepted} ended={} over_limit={over_limit} {}\n", self.ended(), resources()))
     }
 }
 
@@ -85,7 +92,8 @@ pub async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
         (&Method::POST, "/echo") => match Limited::new(req.into_body(), ECHO_LIMIT).collect().await {
             Ok(body) => (StatusCode::OK, body.to_bytes()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => (StatusCode::PAYLOAD_TOO_LARGE, Bytes::new()),
-            // The body was cut short: the connection fails, so this is never sent.
+            // A malformed body (a bad chunk size) is answered; one cut
+            // short fails the connection, so this is never sent.
             Err(_) => (StatusCode::BAD_REQUEST, Bytes::new()),
         },
         (_, "/" | "/echo") => (StatusCode::METHOD_NOT_ALLOWED, Bytes::new()),
@@ -97,10 +105,18 @@ pub async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
 }
 
 /// hyper's HTTP/1 server settings: the crate's timer, the header read
-/// timeout, [`MAX_HEADER_SIZE`]; keep-alive is hyper's default (on).
+/// timeout, [`MAX_HEADER_SIZE`], and half-closed connections served: a
+/// client that shuts down its sending side after its request (HTTP/1.0
+/// style) is still answered, where hyper's default takes that end of
+/// stream for the client leaving and drops the answer. Keep-alive is
+/// hyper's default (on).
 pub fn http1(header_read_timeout: Duration) -> http1::Builder {
     let mut builder = http1::Builder::new();
-    builder.timer(PoolTimer::new()).header_read_timeout(header_read_timeout).max_header_size(MAX_HEADER_SIZE);
+    builder
+        .timer(PoolTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_header_size(MAX_HEADER_SIZE)
+        .half_close(true);
     builder
 }
 
@@ -109,13 +125,15 @@ pub fn http1(header_read_timeout: Duration) -> http1::Builder {
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Accepts connections until `stop` completes, each served by a task that
-/// `exec` runs; then closes the listener (new connections are refused),
-/// shuts every connection down gracefully (a request in flight is
-/// answered, an idle keep-alive connection closes) and returns once all
-/// have ended.
+/// `exec` runs, at most `max_connections` at once (one accepted past them
+/// is closed at once and counted in [`Stats::over_limit`]); then closes the
+/// listener (new connections are refused), shuts every connection down
+/// gracefully (a request in flight is answered, an idle keep-alive
+/// connection closes) and returns once all have ended.
 pub async fn serve<E>(
     listener: TcpListener,
     builder: http1::Builder,
+    max_connections: u64,
     exec: E,
     stop: impl Future<Output = ()>,
     stats: Arc<Stats>,
@@ -145,6 +163,13 @@ where
                 }
             }
         };
+        // A connection's end is counted as its task ends, so this may count
+        // one that just ended as open, never the other way round.
+        if Stats::get(&stats.accepted) - stats.ended() >= max_connections {
+            stats.over_limit.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+            continue;
+        }
         stats.accepted.fetch_add(1, Ordering::SeqCst);
         exec.execute(Box::pin(connection(stream, builder.clone(), watch.clone(), stats.clone())));
     }

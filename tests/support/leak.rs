@@ -5,6 +5,9 @@
 #![allow(dead_code)]
 
 pub use process::{POOL_HANDLE_SLACK, PRIVATE_BYTES_SLACK, handle_count, private_bytes};
+// For the HTTP tests (support/hostile.rs), which count the threads too.
+#[allow(unused_imports)]
+pub use process::thread_ids;
 
 #[path = "process.rs"]
 mod process;
