@@ -156,20 +156,6 @@ pub async fn still_serves(addr: SocketAddr) {
     client::hellos(&mut sender, 1).await.unwrap();
 }
 
-/// Sets `SO_LINGER` to 0, so the close resets the connection.
-pub fn reset_on_close(s: &std::net::TcpStream) {
-    use std::os::windows::io::AsRawSocket;
-    use windows_sys::Win32::Networking::WinSock::{LINGER, SO_LINGER, SOL_SOCKET, setsockopt};
-    let linger = LINGER { l_onoff: 1, l_linger: 0 };
-    // SAFETY: the socket is open; `linger` is a LINGER of the size passed.
-    let r = unsafe {
-        setsockopt(
-            s.as_raw_socket() as usize,
-            SOL_SOCKET,
-            SO_LINGER,
-            (&raw const linger).cast(),
-            size_of::<LINGER>() as i32,
-        )
-    };
-    assert_eq!(r, 0, "setsockopt(SO_LINGER): {}", std::io::Error::last_os_error());
-}
+#[path = "sockets.rs"]
+mod sockets;
+pub use sockets::reset_on_close;
