@@ -336,27 +336,9 @@ pub fn read_response(s: &mut TcpStream) -> std::io::Result<(u16, Vec<u8>)> {
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
-/// A small xorshift generator for garbage bytes (seeded, so a run repeats).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    /// Up to `max - 1` random bytes.
-    fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let n = self.next() as usize % max;
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+#[path = "rng.rs"]
+mod rng;
+pub use rng::Rng;
 
 // ---- the scenarios ----------------------------------------------------------
 

@@ -217,14 +217,13 @@ pub fn summary(v: &mut [Duration]) -> String {
     format!("n={} min {:.0}us p50 {:.0}us p99 {:.0}us max {:.0}us", v.len(), us(min), us(p50), us(p99), us(max))
 }
 
-/// A small xorshift generator: scenarios need cheap varied delays, not
-/// statistical quality. The seed is reported so a run can be repeated.
-pub struct Rng(u64);
+#[path = "rng.rs"]
+mod rng;
+pub use rng::Rng;
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
+    /// Seeded from `WINDOWS_THREADPOOL_STRESS_SEED`, or the time; the seed
+    /// is reported so a run can be repeated.
     pub fn from_time(ctx: &Ctx) -> Self {
         let seed =
             std::env::var("WINDOWS_THREADPOOL_STRESS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
@@ -232,21 +231,5 @@ impl Rng {
             });
         ctx.report("seed", seed);
         Self::new(seed)
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// A duration uniform in `0..max`.
-    pub fn duration(&mut self, max: Duration) -> Duration {
-        Duration::from_nanos(self.below(max.as_nanos().max(1) as u64))
     }
 }
