@@ -20,6 +20,19 @@
 //! open handles and private bytes, and the slack within which the leak checks
 //! let those move (what the HTTP soak of `cargo xtask stress` compares).
 //!
+//! What each limit costs while it holds:
+//! - the header timeout (`--header-timeout`, 10 s): a client that sends
+//!   nothing, or one byte at a time, holds its socket, its task and hyper's
+//!   connection state that long, and no thread;
+//! - the largest head (16 KiB, 431 past it): hyper's read buffer grows to it
+//!   per connection while a head is read;
+//! - the largest `POST /echo` body (16 MiB, 413 past it): the body is
+//!   gathered in memory, so each echo in flight may hold that much;
+//! - `--max-connections` (10,000): every open connection holds a socket, a
+//!   task, hyper's state and a pending zero-byte receive (no buffer of the
+//!   crate's while it is idle); a connection past it is accepted and closed
+//!   at once, so a flood costs an accept each and nothing kept.
+//!
 //! With `--self-test` (what `cargo xtask demo` and `cargo xtask test` run)
 //! it serves on a free port and is its own client, through hyper's client
 //! over the same sockets: a GET, a 1 MiB echo, 1,000 requests on one
