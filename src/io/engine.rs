@@ -399,9 +399,14 @@ impl<O> InFlight<O> {
             return; // completed: the output drops with `shared`
         }
         self.shared.waker.clear();
+        let id = self.id;
+        // Released before the cancel so that the completion, whenever it
+        // comes, holds the last reference and drops the buffer in its
+        // callback rather than in this drop.
+        drop(self.shared);
         // The completion still comes (normally ERROR_OPERATION_ABORTED)
         // and frees the state. An error means it is already on its way.
-        let _ = engine.io.cancel(self.id);
+        let _ = engine.io.cancel(id);
     }
 }
 
