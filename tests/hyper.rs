@@ -346,7 +346,7 @@ fn hostile(test: &str, scenario: impl FnOnce() -> hostile::Report) {
 
 #[test]
 fn bad_heads_are_refused_and_leave_nothing() {
-    hostile("bad_heads_are_refused_and_leave_nothing", || hostile::bad_heads(1, 1, 1));
+    hostile("bad_heads_are_refused_and_leave_nothing", || hostile::bad_heads(5, 1, 1));
 }
 
 #[test]

@@ -7,7 +7,7 @@
 pub use process::{POOL_HANDLE_SLACK, PRIVATE_BYTES_SLACK, handle_count, private_bytes};
 // For the HTTP tests (support/hostile.rs), which count threads and commit too.
 #[allow(unused_imports)]
-pub use process::{committed_private_bytes, thread_ids};
+pub use process::{committed_private_bytes, heap_free_bytes, thread_ids};
 
 #[path = "process.rs"]
 mod process;

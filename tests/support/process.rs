@@ -79,6 +79,31 @@ pub fn committed_private_bytes() -> usize {
     committed
 }
 
+/// The free bytes inside the process heap's committed regions (`HeapWalk`):
+/// memory the heap keeps for its next allocations (it grows to a burst's
+/// peak and keeps it), which [`committed_private_bytes`] counts.
+pub fn heap_free_bytes() -> usize {
+    use windows_sys::Win32::System::Memory::{GetProcessHeap, HeapLock, HeapUnlock, HeapWalk, PROCESS_HEAP_ENTRY};
+    // Entries with none of the busy, region or uncommitted-range flags.
+    const FREE: u16 = 0;
+    // SAFETY: the heap is the process's own, locked for the walk (so no
+    // other thread changes it meanwhile); `entry` starts zeroed, as a walk's
+    // first call requires, and is only passed back to `HeapWalk`.
+    unsafe {
+        let heap = GetProcessHeap();
+        let mut entry: PROCESS_HEAP_ENTRY = core::mem::zeroed();
+        let mut free = 0;
+        HeapLock(heap);
+        while HeapWalk(heap, &mut entry) != 0 {
+            if entry.wFlags == FREE {
+                free += entry.cbData as usize;
+            }
+        }
+        HeapUnlock(heap);
+        free
+    }
+}
+
 /// Handles the pool itself may hold at one moment and not at another,
 /// whatever the objects do: under Wine 8 each wait bucket (the thread
 /// behind up to 63 waits) has an event of its own, created with the bucket
