@@ -11,6 +11,10 @@ mod executors;
 #[path = "support/leak.rs"]
 mod leak;
 
+/// Counts the Rust heap's live blocks, which the hostile scenarios check.
+#[global_allocator]
+static HEAP: leak::CountingAlloc = leak::CountingAlloc;
+
 #[path = "../examples/http_server/client.rs"]
 mod client;
 #[path = "support/hostile.rs"]
@@ -333,19 +337,67 @@ fn the_pool_timer_sleeps_and_resets() {
 }
 
 // ---- hostile clients (support/hostile.rs; their full versions in tests/http_stress.rs)
+/// The scenarios of `support/hostile.rs` at bounded numbers; nextest gives
+/// them two slots each (`.config/nextest.toml`): each opens hundreds of
+/// sockets at once.
+mod hostile_clients {
+    use std::time::Duration;
 
-/// Runs a hostile scenario in a process of its own (it reads the
-/// process's threads, handles and private bytes).
-fn hostile(test: &str, scenario: impl FnOnce() -> hostile::Report) {
-    support::alone(test, || drop(scenario()));
-}
+    use super::{hostile, support};
 
-#[test]
-fn bad_heads_are_refused_and_leave_nothing() {
-    hostile("bad_heads_are_refused_and_leave_nothing", || hostile::bad_heads(2, 1));
-}
+    /// Runs a hostile scenario in a process of its own (it reads the
+    /// process's threads, handles, private bytes and heap blocks).
+    fn alone(test: &str, scenario: impl FnOnce() -> hostile::Report) {
+        support::alone(test, || drop(scenario()));
+    }
 
-#[test]
-fn a_client_that_half_closes_after_its_request_is_answered() {
-    hostile("a_client_that_half_closes_after_its_request_is_answered", || hostile::half_close(10));
+    #[test]
+    fn bad_heads_are_refused_and_leave_nothing() {
+        alone("hostile_clients::bad_heads_are_refused_and_leave_nothing", || hostile::bad_heads(5, 1, 1));
+    }
+
+    #[test]
+    fn a_client_that_half_closes_after_its_request_is_answered() {
+        alone("hostile_clients::a_client_that_half_closes_after_its_request_is_answered", || hostile::half_close(5, 1));
+    }
+
+    #[test]
+    fn oversized_heads_are_cut_off_at_the_limit() {
+        alone("hostile_clients::oversized_heads_are_cut_off_at_the_limit", || hostile::oversized_heads(2, 1));
+    }
+
+    #[test]
+    fn clients_resetting_mid_body_fail_only_their_connections() {
+        alone("hostile_clients::clients_resetting_mid_body_fail_only_their_connections", || {
+            hostile::resets_mid_body(200, 1)
+        });
+    }
+
+    #[test]
+    fn connections_closed_at_once_without_a_request_leave_nothing() {
+        alone("hostile_clients::connections_closed_at_once_without_a_request_leave_nothing", || {
+            hostile::dropped_without_a_request(500, 1)
+        });
+    }
+
+    #[test]
+    fn a_client_pipelining_without_reading_does_not_hold_up_others() {
+        alone("hostile_clients::a_client_pipelining_without_reading_does_not_hold_up_others", || {
+            hostile::pipelined_flood(2_000, 1)
+        });
+    }
+
+    #[test]
+    fn idle_connections_stay_served() {
+        alone("hostile_clients::idle_connections_stay_served", || {
+            hostile::idle_connections(200, Duration::from_secs(1), 1)
+        });
+    }
+
+    #[test]
+    fn slowloris_clients_are_cut_off_while_others_are_served() {
+        alone("hostile_clients::slowloris_clients_are_cut_off_while_others_are_served", || {
+            hostile::slowloris(20, Duration::from_secs(1), 1)
+        });
+    }
 }

@@ -16,9 +16,47 @@
 //! (from any process of the same session), so
 //! `http_server --stop 'Local\windows-threadpool-http-server-1234'` stops
 //! the server whose process id is 1234. With `--stats`, `GET /stats`
-//! answers one line: connections accepted and ended, the process's threads,
-//! open handles and private bytes, and the slack within which the leak checks
-//! let those move (what the HTTP soak of `cargo xtask stress` compares).
+//! answers one line: connections accepted, ended and closed over the limit,
+//! the process's threads, open handles and private bytes, and the slack
+//! within which the leak checks let those move (what the HTTP soak of
+//! `cargo xtask stress` compares). A client that shuts down its sending side
+//! after its request is still answered (hyper's `half_close`).
+//!
+//! # What each limit costs
+//!
+//! Measured under Wine 8 by the hostile clients of `tests/http_stress.rs`
+//! (the figures are the process's, clients included; read them as orders
+//! of magnitude):
+//!
+//! - **Connections** (`--max-connections`, 10,000): an idle kept-alive
+//!   connection holds its socket, a zero-byte receive (no buffer), hyper's
+//!   state and its header timer, and no thread: about 26 KB (2,000 idle
+//!   connections held 52 MB), so 10,000 are about 260 MB. One accepted past
+//!   the limit costs an accept and a close: the limit bounds memory, not
+//!   the rate of connections.
+//! - **Header timeout** (`--header-timeout`, 10 s): how long a client may
+//!   hold a connection without completing a request's head, one byte a
+//!   second or idle (hyper's timer also runs while a kept-alive connection
+//!   waits for its next request, so it closes idle ones too). Each cut
+//!   drops a socket with its receive in flight, which runs down on a pool
+//!   thread until the cancelled receive completes: 500 slowloris clients
+//!   cut off at once took the pool to 158 to 211 threads (about 1 MiB each)
+//!   for the 5 s they take to idle out.
+//! - **Head size** (`service::MAX_HEADER_SIZE`, 16 KiB):
+//!   hyper buffers at most that much of a head, and the adapter a 64 KiB
+//!   read buffer while bytes wait; a longer head (a 16 MiB line, 10,000
+//!   headers) is answered 431 and closed.
+//! - **Echo size** (`service::ECHO_LIMIT`, 16 MiB): `POST
+//!   /echo` collects the body before it answers, so one request may hold up
+//!   to twice the limit while the pieces are joined, then the limit until
+//!   the answer is sent. The limits bound a connection, not the process:
+//!   10,000 connections echoing 16 MiB each would want over 160 GiB, and a server
+//!   for untrusted clients would stream the body or bound the echoes in
+//!   flight.
+//! - **Threads**: none per connection; the pool adds a thread whenever all
+//!   of its threads are busy, so a burst of completions grows it (200
+//!   answers at once: up to 86 threads; 2,000: 57 to 214) until they idle
+//!   out.
 //!
 //! What each limit costs while it holds:
 //! - the header timeout (`--header-timeout`, 10 s): a client that sends

@@ -5,9 +5,9 @@
 #![allow(dead_code)]
 
 pub use process::{POOL_HANDLE_SLACK, PRIVATE_BYTES_SLACK, handle_count, private_bytes};
-// For the HTTP tests (support/hostile.rs), which count the threads too.
+// For the HTTP tests (support/hostile.rs), which count threads and commit too.
 #[allow(unused_imports)]
-pub use process::thread_ids;
+pub use process::{committed_private_bytes, heap_free_bytes, thread_ids};
 
 #[path = "process.rs"]
 mod process;

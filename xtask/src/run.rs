@@ -237,26 +237,45 @@ fn test_slots() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Every stress binary: `cargo xtask stress` runs them all.
-const ALL_STRESS: &str = "binary(/_stress$/)";
+/// Every stress binary: `cargo xtask stress` runs them all (the HTTP one
+/// with its feature, [`HTTP_STRESS`]).
+const ALL_STRESS: &str = "binary(/_stress$/) & !binary(http_stress)";
+/// The hostile clients of `examples/http_server` (`tests/http_stress.rs`),
+/// which need the `hyper` feature.
+const HTTP_STRESS: &str = "binary(http_stress)";
 /// What `cargo xtask test` runs at scale 1: every stress binary but the long
-/// leak checks (100,000 cycles per type; `tests/leaks.rs` is their short
-/// version, which the ordinary tests run).
-const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress)";
+/// ones, the leak checks (100,000 cycles per type; `tests/leaks.rs` is their
+/// short version) and the hostile HTTP clients (minutes; `tests/hyper.rs`
+/// has their bounded versions), which the ordinary tests run.
+const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress) & !binary(http_stress)";
 
 /// Cases per lifecycle model (`tests/lifecycle.rs`) that `cargo xtask
 /// stress` runs, times the scale; the ordinary tests run a few hundred.
 const STRESS_LIFECYCLE_CASES: u64 = 3_000;
 
-/// Runs the stress binaries `filter` selects, one scenario at a time, with
-/// their reports, at `scale`; returns how many ran.
-fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str, filter: &str) -> u64 {
-    let args =
-        ["nextest", "run", "--color", "never", "-p", LIB, "-E", filter, "-j", "1", "--no-fail-fast", "--no-capture"];
+/// Runs the stress binaries `filter` selects, built with `flags`, one
+/// scenario at a time, with their reports, at `scale`; returns how many ran.
+fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str, filter: &str, flags: &[&str]) -> u64 {
+    let mut args = vec![
+        "nextest",
+        "run",
+        "--color",
+        "never",
+        "-p",
+        LIB,
+        "-E",
+        filter,
+        "-j",
+        "1",
+        "--no-fail-fast",
+        "--no-capture",
+    ];
+    args.extend(flags);
     let (ok, text) = run_tee(p.cargo(&args).env(STRESS_VAR, "1").env(STRESS_SCALE_VAR, scale));
     let counts = parse_nextest(&text);
     let ran = counts.as_ref().map_or(0, |c| c.run);
-    tally.account(&format!("stress scenarios (scale {scale})"), ok, counts);
+    let what = if flags.is_empty() { String::new() } else { format!(", {}", flags.join(" ")) };
+    tally.account(&format!("stress scenarios (scale {scale}{what})"), ok, counts);
     ran
 }
 
@@ -381,7 +400,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     }
 
     let t_stress = Instant::now();
-    let scenarios = stress_scenarios(&p, &mut tally, "1", TEST_STRESS);
+    let scenarios = stress_scenarios(&p, &mut tally, "1", TEST_STRESS, &[]);
     let stress_line = format!("stress: {scenarios} scenarios at scale 1 in {:.1}s", t_stress.elapsed().as_secs_f64());
 
     // The examples assert what they show; running them keeps them true.
@@ -754,7 +773,8 @@ pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
         println!("xtask stress: scale {scale}");
         let t0 = Instant::now();
         clear_runner_log();
-        let ran = stress_scenarios(&p, &mut tally, &scale, ALL_STRESS);
+        let ran = stress_scenarios(&p, &mut tally, &scale, ALL_STRESS, &[])
+            + stress_scenarios(&p, &mut tally, &scale, HTTP_STRESS, &["--features", "hyper"]);
         println!("xtask stress: {ran} scenarios at scale {scale} in {:.1}s", t0.elapsed().as_secs_f64());
         let t1 = Instant::now();
         let cases = lifecycle_cases(&p, &mut tally, &scale);
