@@ -352,7 +352,12 @@ fn a_failed_write_fails_every_later_write_flush_and_shutdown() {
         let chunk = vec![7u8; 64 * 1024];
         let mut first = None;
         for _ in 0..1000 {
-            if let Err(e) = async { server.write_all(&chunk).await?; server.flush().await }.await {
+            if let Err(e) = async {
+                server.write_all(&chunk).await?;
+                server.flush().await
+            }
+            .await
+            {
                 first = Some(e);
                 break;
             }
