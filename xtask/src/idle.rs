@@ -218,6 +218,8 @@ fn files(proc_dir: &str) -> Result<(u64, u64)> {
 /// Fails unless this process and the Wine server each have room for
 /// `conns` more sockets: under Wine each socket is an open file of the
 /// server's (measured: one per connection), and of this process, the client.
+/// Waits up to [`PATIENCE`] for the server's room: it was still releasing
+/// a killed `tokio-http`'s 10,000 sockets when the next run began.
 fn check_files(conns: usize) -> Result<()> {
     let need = conns as u64 + FD_MARGIN;
     let (open, soft) = files("self")?;
@@ -228,10 +230,18 @@ fn check_files(conns: usize) -> Result<()> {
         ));
     }
     let server = wine_server().ok_or("the prefix's Wine server was not found in /proc")?;
-    let (open, soft) = files(&server.to_string())?;
+    let t = Instant::now();
+    let (mut open, mut soft) = files(&server.to_string())?;
+    while soft.saturating_sub(open) < need && t.elapsed() < PATIENCE {
+        std::thread::sleep(POLL);
+        (open, soft) = files(&server.to_string())?;
+    }
+    if t.elapsed() >= POLL {
+        eprintln!("idle: waited {:.1} s for the Wine server's open files to fall to {open}", t.elapsed().as_secs_f64());
+    }
     if soft.saturating_sub(open) < need {
         return Err(format!(
-            "the Wine server (pid {server}) may open {soft} files and has {open} open: too few for {conns} sockets. \
+            "the Wine server (pid {server}) may open {soft} files and has {open} open {PATIENCE:?} on: too few for {conns} sockets. \
              It keeps the limit of the process that started it; `cargo xtask setup` raises its own to the hard \
              limit first, so end this server (`WINEPREFIX={} wineserver -k`, which ends every Wine process of the \
              prefix) and run again",
