@@ -375,16 +375,17 @@ pub fn measure(p: &Platform, server: &Path, example: &Path, conns: usize, depth:
     let name = server.file_stem().map_or("server".into(), |n| n.to_string_lossy().into_owned());
     let served = http::start_server(p, server, example, &args)?;
     match steps(&served, conns, depth) {
-        Ok(run) => {
+        Ok((run, open)) => {
             eprintln!("idle: {}", run.summary(&name));
             if depth == Depth::Idle {
-                // Killed, not stopped: under Wine 8 `tokio-http` took minutes,
-                // the Wine server busy, over the close or stop of thousands
-                // of connections.
+                // Killed, with its connections open: under Wine 8
+                // `tokio-http` took minutes, the Wine server busy, over the
+                // close or stop of thousands of connections.
                 end(served)?;
             } else {
                 served.stop()?;
             }
+            drop(open);
             Ok(run)
         }
         Err(e) => {
@@ -395,8 +396,9 @@ pub fn measure(p: &Platform, server: &Path, example: &Path, conns: usize, depth:
     }
 }
 
-/// [`measure`]'s steps against the running server.
-fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<IdleRun> {
+/// [`measure`]'s steps against the running server; the connections still
+/// open (at [`Depth::Idle`], all of them).
+fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<(IdleRun, Vec<TcpStream>)> {
     let pid = served.pid.ok_or("the server's Wine process was not found in /proc")?;
     let addr: SocketAddr = served.addr.parse().map_err(|e| format!("{}: {e}", served.addr))?;
     let before = settled(pid, None)?;
@@ -420,7 +422,7 @@ fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<IdleRun> {
         slack: None,
     };
     if depth == Depth::Idle {
-        return Ok(run);
+        return Ok((run, streams));
     }
     let t = Instant::now();
     run.unanswered = ask_again(&mut streams, t + PATIENCE);
@@ -436,7 +438,7 @@ fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<IdleRun> {
         run.closed_again = Some(settled_closed(&served.addr, pid, closed.threads)?);
         run.slack = Some(http::server_stats(&served.addr)?.private_bytes_slack);
     }
-    Ok(run)
+    Ok((run, Vec::new()))
 }
 
 #[cfg(target_os = "linux")]
