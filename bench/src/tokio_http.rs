@@ -1,13 +1,15 @@
 //! The hello server of `examples/http_server` on tokio + hyper, which
 //! `cargo xtask bench` loads with wrk beside the example: the same hyper,
 //! the same handler and settings (`service::answer`, `service::MAX_HEADER_SIZE`,
-//! a 10 s header read timeout, half-closed connections answered,
-//! keep-alive, `TCP_NODELAY`), on tokio's
+//! a header read timeout, half-closed connections answered, keep-alive,
+//! `TCP_NODELAY`), on tokio's
 //! multi-thread runtime, its sockets and its timer.
 //!
-//! `tokio-http [ADDR] --stop-event NAME` serves on `ADDR` (default
-//! `127.0.0.1:0`), prints `listening on ADDR`, and exits when the named
-//! event is set (`http_server --stop NAME`), as the example does.
+//! `tokio-http [ADDR] --stop-event NAME [--header-timeout SECS]` serves on
+//! `ADDR` (default `127.0.0.1:0`), prints `listening on ADDR`, and exits
+//! when the named event is set (`http_server --stop NAME`), as the example
+//! does. Under hyper 1.x the header read timeout is also how long an idle
+//! keep-alive connection lives (default 10 s, as the example's).
 #[cfg(windows)]
 #[path = "../../examples/http_server/service.rs"]
 mod service;
@@ -22,12 +24,17 @@ fn main() -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use windows_threadpool::{Deadline, Event, wait};
 
-    let usage = || Error::new(ErrorKind::InvalidInput, "usage: tokio-http [ADDR] --stop-event NAME");
-    let (mut addr, mut stop_event) = ("127.0.0.1:0".to_string(), None);
+    let usage =
+        || Error::new(ErrorKind::InvalidInput, "usage: tokio-http [ADDR] --stop-event NAME [--header-timeout SECS]");
+    let (mut addr, mut stop_event, mut header_timeout) = ("127.0.0.1:0".to_string(), None, Duration::from_secs(10));
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--stop-event" => stop_event = Some(args.next().ok_or_else(usage)?),
+            "--header-timeout" => {
+                let secs = args.next().and_then(|s| s.parse().ok()).ok_or_else(usage)?;
+                header_timeout = Duration::from_secs_f64(secs);
+            }
             flag if flag.starts_with("--") => return Err(usage()),
             _ => addr = arg,
         }
@@ -45,7 +52,7 @@ fn main() -> std::io::Result<()> {
                     let mut builder = http1::Builder::new();
                     builder
                         .timer(TokioTimer::new())
-                        .header_read_timeout(Duration::from_secs(10))
+                        .header_read_timeout(header_timeout)
                         .max_header_size(service::MAX_HEADER_SIZE)
                         .half_close(true);
                     let _ = builder.serve_connection(TokioIo::new(stream), service_fn(service::answer)).await;

@@ -48,15 +48,24 @@ fn machine() -> String {
 }
 
 /// The HTTP section: the example and tokio + hyper under wrk
-/// (`http::bench`), or why it did not run.
+/// (`http::bench`), then their memory per idle keep-alive connection
+/// (`idle::bench`), or why each did not run.
 fn http_section(p: &setup::Platform) -> Result<String> {
-    match setup::http_tool("wrk") {
-        Ok(wrk) => crate::http::bench(p, &wrk),
+    let wrk = match setup::http_tool("wrk") {
+        Ok(wrk) => crate::http::bench(p, &wrk)?,
         Err(why) => {
             println!("bench: !!! SKIPPED the HTTP benchmark: {why}");
-            Ok(format!("Not run: {why}.\n"))
+            format!("Not run: {why}.\n")
         }
-    }
+    };
+    let idle = match crate::idle::cannot(p) {
+        None => crate::idle::bench(p)?,
+        Some(why) => {
+            println!("bench: !!! SKIPPED memory per idle connection: {why}");
+            format!("Memory per idle keep-alive connection: not run: {why}.\n")
+        }
+    };
+    Ok(format!("{wrk}\n{idle}"))
 }
 
 /// `doc` with the body of the section under `heading` (up to `until`)

@@ -15,9 +15,9 @@ use crate::LIB;
 use crate::setup::{self, Platform, Result};
 
 /// How long the server may take to start, and to stop.
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 /// The body of `GET /` (examples/http_server/service.rs `HELLO`).
-const HELLO: &str = "hello from the pool\n";
+pub(crate) const HELLO: &str = "hello from the pool\n";
 
 /// Builds the example; the exe.
 pub fn build(p: &Platform, profile: &str) -> Result<PathBuf> {
@@ -26,7 +26,7 @@ pub fn build(p: &Platform, profile: &str) -> Result<PathBuf> {
 }
 
 /// Builds `wtp-bench`'s `tokio-http` in release; the exe.
-fn build_tokio(p: &Platform) -> Result<PathBuf> {
+pub(crate) fn build_tokio(p: &Platform) -> Result<PathBuf> {
     cargo_build(p, "release", &["-p", "wtp-bench", "--bin", "tokio-http"], "tokio-http")?;
     Ok(p.bin_dir("release")?.join("tokio-http.exe"))
 }
@@ -58,7 +58,7 @@ fn command(p: &Platform, exe: &Path) -> Command {
 pub struct Served {
     pub addr: String,
     /// The Linux process running the server under Wine (see [`wine_process`]).
-    pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     child: Child,
     stop_event: String,
     stop_with: Command,
@@ -73,7 +73,7 @@ pub fn start(p: &Platform, exe: &Path) -> Result<Served> {
 /// Starts `server` (the example, or `tokio-http`) with `extra` arguments on
 /// a free loopback port and a stop event of its own, which the example
 /// `example` sets.
-fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> Result<Served> {
+pub(crate) fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> Result<Served> {
     static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stop_event = format!("Local\\windows-threadpool-xtask-http-{}-{n}", std::process::id());
@@ -118,6 +118,26 @@ fn start_server(p: &Platform, server: &Path, example: &Path, extra: &[&str]) -> 
 }
 
 impl Served {
+    /// Ends the server at once, with no graceful stop: SIGKILL to its Wine
+    /// process, then waits for the runner to see it go.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn kill(mut self) -> Result<()> {
+        let pid = self.pid.ok_or("no Wine process to kill")?;
+        let pid = libc::pid_t::try_from(pid).map_err(|e| e.to_string())?;
+        // SAFETY: kill(2) takes any pid; this one is the server's, which this process started.
+        if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+            return Err(format!("kill {pid}: {}", std::io::Error::last_os_error()));
+        }
+        let deadline = Instant::now() + PATIENCE;
+        while self.child.try_wait().map_err(|e| e.to_string())?.is_none() {
+            if Instant::now() > deadline {
+                return Err(format!("the runner of killed process {pid} did not exit within {PATIENCE:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// Sets the stop event and waits for the server to exit, successfully.
     pub fn stop(mut self) -> Result<()> {
         let status = self.stop_with.status().map_err(|e| format!("http_server --stop: {e}"))?;
@@ -323,9 +343,9 @@ pub fn parse_stats(line: &str) -> Option<ServerStats> {
 
 /// How long the thread count must hold still before a baseline is read:
 /// longer than an idle pool thread lives (Wine: 5 s).
-const THREADS_STILL: Duration = Duration::from_secs(7);
+pub(crate) const THREADS_STILL: Duration = Duration::from_secs(7);
 /// How often [`settled_stats`] looks.
-const POLL: Duration = Duration::from_millis(250);
+pub(crate) const POLL: Duration = Duration::from_millis(250);
 
 /// What [`settled_stats`] waits for besides the connections.
 #[derive(Clone, Copy, Debug)]
@@ -388,13 +408,13 @@ fn settled_stats(served: &Served, threads: Threads) -> Result<ServerStats> {
     }
 }
 
-fn server_stats(addr: &str) -> Result<ServerStats> {
+pub(crate) fn server_stats(addr: &str) -> Result<ServerStats> {
     let body = get(addr, "/stats")?;
     parse_stats(&body).ok_or_else(|| format!("GET /stats: {body:?}"))
 }
 
 /// The threads of process `pid` (Linux's `/proc`).
-fn thread_count(pid: u32) -> Result<u64> {
+pub(crate) fn thread_count(pid: u32) -> Result<u64> {
     let dir = format!("/proc/{pid}/task");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))?;
     Ok(entries.count() as u64)

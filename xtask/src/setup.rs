@@ -292,6 +292,8 @@ pub fn setup(target: Option<&str>) -> Result<Platform> {
         return Err(format!("on Linux only {WIN_TARGET} runs (under Wine); {t} is tested natively on Windows"));
     }
     let t0 = std::time::Instant::now();
+    // First: any Wine command below may be the one that starts the server.
+    raise_open_file_limit()?;
     install_packages()?;
     install_browser();
     install_http_tools();
@@ -761,6 +763,36 @@ fn clear_auto_debugger() -> Result<()> {
     Ok(())
 }
 
+/// Raises this process's soft limit of open files to its hard limit: the
+/// idle-connection check (`crate::idle`) holds thousands of sockets open
+/// here and in the Wine server. Limits pass to children across `fork` and
+/// `execve` (setrlimit(2)), so a Wine server started from here keeps it: a
+/// Wine process raises its own soft limit, the server never does. Returns
+/// the limit now in force.
+#[cfg(target_os = "linux")]
+pub fn raise_open_file_limit() -> Result<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(format!("getrlimit(RLIMIT_NOFILE): {}", std::io::Error::last_os_error()));
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        // SAFETY: `raised` is a valid rlimit; raising the soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(format!("setrlimit(RLIMIT_NOFILE): {}", std::io::Error::last_os_error()));
+        }
+        limit = raised;
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// Elsewhere the limit is left as it is (Windows has no such limit on sockets).
+#[cfg(not(target_os = "linux"))]
+pub fn raise_open_file_limit() -> Result<u64> {
+    Ok(u64::MAX)
+}
+
 /// Starting Wine while the caller captures output is slow (Wine's services
 /// inherit and hold the pipes); a persistent server started with no pipes,
 /// and one process to start the services, makes later starts cheap.
@@ -832,6 +864,17 @@ pub(crate) fn prove_with(runner: impl Fn() -> Command) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What this process's children (the Wine server among them) inherit.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_open_file_limit_is_raised_to_the_hard_one() {
+        let soft = raise_open_file_limit().unwrap();
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+        let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+        assert_eq!(numbers, [soft.to_string(), soft.to_string()], "{line}");
+    }
 
     #[test]
     fn json_string_fields_are_unescaped_and_the_last_one_wins() {
