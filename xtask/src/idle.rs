@@ -8,8 +8,14 @@
 //! `cargo xtask bench` puts both servers' figures in `docs/benchmarks.md`;
 //! `cargo xtask stress` (10,000 connections) and `cargo xtask test` (1,000)
 //! check the example: every connection answers, and a second round of as
-//! many connections leaves memory within the leak checks' slack. The figure
-//! itself is printed, never asserted.
+//! many connections leaves its open handles (`GET /stats`) within the leak
+//! checks' slack of the first's. The figures themselves are printed, never
+//! asserted, and so is the resident memory once the connections closed:
+//! under Wine 8 it is mostly Wine's (its pool starts a thread for each
+//! callback submitted while all are busy, up to 500, and the Linux process
+//! keeps much of what those threads took; docs/wine.md). What the crate
+//! itself keeps is checked inside the process by the hostile idle clients
+//! (`tests/support/hostile.rs`: the Rust heap's blocks and the memory held).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -287,7 +293,10 @@ pub struct IdleRun {
     pub closed: Option<Memory>,
     /// Once the second round's have closed.
     pub closed_again: Option<Memory>,
-    /// The leak checks' slack on private bytes, as the example reports it.
+    /// The example's open handles once the first round's connections
+    /// closed, and once the second's did.
+    pub handles: Option<(u64, u64)>,
+    /// The leak checks' slack on handles, as the example reports it.
     pub slack: Option<u64>,
 }
 
@@ -308,15 +317,10 @@ impl IdleRun {
         if !self.unanswered_again.is_empty() {
             found.push(format!("second-round connections that did not answer: {}", named(&self.unanswered_again)));
         }
-        if let (Some(closed), Some(again), Some(slack)) = (self.closed, self.closed_again, self.slack)
-            && again.rss > closed.rss + slack
+        if let (Some((closed, again)), Some(slack)) = (self.handles, self.slack)
+            && again > closed + slack
         {
-            found.push(format!(
-                "memory not back after the second round: resident {} -> {} MiB (slack {} MiB)",
-                mib(closed.rss),
-                mib(again.rss),
-                mib(slack)
-            ));
+            found.push(format!("handles not back after the second round: {closed} -> {again} (slack {slack})"));
         }
         found
     }
@@ -345,6 +349,9 @@ impl IdleRun {
             if let Some(m) = m {
                 line.push_str(&format!("; {what}: {} MiB (peak {} MiB)", mib(m.rss), mib(m.hwm)));
             }
+        }
+        if let Some((first, again)) = self.handles {
+            line.push_str(&format!("; handles once closed: {first}, after a second round {again}"));
         }
         line
     }
@@ -419,6 +426,7 @@ fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<(IdleRun, 
         again_secs: None,
         closed: None,
         closed_again: None,
+        handles: None,
         slack: None,
     };
     if depth == Depth::Idle {
@@ -429,6 +437,7 @@ fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<(IdleRun, 
     run.again_secs = Some(t.elapsed().as_secs_f64());
     drop(streams);
     let closed = settled_closed(&served.addr, pid, idle.threads)?;
+    let first = http::server_stats(&served.addr)?;
     run.closed = Some(closed);
     if depth == Depth::Again {
         let (mut streams, failed) = open(addr, conns, Instant::now() + OPEN_PATIENCE);
@@ -436,7 +445,9 @@ fn steps(served: &http::Served, conns: usize, depth: Depth) -> Result<(IdleRun, 
         run.unanswered_again.extend(ask_again(&mut streams, Instant::now() + PATIENCE));
         drop(streams);
         run.closed_again = Some(settled_closed(&served.addr, pid, closed.threads)?);
-        run.slack = Some(http::server_stats(&served.addr)?.private_bytes_slack);
+        let again = http::server_stats(&served.addr)?;
+        run.handles = Some((first.handles, again.handles));
+        run.slack = Some(again.handle_slack);
     }
     Ok((run, Vec::new()))
 }
@@ -568,6 +579,10 @@ mod tests {
     }
 
     fn run(unanswered: usize, closed: u64, again: u64) -> IdleRun {
+        run_with_handles(unanswered, closed, again, (40, 40))
+    }
+
+    fn run_with_handles(unanswered: usize, closed: u64, again: u64, handles: (u64, u64)) -> IdleRun {
         let m = |rss| Memory { rss, hwm: rss, threads: 5 };
         IdleRun {
             conns: 1_000,
@@ -579,17 +594,23 @@ mod tests {
             again_secs: Some(1.0),
             closed: Some(m(closed)),
             closed_again: Some(m(again)),
-            slack: Some(4 << 20),
+            handles: Some(handles),
+            slack: Some(10),
         }
     }
 
     #[test]
-    fn a_run_fails_on_a_silent_connection_or_memory_not_back() {
-        let ok = run(0, 30 << 20, (30 << 20) + (4 << 20));
+    fn a_run_fails_on_a_silent_connection_or_handles_not_back() {
+        // Resident memory past the first round's is reported, not failed (Wine's).
+        let ok = run(0, 30 << 20, 60 << 20);
         assert_eq!(ok.per_conn(), 10_240.0);
         assert!(ok.failures().is_empty());
         assert_eq!(run(1, 30 << 20, 30 << 20).failures().len(), 1);
-        assert_eq!(run(0, 30 << 20, (30 << 20) + (4 << 20) + 1).failures().len(), 1);
+        assert!(run_with_handles(0, 0, 0, (40, 50)).failures().is_empty());
+        assert_eq!(
+            run_with_handles(0, 0, 0, (40, 51)).failures(),
+            ["handles not back after the second round: 40 -> 51 (slack 10)"]
+        );
         assert!(run(7, 0, 1 << 30).failures()[0].starts_with("connections that did not answer: 7 (#0: closed"));
         let again = IdleRun { unanswered_again: vec![(3, "sending: broken pipe".into())], ..run(0, 0, 0) };
         assert_eq!(again.failures(), ["second-round connections that did not answer: 1 (#3: sending: broken pipe)"]);

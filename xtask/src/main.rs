@@ -96,7 +96,7 @@ fn main() -> ExitCode {
                  \n             --curl: setup, then only the curl check of examples/http_server that `test` runs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load),\
                  \n             then 60 s of wrk against examples/http_server and 10,000 idle keep-alive connections to it\
-                 \n             (--only-http: those two alone)\
+                 \n             (--only-http: those two alone; --only-idle: the idle connections alone)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run; --only-http, --only-inplace: that section alone;\
                  \n             --chart: only redraw docs/benchmarks.svg from it)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\

@@ -779,16 +779,22 @@ const HTTP_SOAK_SECS: u32 = 60;
 
 /// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`,
 /// the lifecycle models, the HTTP soak (`http::soak`) and 10,000 idle
-/// keep-alive connections (`idle::check`); `--only-http`: the last two alone.
+/// keep-alive connections (`idle::check`); `--only-http`: the last two alone;
+/// `--only-idle`: the last alone.
 /// `tokio-http`'s figure is left to `cargo xtask bench`: under Wine 8 its
 /// 10,000 connections take minutes to open.
 pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
     let only_http = rest.iter().any(|a| a == "--only-http");
-    if let Some(a) = rest.iter().find(|a| *a != "--only-http") {
+    let only_idle = rest.iter().any(|a| a == "--only-idle");
+    if let Some(a) = rest.iter().find(|a| *a != "--only-http" && *a != "--only-idle") {
         return Err(format!("unexpected argument {a:?}"));
     }
     let p = setup::setup(target)?;
     let mut tally = Tally::default();
+    if only_idle {
+        idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS);
+        return tally.finish("stress");
+    }
     if !only_http {
         let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
         println!("xtask stress: scale {scale}");
