@@ -11,6 +11,9 @@
 mod support;
 
 #[cfg(windows)]
+#[path = "support/rng.rs"]
+mod rng;
+#[cfg(windows)]
 #[path = "support/stress.rs"]
 mod stress;
 

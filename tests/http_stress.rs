@@ -15,6 +15,9 @@ mod support;
 #[path = "support/leak.rs"]
 mod leak;
 #[cfg(all(windows, feature = "hyper"))]
+#[path = "support/rng.rs"]
+mod rng;
+#[cfg(all(windows, feature = "hyper"))]
 #[path = "support/stress.rs"]
 mod stress;
 

@@ -19,6 +19,8 @@ static HEAP: leak::CountingAlloc = leak::CountingAlloc;
 mod client;
 #[path = "support/hostile.rs"]
 mod hostile;
+#[path = "support/rng.rs"]
+mod rng;
 #[path = "support/server.rs"]
 mod server;
 #[path = "../examples/http_server/service.rs"]

@@ -25,6 +25,9 @@
 #[path = "support/leak.rs"]
 mod leak;
 #[cfg(windows)]
+#[path = "support/rng.rs"]
+mod rng;
+#[cfg(windows)]
 #[path = "support/stress.rs"]
 mod stress;
 #[cfg(windows)]

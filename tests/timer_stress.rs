@@ -16,6 +16,9 @@
 //! a following `wait()` covers it.
 
 #[cfg(windows)]
+#[path = "support/rng.rs"]
+mod rng;
+#[cfg(windows)]
 #[path = "support/stress.rs"]
 mod stress;
 #[cfg(windows)]

@@ -469,9 +469,7 @@ pub fn read_response(s: &mut TcpStream) -> std::io::Result<(u16, Vec<u8>)> {
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
-#[path = "rng.rs"]
-mod rng;
-pub use rng::Rng;
+pub use crate::rng::Rng;
 
 // ---- the scenarios ----------------------------------------------------------
 

@@ -217,9 +217,7 @@ pub fn summary(v: &mut [Duration]) -> String {
     format!("n={} min {:.0}us p50 {:.0}us p99 {:.0}us max {:.0}us", v.len(), us(min), us(p50), us(p99), us(max))
 }
 
-#[path = "rng.rs"]
-mod rng;
-pub use rng::Rng;
+pub use crate::rng::Rng;
 
 impl Rng {
     /// Seeded from `WINDOWS_THREADPOOL_STRESS_SEED`, or the time; the seed

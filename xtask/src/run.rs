@@ -419,7 +419,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         }
         Err(why) => println!("xtask test: SKIPPED the curl check of examples/http_server: {why}"),
     }
-    idle_check(&p, &mut tally, "test", "debug", crate::idle::TEST_CONNS);
+    idle_check(&p, &mut tally, "test", "debug", crate::idle::TEST_CONNS, crate::idle::Settle::Memory);
     let browser_skipped = match setup::browser() {
         Ok(browser) => {
             let result = timeline_in_browser(&p, &browser);
@@ -760,13 +760,13 @@ pub fn curl_check(target: Option<&str>) -> Result<()> {
 /// `profile` (`idle::check`): each answers a second `GET /`, and a second
 /// round leaves memory within the leak slack. Skipped, loudly, where it
 /// cannot be measured.
-fn idle_check(p: &Platform, tally: &mut Tally, cmd: &str, profile: &str, conns: usize) {
+fn idle_check(p: &Platform, tally: &mut Tally, cmd: &str, profile: &str, conns: usize, settle: crate::idle::Settle) {
     if let Some(why) = crate::idle::cannot(p) {
         println!("xtask {cmd}: !!! SKIPPED {conns} idle keep-alive connections: {why}");
         return;
     }
     let t = Instant::now();
-    let result = crate::idle::check(p, profile, conns);
+    let result = crate::idle::check(p, profile, conns, settle);
     match &result {
         Ok(line) => println!("xtask {cmd}: {line} ({:.0}s)", t.elapsed().as_secs_f64()),
         Err(e) => println!("xtask {cmd}: {e} ({:.0}s)", t.elapsed().as_secs_f64()),
@@ -792,7 +792,7 @@ pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
     let p = setup::setup(target)?;
     let mut tally = Tally::default();
     if only_idle {
-        idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS);
+        idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS, crate::idle::Settle::Threads);
         return tally.finish("stress");
     }
     if !only_http {
@@ -819,7 +819,7 @@ pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
         }
         Err(why) => println!("xtask stress: !!! SKIPPED the HTTP soak of examples/http_server: {why}"),
     }
-    idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS);
+    idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS, crate::idle::Settle::Threads);
     report_runner_retries("stress");
     tally.finish("stress")
 }
