@@ -15,6 +15,12 @@
 //! last act), the thread's site is restored first, so a wake from the
 //! in-place poll submits, and the parked task is polled; if the thread is unwinding
 //! it is submitted instead. Either way a parked task is never lost.
+//!
+//! A site also holds at most one value to drop once it is left
+//! ([`drop_when_left`]), after the thread has been disassociated from the
+//! callback's object: the I/O engine whose last completion is running, so
+//! its close drains only the object's other callbacks, on this thread,
+//! instead of being handed to another thread to wait for this one.
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -135,12 +141,22 @@ pub(crate) struct Site {
     armed: Cell<Option<Class>>,
     was_armed: Cell<bool>,
     parked: Cell<Option<Parked>>,
+    /// What [`drop_when_left`] left here, dropped once the thread is
+    /// disassociated from the callback's object.
+    deferred: Cell<Option<Box<dyn Send>>>,
 }
 
 impl Site {
     #[inline]
     pub(crate) fn new(instance: PTP_CALLBACK_INSTANCE, disassociate: bool) -> Self {
-        Self { instance, disassociate, armed: Cell::new(None), was_armed: Cell::new(false), parked: Cell::new(None) }
+        Self {
+            instance,
+            disassociate,
+            armed: Cell::new(None),
+            was_armed: Cell::new(false),
+            parked: Cell::new(None),
+            deferred: Cell::new(None),
+        }
     }
 
     /// Makes this the thread's site until the guard is dropped, which then
@@ -244,6 +260,29 @@ pub(crate) fn park(class: Option<Class>, task: Parked) -> bool {
     })
 }
 
+/// Drops `value` when this thread's site is left, after the thread has been
+/// disassociated from the callback's object, if the site disassociates and
+/// holds nothing deferred yet; otherwise here. For an object whose last
+/// completion drops it: its drain then waits only for its other callbacks,
+/// not for this one, so its teardown runs on this thread instead of being
+/// handed to another (`crate::reentry`).
+pub(crate) fn drop_when_left<T: Send + 'static>(value: T) {
+    let site = current();
+    // SAFETY: as in `arm`.
+    match unsafe { site.as_ref() } {
+        Some(s) if s.disassociate => {
+            let held = s.deferred.take();
+            if held.is_none() {
+                s.deferred.set(Some(Box::new(value)));
+                return;
+            }
+            s.deferred.set(held);
+            drop(value);
+        }
+        _ => drop(value),
+    }
+}
+
 /// Submits the task parked in this thread's site, if any, and disarms the
 /// site: the callback is about to block (a join, `block_on`,
 /// `may_run_long`, any drain of a pool object or a cleanup group's
@@ -285,23 +324,28 @@ impl Drop for Entered<'_> {
         // submits (no recursion).
         here.site.set(self.outer);
         let site = self.site;
-        let Some(p) = site.parked.take() else {
+        let deferred = site.deferred.take();
+        let parked = site.parked.take();
+        let poll = parked.is_some() && !std::thread::panicking();
+        if site.disassociate && (poll || deferred.is_some()) {
+            // SAFETY: the instance of the callback running on this thread,
+            // which touches nothing of its object any more.
+            unsafe { DisassociateCurrentThreadFromCallback(site.instance) };
+        }
+        // Only a site that disassociates holds one (`drop_when_left`).
+        drop(deferred);
+        let Some(p) = parked else {
             if site.was_armed.get() && here.row.get() != 0 {
                 here.row.set(0);
             }
             return;
         };
-        if std::thread::panicking() {
+        if !poll {
             // SAFETY: the parked reference, handed to the submission.
             unsafe { (p.submit)(p.task) };
             return;
         }
         here.row.set(here.row.get() + 1);
-        if site.disassociate {
-            // SAFETY: the instance of the callback running on this thread,
-            // which touches nothing of its object any more.
-            unsafe { DisassociateCurrentThreadFromCallback(site.instance) };
-        }
         #[cfg(any(test, feature = "test-hooks"))]
         POLLS.fetch_add(1, Ordering::SeqCst);
         // SAFETY: the parked reference, given to the poll, which runs the

@@ -516,8 +516,8 @@ fn into_std_of_a_listener_and_a_udp_socket() {
 /// that no completion can be delivered, the drops return having handed
 /// nothing to another thread: each stream is left to the completion of its
 /// cancelled read. Once the pool is free every stream closes (its peer
-/// reads end of file) within the bound, and a timer on that pool fires
-/// meanwhile.
+/// reads end of file) within the bound, from that completion's thread (no
+/// hand-off then either), and a timer on that pool fires meanwhile.
 #[test]
 fn dropping_streams_with_reads_in_flight_parks_no_thread() {
     use std::io::Read;
@@ -527,6 +527,9 @@ fn dropping_streams_with_reads_in_flight_parks_no_thread() {
     const STREAMS: usize = 2_000;
     const THREADS: u32 = 4;
     support::alone("dropping_streams_with_reads_in_flight_parks_no_thread", || {
+        // The first spawn turns in-place polling on, whose sites the last
+        // completions close their streams from.
+        task::block_on(task::spawn(async {})).unwrap();
         let pool = Pool::new().unwrap();
         pool.set_max_threads(THREADS).unwrap();
         let env = CallbackEnviron::new().with_pool(&pool);
@@ -590,6 +593,8 @@ fn dropping_streams_with_reads_in_flight_parks_no_thread() {
         }
         assert!(Instant::now() < deadline, "the streams took over {PATIENCE:?} to close");
         assert_eq!(closed.into_inner(), STREAMS);
+        // Each last completion closed its stream on its own thread.
+        assert_eq!(windows_threadpool::handoffs() - handoffs, 0, "a last completion handed its close to another thread");
         while !fired.load(SeqCst) {
             assert!(Instant::now() < deadline, "the timer on the pool never fired");
             std::thread::yield_now();

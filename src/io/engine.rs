@@ -17,13 +17,17 @@
 //! An engine whose owner is dropped with operations in flight (a dropped
 //! or forgotten future's) is orphaned, not run down by a thread that waits:
 //! its operations are cancelled (`CancelIoEx`), and the completion that
-//! brings the count of operations in flight to zero drops the engine, from
-//! that completion's callback, where the object's own-callback teardown
-//! (`crate::reentry::tear_down`) hands its close to another thread, which
-//! waits only for this running callback to return. No thread waits for a
-//! completion, so a server closing 1,000 idle connections at once parks no
-//! pool thread. The object itself is still drained, never cancelled through
-//! the pool.
+//! brings the count of operations in flight to zero drops the engine on
+//! that completion's thread, as its callback's last act
+//! (`crate::inplace::drop_when_left`): the thread is disassociated from the
+//! callback first, so the drain waits only for the object's other
+//! callbacks, which are past their last use of it. No thread waits for a
+//! completion and none is handed a teardown, so a server closing 10,000
+//! idle connections at once submits nothing to the pool for their close.
+//! With in-place polling off (no site to leave), the own-callback teardown
+//! (`crate::reentry::tear_down`) hands the close to another thread, which
+//! waits only for the running callback to return. The object itself is
+//! still drained, never cancelled through the pool.
 //!
 //! The count and the orphaned mark are one atomic word, so exactly one of
 //! the owner's drop (which finds the count at zero as it marks) and the last
@@ -211,11 +215,16 @@ impl EngineShared {
     }
 
     /// One operation fewer in flight; the last one of an orphaned engine
-    /// drops it, here.
+    /// drops it once its callback is done with the object (the callback
+    /// calls this), on this thread: disassociated from the callback, the
+    /// drain waits only for the object's other callbacks, so no teardown
+    /// is handed to another thread.
     fn done_one(&self) {
         if self.state.fetch_sub(1, Ordering::SeqCst) == ORPHANED | 1 {
             let orphan = self.orphan.lock().unwrap_or_else(PoisonError::into_inner).take();
-            drop(orphan);
+            if let Some(engine) = orphan {
+                inplace::drop_when_left(engine);
+            }
         }
     }
 
