@@ -594,7 +594,11 @@ fn dropping_streams_with_reads_in_flight_parks_no_thread() {
         assert!(Instant::now() < deadline, "the streams took over {PATIENCE:?} to close");
         assert_eq!(closed.into_inner(), STREAMS);
         // Each last completion closed its stream on its own thread.
-        assert_eq!(windows_threadpool::handoffs() - handoffs, 0, "a last completion handed its close to another thread");
+        assert_eq!(
+            windows_threadpool::handoffs() - handoffs,
+            0,
+            "a last completion handed its close to another thread"
+        );
         while !fired.load(SeqCst) {
             assert!(Instant::now() < deadline, "the timer on the pool never fired");
             std::thread::yield_now();
