@@ -333,7 +333,14 @@ impl Drop for Entered<'_> {
             unsafe { DisassociateCurrentThreadFromCallback(site.instance) };
         }
         // Only a site that disassociates holds one (`drop_when_left`).
-        drop(deferred);
+        if std::thread::panicking() {
+            // Leaked: the callback did not finish with its object (its
+            // count of completions may still hold this one), so its drain
+            // could wait for good; the unwind ends in an abort anyway.
+            core::mem::forget(deferred);
+        } else {
+            drop(deferred);
+        }
         let Some(p) = parked else {
             if site.was_armed.get() && here.row.get() != 0 {
                 here.row.set(0);

@@ -57,19 +57,19 @@ fn main() -> std::process::ExitCode {
     let s = |name, run: fn(&Ctx)| Scenario { name, deadline: Duration::from_secs(900), run };
     stress::main(&[
         // 7 bad heads a set: 7,000 connections, one after another.
-        s("http_bad_heads", |ctx| report(ctx, hostile::bad_heads(250, ctx.n(4), 0x5eed))),
+        s("http_bad_heads", |ctx| report(ctx, hostile::bad_heads(250, ctx.n(4), 0x5eed).run())),
         // Half 16 MiB header lines, half 10,000 headers, 16 at once.
-        s("http_oversized_heads", |ctx| report(ctx, hostile::oversized_heads(16, ctx.n(4)))),
-        s("http_half_close", |ctx| report(ctx, hostile::half_close(250, ctx.n(4)))),
+        s("http_oversized_heads", |ctx| report(ctx, hostile::oversized_heads(16, ctx.n(4)).run())),
+        s("http_half_close", |ctx| report(ctx, hostile::half_close(250, ctx.n(4)).run())),
         // 200 resets in the middle of a 1 MiB body, at once, 10 times.
-        s("http_resets_mid_body", |ctx| report(ctx, hostile::resets_mid_body(200, ctx.n(10)))),
+        s("http_resets_mid_body", |ctx| report(ctx, hostile::resets_mid_body(200, ctx.n(10)).run())),
         // 3,000 connections closed with no request, 500 at once.
-        s("http_dropped_without_a_request", |ctx| report(ctx, hostile::dropped_without_a_request(500, ctx.n(6)))),
-        s("http_pipelined_flood", |ctx| report(ctx, hostile::pipelined_flood(ctx.n(20_000), 1))),
+        s("http_dropped_without_a_request", |ctx| report(ctx, hostile::dropped_without_a_request(500, ctx.n(6)).run())),
+        s("http_pipelined_flood", |ctx| report(ctx, hostile::pipelined_flood(ctx.n(20_000), 1).run())),
         s("http_idle_connections", |ctx| {
-            report(ctx, hostile::idle_connections(ctx.n(2_000), Duration::from_secs(5), 1))
+            report(ctx, hostile::idle_connections(ctx.n(2_000), Duration::from_secs(5), 1).run())
         }),
         // One byte a second, cut off at the example's header timeout.
-        s("http_slowloris", |ctx| report(ctx, hostile::slowloris(ctx.n(500), Duration::from_secs(10), 1))),
+        s("http_slowloris", |ctx| report(ctx, hostile::slowloris(ctx.n(500), Duration::from_secs(10), 1).run())),
     ])
 }

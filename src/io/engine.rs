@@ -24,7 +24,9 @@
 //! callbacks, which are past their last use of it. No thread waits for a
 //! completion and none is handed a teardown, so a server closing 10,000
 //! idle connections at once submits nothing to the pool for their close.
-//! With in-place polling off (no site to leave), the own-callback teardown
+//! With in-place polling off (no site to leave), or for an object that
+//! never takes part in it (a cleanup group's, or one whose environment
+//! keeps a library loaded), the own-callback teardown
 //! (`crate::reentry::tear_down`) hands the close to another thread, which
 //! waits only for the running callback to return. The object itself is
 //! still drained, never cancelled through the pool.
@@ -189,7 +191,7 @@ fn on_completion(c: &IoCompletion, shared: &EngineShared, class: Option<inplace:
     let _armed = inplace::arm(class);
     if let Some(op) = c.claim::<Erased>() {
         op.into_payload().op.complete(c.result());
-        shared.done_one();
+        shared.done_one(class.is_some());
     }
 }
 
@@ -215,15 +217,20 @@ impl EngineShared {
     }
 
     /// One operation fewer in flight; the last one of an orphaned engine
-    /// drops it once its callback is done with the object (the callback
-    /// calls this), on this thread: disassociated from the callback, the
-    /// drain waits only for the object's other callbacks, so no teardown
-    /// is handed to another thread.
-    fn done_one(&self) {
+    /// drops it. From a callback that may take part in in-place polling
+    /// (`inplace`: its object has a class), once that callback is done
+    /// with the object, on this thread: disassociated from the callback,
+    /// the drain waits only for the object's other callbacks, so no
+    /// teardown is handed to another thread. Otherwise here, which hands
+    /// the close off (`crate::reentry`): an object in a cleanup group, or
+    /// whose environment keeps a library loaded (which the pool may hold
+    /// only while the callback counts), never takes part.
+    fn done_one(&self, in_place: bool) {
         if self.state.fetch_sub(1, Ordering::SeqCst) == ORPHANED | 1 {
             let orphan = self.orphan.lock().unwrap_or_else(PoisonError::into_inner).take();
-            if let Some(engine) = orphan {
-                inplace::drop_when_left(engine);
+            match orphan {
+                Some(engine) if in_place => inplace::drop_when_left(engine),
+                orphan => drop(orphan),
             }
         }
     }

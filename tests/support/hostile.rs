@@ -4,10 +4,12 @@
 //! `tests/http_stress.rs` (`cargo xtask stress`), which differ only in
 //! their numbers.
 //!
-//! A scenario runs its load in rounds ([`run`]). The first warms the
-//! process up and is not measured: the allocator keeps what a burst of
-//! connections took, and the pool the threads it made, for a while. The
-//! others must end the way every scenario ends: every connection the server
+//! A scenario ([`Scenario`]) runs its load in rounds, alone
+//! ([`Scenario::run`]) or beside others ([`run_all`]), each phase on a
+//! server of its own. The first round warms the process up and is not
+//! measured: the allocator keeps what a burst of connections took, and the
+//! pool the threads it made, for a while. The others must end the way every
+//! scenario ends: every connection the server
 //! accepted has ended, a new client's `GET /` is answered within
 //! [`PROMPTLY`], and, once the process is back to the threads it had before
 //! them (a pool thread holds about 1 MiB), its handles and memory are back
@@ -25,15 +27,18 @@
 //! clients are `std` sockets on threads of their own, not on the pool, so
 //! the pool's threads are the server's (and its `GET /` clients').
 //!
-//! A scenario reads process-wide counts: it must run in a process of its
-//! own (`support::alone`; the stress harness under nextest runs each
-//! scenario in a process of its own). Include it beside `support`, `leak`,
+//! A run reads process-wide counts: it must have a process of its own
+//! (`support::alone`; the stress harness under nextest runs each scenario
+//! in a process of its own). Scenarios run together share one baseline and
+//! one leak check, so `cargo xtask stress`, which runs each alone, is where
+//! a leak is put down to its scenario. Include it beside `support`, `leak`,
 //! `server`, `client` and `service`.
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::io::{Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
@@ -255,6 +260,9 @@ pub struct Report {
     /// The connections the measured rounds (and the `GET /` after them) made.
     pub connections: usize,
     pub before: Footprint,
+    /// The threads when the measured rounds began (above `before.threads`
+    /// by what a scenario run before them left, still idling out).
+    pub start_threads: usize,
     /// The measured rounds' peak thread count.
     pub peak_threads: usize,
     pub after: Footprint,
@@ -305,104 +313,192 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// Starts the server as `setup` says, runs `round(target, 0)` to warm up,
-/// measures, runs rounds `1..=setup.rounds`, and checks the end every
-/// scenario shares (see the module docs); prints and returns the report.
-/// A round asserts what its own load must do.
-pub fn run<R, Fut>(name: &'static str, setup: Setup, round: R) -> Report
+/// The rounds of a scenario: `round(target, n)` runs round `n` (0 is the
+/// warm-up) and returns its notes.
+type Round = Box<dyn Fn(Target, usize) -> Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
+
+/// What a scenario checks of its own report.
+type Check = Box<dyn Fn(&Report) + Send + Sync>;
+
+/// A scenario: its server's settings, its rounds, and what it checks of
+/// its own report besides the end every scenario shares. Run alone
+/// ([`Scenario::run`]) or beside others ([`run_all`]).
+pub struct Scenario {
+    name: &'static str,
+    setup: Setup,
+    round: Round,
+    check: Option<Check>,
+}
+
+impl Scenario {
+    /// Runs this scenario alone; prints and returns its report.
+    pub fn run(self) -> Report {
+        run_all(vec![self]).pop().expect("one scenario, one report")
+    }
+}
+
+/// A scenario of `round` against a server set up as `setup`.
+fn scenario<R, Fut>(name: &'static str, setup: Setup, round: R) -> Scenario
 where
-    R: Fn(Target, usize) -> Fut + Send + 'static,
+    R: Fn(Target, usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = String> + Send + 'static,
 {
+    Scenario { name, setup, round: Box::new(move |t, r| Box::pin(round(t, r))), check: None }
+}
+
+/// What one scenario's phases measured, before the shared footprints.
+struct Measured {
+    warm_up: (Duration, usize),
+    start_threads: usize,
+    warm_notes: String,
+    load: Duration,
+    connections: usize,
+    peak_threads: usize,
+    get_after: Duration,
+    stats: String,
+    notes: String,
+}
+
+/// One phase of a scenario on a server of its own, started as its setup
+/// says and stopped once every connection has ended: the rounds
+/// `rounds`, then a new client's `GET /`.
+async fn phase(s: &Scenario, rounds: std::ops::RangeInclusive<usize>, step: &(dyn Fn(String) + Sync)) -> Phase {
+    let start_threads = process::thread_ids().len();
+    let server = Server::start_with(&Exec::Pool, s.setup.header_timeout, s.setup.max_connections);
+    let target = Target { addr: server.addr, stats: server.stats.clone() };
+    let peak = Peak::start();
+    let t = Instant::now();
+    let mut notes = String::new();
+    for r in rounds {
+        step(format!("{}: round {r}", s.name));
+        notes = (s.round)(target.clone(), r).await;
+        target.all_ended(&format!("{}: round {r}'s connections ended", s.name)).await;
+    }
+    let load = t.elapsed();
+    let get_after = target.promptly(&format!("{}: after the rounds", s.name)).await;
+    target.all_ended(&format!("{}: the last GET's connection ended", s.name)).await;
+    let peak_threads = peak.stop();
+    let stats = format!("{:?}", server.stats);
+    let connections = server.accepted() as usize;
+    server.stop().await;
+    Phase { start_threads, load, peak_threads, get_after, connections, stats, notes }
+}
+
+/// What one [`phase`] measured.
+struct Phase {
+    start_threads: usize,
+    load: Duration,
+    peak_threads: usize,
+    /// The `GET /` after the rounds.
+    get_after: Duration,
+    connections: usize,
+    /// The server's counters.
+    stats: String,
+    /// The last round's notes.
+    notes: String,
+}
+
+/// Runs each scenario's warm-up round (round 0), each on a server of its
+/// own; waits for their threads to idle out and takes the baseline; runs
+/// each scenario's measured rounds `1..=rounds`, again each on a server of
+/// its own; and checks the end every scenario shares (see the module docs)
+/// once, for all of them, then what each checks of its own report. One
+/// settling each side serves every scenario (each takes Wine's pool 5 s of
+/// idling out). Prints and returns the reports.
+pub fn run_all(scenarios: Vec<Scenario>) -> Vec<Report> {
     let started = Instant::now();
     let stage = Arc::new(std::sync::Mutex::new(String::from("starting")));
     let at = stage.clone();
-    // Says on stderr where the scenario is, so a failure shows how far it got.
+    // Says on stderr where the run is, so a failure shows how far it got.
     let step = move |what: String| {
-        eprintln!("{name}: {:.3}s: {what}", started.elapsed().as_secs_f64());
+        eprintln!("hostile: {:.3}s: {what}", started.elapsed().as_secs_f64());
         *at.lock().unwrap() = what;
     };
-    // The rounds' limit, and the settling and counting around them.
-    let limit = setup.limit + SETTLE * 2 + support::PATIENCE;
-    let report = task::block_on(time::timeout(limit, async move {
-        let server = Server::start_with(&Exec::Pool, setup.header_timeout, setup.max_connections);
-        let target = Target { addr: server.addr, stats: server.stats.clone() };
+    // The rounds' limits, and the settling and counting around them.
+    let limit = scenarios.iter().map(|s| s.setup.limit + support::PATIENCE).sum::<Duration>() + SETTLE * 2;
+    let (scenarios, before, after, settled_in, measured) = task::block_on(time::timeout(limit, async move {
         let quiet = process::thread_ids().len();
-        let peak = Peak::start();
-        step("the warm-up round".into());
-        let t = Instant::now();
-        let warm_notes = round(target.clone(), 0).await;
-        target.all_ended("the warm-up round's connections ended").await;
-        target.promptly("after the warm-up round").await;
-        target.all_ended("the warm-up's last GET's connection ended").await;
-        let warm_up = (t.elapsed(), peak.stop());
+        let mut warm = Vec::new();
+        for s in &scenarios {
+            let p = phase(s, 0..=0, &step).await;
+            warm.push(((p.load, p.peak_threads), p.notes));
+        }
         // Private bytes compare only at the same threads: the baseline is
         // taken once the warm-up's threads have idled out.
         step("waiting for the warm-up's threads to idle out".into());
         let (_, seen) = settle(|n, still| n <= quiet || still >= STILL, SETTLE);
         let before = Footprint::now();
-        let accepted = Stats::get(&server.stats.accepted);
         step(format!("baseline: {before:?}; idle out (ms, threads): {seen:?}"));
-        let peak = Peak::start();
-        let t = Instant::now();
-        let mut notes = String::new();
-        for r in 1..=setup.rounds {
-            step(format!("round {r}"));
-            notes = round(target.clone(), r).await;
-            target.all_ended(&format!("round {r}'s connections ended")).await;
+        let mut measured = Vec::new();
+        for (s, (warm_up, warm_notes)) in scenarios.iter().zip(warm) {
+            let p = phase(s, 1..=s.setup.rounds, &step).await;
+            measured.push(Measured {
+                warm_up,
+                start_threads: p.start_threads,
+                warm_notes,
+                load: p.load,
+                connections: p.connections,
+                peak_threads: p.peak_threads,
+                get_after: p.get_after,
+                stats: p.stats,
+                notes: p.notes,
+            });
         }
-        let load = t.elapsed();
-        step("GET / after the rounds".into());
-        let get_after = target.promptly("after the rounds").await;
-        target.all_ended("the last GET's connection ended").await;
-        let peak_threads = peak.stop();
         step("waiting for the threads to settle".into());
         let t = Instant::now();
         let (settled, seen) = settle(|n, _| n <= before.threads, SETTLE);
         let back = before.threads;
         assert!(settled, "the threads did not come back to {back} within {SETTLE:?} (ms, threads): {seen:?}");
-        let settled_in = t.elapsed();
-        let after = Footprint::now();
-        let stats = format!("{:?}", server.stats);
-        let connections = (Stats::get(&server.stats.accepted) - accepted) as usize;
-        step("stopping the server".into());
-        server.stop().await;
-        let rounds = setup.rounds;
-        let notes = format!("{notes} (warm-up round: {warm_notes})");
-        Report {
-            name,
-            rounds,
-            warm_up,
-            load,
-            connections,
+        (scenarios, before, Footprint::now(), t.elapsed(), measured)
+    }))
+    .unwrap_or_else(|_| panic!("not done within {limit:?}: stuck in {:?}", stage.lock().unwrap()));
+    let reports: Vec<Report> = scenarios
+        .iter()
+        .zip(measured)
+        .map(|(s, m)| Report {
+            name: s.name,
+            rounds: s.setup.rounds,
+            warm_up: m.warm_up,
+            load: m.load,
+            connections: m.connections,
             before,
-            peak_threads,
+            start_threads: m.start_threads,
+            peak_threads: m.peak_threads,
             after,
             settled_in,
-            get_after,
-            stats,
-            notes,
-        }
-    }))
-    .unwrap_or_else(|_| panic!("{name}: not done within {limit:?}: stuck in {:?}", stage.lock().unwrap()));
-    println!("{report}");
-    let (b, a) = (&report.before, &report.after);
-    assert!(a.handles <= b.handles + process::POOL_HANDLE_SLACK, "handles leaked: {report}");
+            get_after: m.get_after,
+            stats: m.stats,
+            notes: format!("{} (warm-up round: {})", m.notes, m.warm_notes),
+        })
+        .collect();
+    let all: Vec<String> = reports.iter().map(|r| r.to_string()).collect();
+    let all = all.join("\n");
+    println!("{all}");
+    let (b, a) = (&before, &after);
+    assert!(a.handles <= b.handles + process::POOL_HANDLE_SLACK, "handles leaked: {all}");
     if let (Some(b), Some(a)) = (b.heap_blocks, a.heap_blocks) {
-        assert!(a <= b + process::HEAP_BLOCK_SLACK, "Rust heap blocks leaked: {report}");
+        assert!(a <= b + process::HEAP_BLOCK_SLACK, "Rust heap blocks leaked: {all}");
     }
     let wine = if support::on_wine() {
-        let new_peak = report.peak_threads.saturating_sub(report.warm_up.1.max(b.threads));
-        new_peak * WINE_THREAD_BYTES + report.connections * process::WINE_SOCKET_BYTES_PER_CYCLE
+        // Wine keeps memory for each thread of the most the process has had at once.
+        let most = |f: fn(&Report) -> usize| reports.iter().map(f).max().unwrap_or(0);
+        let new_peak = most(|r| r.peak_threads).saturating_sub(most(|r| r.warm_up.1).max(b.threads));
+        let connections: usize = reports.iter().map(|r| r.connections).sum();
+        new_peak * WINE_THREAD_BYTES + connections * process::WINE_SOCKET_BYTES_PER_CYCLE
     } else {
         0
     };
     let slack = process::PRIVATE_BYTES_SLACK + wine;
-    assert!(a.held() <= b.held() + slack, "memory leaked (slack {slack}): {report}");
+    assert!(a.held() <= b.held() + slack, "memory leaked (slack {slack}): {all}");
     if !support::on_wine() {
-        assert!(a.private_bytes <= b.private_bytes + process::PRIVATE_BYTES_SLACK, "private bytes leaked: {report}");
+        assert!(a.private_bytes <= b.private_bytes + process::PRIVATE_BYTES_SLACK, "private bytes leaked: {all}");
     }
-    report
+    for (s, r) in scenarios.iter().zip(&reports) {
+        if let Some(check) = &s.check {
+            check(r);
+        }
+    }
+    reports
 }
 
 // ---- raw clients ----------------------------------------------------------
@@ -516,8 +612,8 @@ fn bad_heads_of(rng: &mut Rng) -> Vec<(&'static str, Vec<u8>)> {
 /// with bytes unread lost the answer) and counted a bad request, but for
 /// the bad chunk, which is a request whose body the service fails to read
 /// (it answers 400, and hyper closes).
-pub fn bad_heads(sets: usize, rounds: usize, seed: u64) -> Report {
-    run("bad_heads", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
+pub fn bad_heads(sets: usize, rounds: usize, seed: u64) -> Scenario {
+    scenario("bad_heads", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
         let (addr, bad, requests) = (t.addr, t.get(|s| &s.bad_requests), t.get(|s| &s.requests));
         let lost = off_pool(move || {
             let (mut rng, mut lost) = (Rng::new(seed ^ round as u64), 0);
@@ -553,8 +649,8 @@ const HALF_CLOSE_BODIES: [usize; 5] = [0, 1, 1000, 64 << 10, 1 << 20];
 /// (hyper's `half_close(true)`; without it hyper takes the end of the
 /// request stream for the client leaving and drops the answer), then
 /// closed.
-pub fn half_close(clients: usize, rounds: usize) -> Report {
-    run("half_close", Setup::new(rounds, support::PATIENCE * 2), move |t, _| async move {
+pub fn half_close(clients: usize, rounds: usize) -> Scenario {
+    scenario("half_close", Setup::new(rounds, support::PATIENCE * 2), move |t, _| async move {
         let addr = t.addr;
         off_pool(move || {
             for i in 0..clients {
@@ -617,8 +713,8 @@ fn send_oversized(addr: SocketAddr, head: &[u8]) -> (usize, Vec<u8>, bool) {
 /// header line, half with 10,000 headers: each cut off at
 /// [`service::MAX_HEADER_SIZE`] (431, unless the reset of a close with
 /// bytes unread lost it) and counted too large; none is a request.
-pub fn oversized_heads(clients: usize, rounds: usize) -> Report {
-    run("oversized_heads", Setup::new(rounds, support::PATIENCE * 2), move |t, _| async move {
+pub fn oversized_heads(clients: usize, rounds: usize) -> Scenario {
+    scenario("oversized_heads", Setup::new(rounds, support::PATIENCE * 2), move |t, _| async move {
         let (addr, too_large, requests) = (t.addr, t.get(|s| &s.too_large), t.get(|s| &s.requests));
         let written = off_pool(move || {
             let (line, many) = (Arc::new(huge_line()), Arc::new(ten_thousand_headers()));
@@ -648,8 +744,8 @@ pub fn oversized_heads(clients: usize, rounds: usize) -> Report {
 /// Each round, `clients` clients at once each send the head of a 1 MiB
 /// `POST /echo` and 64 KiB of its body and, once the server has read every
 /// head, all reset: each connection fails, alone.
-pub fn resets_mid_body(clients: usize, rounds: usize) -> Report {
-    run("resets_mid_body", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
+pub fn resets_mid_body(clients: usize, rounds: usize) -> Scenario {
+    scenario("resets_mid_body", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
         let (addr, requests, failed) = (t.addr, t.get(|s| &s.requests), t.get(|s| &s.failed));
         let open = off_pool(move || {
             let head = format!("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", 1 << 20);
@@ -681,8 +777,8 @@ pub fn resets_mid_body(clients: usize, rounds: usize) -> Report {
 /// Each round, `clients` connections opened at once and, once the server
 /// has accepted them all, closed at once without a request: each ends,
 /// closed, with nothing served.
-pub fn dropped_without_a_request(clients: usize, rounds: usize) -> Report {
-    run("dropped_without_a_request", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
+pub fn dropped_without_a_request(clients: usize, rounds: usize) -> Scenario {
+    scenario("dropped_without_a_request", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
         let (addr, accepted, closed) = (t.addr, t.get(|s| &s.accepted), t.get(|s| &s.closed));
         let requests = t.get(|s| &s.requests);
         let open = off_pool(move || (0..clients).map(|_| connect(addr)).collect::<Vec<_>>()).await;
@@ -702,8 +798,8 @@ pub fn dropped_without_a_request(clients: usize, rounds: usize) -> Report {
 /// flood until it has answered them all or stalled (no progress for
 /// 500 ms: its answers fill the socket's buffers, which the flooder never
 /// drains); then the flooder resets.
-pub fn pipelined_flood(requests: usize, rounds: usize) -> Report {
-    run("pipelined_flood", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
+pub fn pipelined_flood(requests: usize, rounds: usize) -> Scenario {
+    scenario("pipelined_flood", Setup::new(rounds, support::PATIENCE * 2), move |t, round| async move {
         let (addr, base) = (t.addr, t.get(|s| &s.requests));
         let (written, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
         let (w, halt) = (written.clone(), stop.clone());
@@ -778,10 +874,10 @@ fn hellos(conns: &mut [TcpStream], what: &str) {
 /// served another; then all closed. Reports what they cost while idle.
 /// The header timeout is the scenario's limit: hyper's header read timeout
 /// also runs while a kept-alive connection waits for its next request.
-pub fn idle_connections(clients: usize, idle: Duration, rounds: usize) -> Report {
+pub fn idle_connections(clients: usize, idle: Duration, rounds: usize) -> Scenario {
     let limit = support::PATIENCE * 2 + (idle + SETTLE) * 2 * (rounds as u32 + 1);
     let setup = Setup { header_timeout: limit, ..Setup::new(rounds, limit) };
-    run("idle_connections", setup, move |t, round| async move {
+    scenario("idle_connections", setup, move |t, round| async move {
         let (addr, requests, closed) = (t.addr, t.get(|s| &s.requests), t.get(|s| &s.closed));
         let before = Footprint::memory();
         let mut open = off_pool(move || {
@@ -842,19 +938,23 @@ pub fn idle_connections(clients: usize, idle: Duration, rounds: usize) -> Report
 /// takes Wine's pool to a thread per few of them (measured: 200 `GET /`s at
 /// once peaked at 81 to 86 threads, 2,000 at 60 to 69), so the bound is the
 /// larger of 64 threads and a quarter of the clients, above the count
-/// before the rounds.
-pub fn slowloris(clients: usize, header_timeout: Duration, rounds: usize) -> Report {
+/// when the rounds began.
+pub fn slowloris(clients: usize, header_timeout: Duration, rounds: usize) -> Scenario {
     let limit = support::PATIENCE * 2 + (header_timeout + support::PATIENCE) * (rounds as u32 + 1);
     let setup = Setup { header_timeout, ..Setup::new(rounds, limit) };
-    let report = slowloris_rounds(clients, setup);
-    let most = report.before.threads + (clients / 4).max(64);
-    assert!(report.peak_threads <= most, "cutting {clients} slowloris clients off took over {most} threads: {report}");
-    report
+    let check = move |report: &Report| {
+        let most = report.start_threads + (clients / 4).max(64);
+        assert!(
+            report.peak_threads <= most,
+            "cutting {clients} slowloris clients off took over {most} threads: {report}"
+        );
+    };
+    Scenario { check: Some(Box::new(check)), ..slowloris_rounds(clients, setup) }
 }
 
-fn slowloris_rounds(clients: usize, setup: Setup) -> Report {
+fn slowloris_rounds(clients: usize, setup: Setup) -> Scenario {
     let header_timeout = setup.header_timeout;
-    run("slowloris", setup, move |t, round| async move {
+    scenario("slowloris", setup, move |t, round| async move {
         let (addr, cut, requests) = (t.addr, t.get(|s| &s.header_timeouts), t.get(|s| &s.requests));
         let done = Arc::new(AtomicBool::new(false));
         let stop = done.clone();
