@@ -257,6 +257,8 @@ pub(crate) struct Engine {
 impl Engine {
     /// Binds `handle` to the pool (of `env`, or the default one).
     pub(crate) fn bind(handle: super::iocore::BoundHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        // The sites an orphaned engine is dropped from (`done_one`).
+        inplace::ensure();
         let shared = Arc::new(EngineShared { state: AtomicUsize::new(0), orphan: Mutex::new(None) });
         let counted = Arc::clone(&shared);
         let class = inplace::Class::of_completions(env);
