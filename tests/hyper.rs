@@ -343,7 +343,7 @@ fn the_pool_timer_sleeps_and_resets() {
 /// process of its own (they read the process's threads, handles, private
 /// bytes and heap blocks): each scenario's warm-up round, one wait for the
 /// threads to idle out and the baseline, each one's measured round, one
-/// wait and the leak checks for all of them, then each one's own checks.
+/// wait and the leak checks for all of them.
 /// Waiting for Wine's pool to idle out twice for all of them, not for
 /// each, keeps `cargo xtask test` short; `cargo xtask stress` runs each at
 /// full scale in a process of its own, so a leak is put down to its
