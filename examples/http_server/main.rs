@@ -38,10 +38,11 @@
 //!   hold a connection without completing a request's head, one byte a
 //!   second or idle (hyper's timer also runs while a kept-alive connection
 //!   waits for its next request, so it closes idle ones too). Each cut
-//!   drops a socket with its receive in flight, which runs down on a pool
-//!   thread until the cancelled receive completes: 500 slowloris clients
-//!   cut off at once took the pool to 158 to 211 threads (about 1 MiB each)
-//!   for the 5 s they take to idle out.
+//!   drops a socket with its receive in flight, cancelled; its completion
+//!   closes the socket as its callback ends, and no thread waits for it.
+//!   The burst of wakes and completions still grows Wine's pool (see
+//!   **Threads**): 500 slowloris clients cut off within 0.7 s took it to
+//!   199 threads (about 1 MiB each) for the 5 s they take to idle out.
 //! - **Head size** (`service::MAX_HEADER_SIZE`, 16 KiB):
 //!   hyper buffers at most that much of a head, and the adapter a 64 KiB
 //!   read buffer while bytes wait; a longer head (a 16 MiB line, 10,000
@@ -53,10 +54,11 @@
 //!   10,000 connections echoing 16 MiB each would want over 160 GiB, and a server
 //!   for untrusted clients would stream the body or bound the echoes in
 //!   flight.
-//! - **Threads**: none per connection; the pool adds a thread whenever all
-//!   of its threads are busy, so a burst of completions grows it (200
-//!   answers at once: up to 86 threads; 2,000: 57 to 214) until they idle
-//!   out.
+//! - **Threads**: none per connection; Wine's pool adds a thread for each
+//!   callback submitted while all of its threads are busy (up to 500; the
+//!   Windows pool is not documented to), so a burst of completions grows it
+//!   (200 answers at once: up to 86 threads; 2,000: 57 to 214; 10,000
+//!   idle connections closed at once: 504) until they idle out.
 //!
 //! What each limit costs while it holds:
 //! - the header timeout (`--header-timeout`, 10 s): a client that sends
