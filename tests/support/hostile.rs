@@ -347,20 +347,6 @@ where
     Scenario { name, setup, round: Box::new(move |t, r| Box::pin(round(t, r))) }
 }
 
-/// What one scenario's phases measured, before the shared footprints.
-struct Measured {
-    warm_up: (Duration, usize),
-    start_threads: usize,
-    handoffs: usize,
-    warm_notes: String,
-    load: Duration,
-    connections: usize,
-    peak_threads: usize,
-    get_after: Duration,
-    stats: String,
-    notes: String,
-}
-
 /// One phase of a scenario on a server of its own, started as its setup
 /// says and stopped once every connection has ended: the rounds
 /// `rounds`, then a new client's `GET /`.
@@ -437,19 +423,7 @@ pub fn run_all(scenarios: Vec<Scenario>) -> Vec<Report> {
         step(format!("baseline: {before:?}; idle out (ms, threads): {seen:?}"));
         let mut measured = Vec::new();
         for (s, (warm_up, warm_notes)) in scenarios.iter().zip(warm) {
-            let p = phase(s, 1..=s.setup.rounds, &step).await;
-            measured.push(Measured {
-                warm_up,
-                start_threads: p.start_threads,
-                handoffs: p.handoffs,
-                warm_notes,
-                load: p.load,
-                connections: p.connections,
-                peak_threads: p.peak_threads,
-                get_after: p.get_after,
-                stats: p.stats,
-                notes: p.notes,
-            });
+            measured.push((warm_up, warm_notes, phase(s, 1..=s.setup.rounds, &step).await));
         }
         step("waiting for the threads to settle".into());
         let t = Instant::now();
@@ -462,10 +436,10 @@ pub fn run_all(scenarios: Vec<Scenario>) -> Vec<Report> {
     let reports: Vec<Report> = scenarios
         .iter()
         .zip(measured)
-        .map(|(s, m)| Report {
+        .map(|(s, (w, warm_notes, m))| Report {
             name: s.name,
             rounds: s.setup.rounds,
-            warm_up: m.warm_up,
+            warm_up: w,
             load: m.load,
             connections: m.connections,
             before,
@@ -476,7 +450,7 @@ pub fn run_all(scenarios: Vec<Scenario>) -> Vec<Report> {
             settled_in,
             get_after: m.get_after,
             stats: m.stats,
-            notes: format!("{} (warm-up round: {})", m.notes, m.warm_notes),
+            notes: format!("{} (warm-up round: {warm_notes})", m.notes),
         })
         .collect();
     let all: Vec<String> = reports.iter().map(|r| r.to_string()).collect();
