@@ -621,11 +621,19 @@ impl Drop for Release {
 /// only thread of its pool: its reads find data buffered and complete
 /// inline, but the task's budget makes it yield, so a second task on that
 /// pool, ticking a timer, makes progress while the flood goes on.
+///
+/// The flood is one by construction: the reader starts only once the
+/// writer has filled the connection (a non-blocking write would block), and
+/// reads [`FLOOD_READ`] bytes at a time, so what is buffered then covers
+/// more than one budget of reads however the threads are scheduled.
 #[test]
 fn a_flooding_peer_does_not_hold_the_pool_thread() {
     use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     use windows_threadpool::{CallbackEnviron, Pool};
+    /// A read's size: 128 of them (a budget) are 8 KiB, well under what a
+    /// full loopback connection holds.
+    const FLOOD_READ: usize = 64;
     support::alone("a_flooding_peer_does_not_hold_the_pool_thread", || {
         let pool = Pool::new().unwrap();
         pool.set_max_threads(1).unwrap();
@@ -634,26 +642,41 @@ fn a_flooding_peer_does_not_hold_the_pool_thread() {
         let addr = listener.local_addr().unwrap();
         let (flooding, stop) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
         let (f, s) = (Arc::clone(&flooding), Arc::clone(&stop));
+        let (full_tx, full_rx) = std::sync::mpsc::channel();
         let writer = std::thread::spawn(move || {
             let mut peer = std::net::TcpStream::connect(addr).unwrap();
             let chunk = vec![1u8; 1 << 20];
             let deadline = Instant::now() + PATIENCE;
+            peer.set_nonblocking(true).unwrap();
+            loop {
+                match peer.write(&chunk) {
+                    Ok(_) => assert!(Instant::now() < deadline, "the connection never filled"),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("filling the connection: {e:?}"),
+                }
+            }
+            peer.set_nonblocking(false).unwrap();
+            full_tx.send(()).unwrap();
             while !s.load(SeqCst) && Instant::now() < deadline && peer.write_all(&chunk).is_ok() {}
             f.store(false, SeqCst);
         });
         let (server, _) = task::block_on(listener.accept()).unwrap();
+        full_rx.recv_timeout(PATIENCE).expect("the writer never filled the connection");
+        let s = Arc::clone(&stop);
         let reader = task::spawn_in(
             async move {
-                let mut buf = vec![0u8; 64 * 1024];
+                let mut buf = vec![0u8; FLOOD_READ];
                 let mut total = 0usize;
-                loop {
+                // Ends with the test rather than drain the buffered flood.
+                while !s.load(SeqCst) {
                     let (n, b) = server.read(buf).await;
                     buf = b;
                     match n {
-                        Ok(0) | Err(_) => break total,
+                        Ok(0) | Err(_) => break,
                         Ok(n) => total += n,
                     }
                 }
+                total
             },
             &env,
         );
@@ -669,8 +692,10 @@ fn a_flooding_peer_does_not_hold_the_pool_thread() {
         );
         let ticked_during_the_flood = task::block_on(ticker).unwrap();
         stop.store(true, SeqCst);
-        writer.join().unwrap();
+        // The reader first: its stream's close ends a write the writer may
+        // be blocked in.
         let read = task::block_on(reader).unwrap();
+        writer.join().unwrap();
         assert!(ticked_during_the_flood, "the ticker ran only once the flood was over ({read} bytes read)");
         assert!(task::budget_yields() > 0, "no read yielded for the budget");
     });
