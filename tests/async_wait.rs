@@ -56,7 +56,7 @@ fn signalled_in_runs_on_the_given_pool() {
 #[test]
 fn process_exit_reads_the_exit_code_and_keeps_the_child() {
     on_each_executor(|| async {
-        let mut child = Command::new("cmd").args(["/c", "exit 3"]).spawn().unwrap();
+        let mut child = support::spawn(Command::new("cmd").args(["/c", "exit 3"])).unwrap();
         let status = wait::process_exit(&mut child).await.unwrap();
         assert_eq!(status.code(), Some(3));
         // The child is still the caller's, and agrees.
@@ -67,7 +67,7 @@ fn process_exit_reads_the_exit_code_and_keeps_the_child() {
 #[test]
 fn process_exit_of_a_child_already_gone() {
     on_each_executor(|| async {
-        let mut child = Command::new("cmd").args(["/c", "exit 7"]).spawn().unwrap();
+        let mut child = support::spawn(Command::new("cmd").args(["/c", "exit 7"])).unwrap();
         child.wait().unwrap();
         assert_eq!(wait::process_exit(&mut child).await.unwrap().code(), Some(7));
     });

@@ -91,7 +91,7 @@ fn peek(h: RawHandle) -> std::io::Result<u32> {
 fn a_childs_stdout_is_read_to_the_end_of_file() {
     on_each_executor(|| async {
         let (ours, theirs) = io::inbound_pipe().unwrap();
-        let mut child = cmd("echo hello").stdout(theirs).spawn().unwrap();
+        let mut child = support::spawn(cmd("echo hello").stdout(theirs)).unwrap();
         let stdout = AsyncIo::new(ours).unwrap();
         assert_eq!(read_to_end(&stdout).await, b"hello\r\n");
         assert!(process_exit(&mut child).await.unwrap().success());
@@ -106,7 +106,7 @@ fn a_childs_stdin_is_written_while_its_stdout_is_read() {
     on_each_executor(|| async {
         let (stdin, child_stdin) = io::outbound_pipe().unwrap();
         let (stdout, child_stdout) = io::inbound_pipe().unwrap();
-        let mut child = find("line").stdin(child_stdin).stdout(child_stdout).spawn().unwrap();
+        let mut child = support::spawn(find("line").stdin(child_stdin).stdout(child_stdout)).unwrap();
         let (stdin, stdout) = (AsyncIo::new(stdin).unwrap(), AsyncIo::new(stdout).unwrap());
         let input: Vec<u8> = (0..8000).flat_map(|i| format!("line {i}\r\nskip {i}\r\n").into_bytes()).collect();
         let expected: Vec<u8> = (0..8000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
@@ -128,7 +128,7 @@ fn a_childs_stderr_is_read_apart_from_its_stdout() {
     run_on("futures::executor::block_on", async {
         let (out, child_out) = io::inbound_pipe().unwrap();
         let (err, child_err) = io::inbound_pipe().unwrap();
-        let mut child = cmd("echo out& echo err>&2").stdout(child_out).stderr(child_err).spawn().unwrap();
+        let mut child = support::spawn(cmd("echo out& echo err>&2").stdout(child_out).stderr(child_err)).unwrap();
         let (out, err) = (AsyncIo::new(out).unwrap(), AsyncIo::new(err).unwrap());
         let (out, err) = futures::future::join(read_to_end(&out), read_to_end(&err)).await;
         assert_eq!((out.as_slice(), err.as_slice()), (&b"out\r\n"[..], &b"err\r\n"[..]));
@@ -140,7 +140,7 @@ fn a_childs_stderr_is_read_apart_from_its_stdout() {
 fn a_child_without_output_reads_0_at_once() {
     run_on("futures::executor::block_on", async {
         let (ours, theirs) = io::inbound_pipe().unwrap();
-        let mut child = cmd("exit 0").stdout(theirs).spawn().unwrap();
+        let mut child = support::spawn(cmd("exit 0").stdout(theirs)).unwrap();
         let stdout = AsyncIo::new(ours).unwrap();
         let (n, _) = stdout.read(vec![0u8; 16]).await;
         assert_eq!(n.unwrap(), 0);
@@ -210,8 +210,9 @@ fn our_end_goes_one_way() {
 fn a_child_spawned_meanwhile_holds_back_no_end_of_file() {
     let (ours, theirs) = io::inbound_pipe().unwrap();
     // Runs until its stdin is closed, below (its own stdio is std's).
-    let mut bystander = find("x").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let mut child = cmd("echo hello").stdout(theirs).spawn().unwrap();
+    let mut bystander =
+        support::spawn(find("x").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null())).unwrap();
+    let mut child = support::spawn(cmd("echo hello").stdout(theirs)).unwrap();
     let stdout = AsyncIo::new(ours).unwrap();
     run_on("futures::executor::block_on", async move {
         assert_eq!(read_to_end(&stdout).await, b"hello\r\n");
@@ -231,7 +232,7 @@ fn the_end_of_file_waits_for_the_command_to_be_dropped() {
     let (ours, theirs) = io::inbound_pipe().unwrap();
     let mut command = cmd("exit 0");
     command.stdout(theirs);
-    let mut child = command.spawn().unwrap();
+    let mut child = support::spawn(&mut command).unwrap();
     assert!(child.wait().unwrap().success());
     assert_eq!(peek(ours.as_raw_handle()).unwrap(), 0, "the writer is open, nothing written");
     drop(command);

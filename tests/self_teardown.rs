@@ -581,6 +581,17 @@ fn a_child_is_started_again_only_after_a_silent_dll_init_failure() {
     assert!(!support::failed_to_start(&out(1, b"", b"")));
 }
 
+/// A process is started again only after the error Wine's `CreateProcess`
+/// gives when the new process dies starting, `ERROR_INTERNAL_ERROR`.
+#[test]
+fn a_spawn_is_tried_again_only_after_wines_dying_start() {
+    use std::io::{Error, ErrorKind};
+    assert!(support::spawn_died_starting(&Error::from_raw_os_error(1359)));
+    assert!(!support::spawn_died_starting(&Error::from_raw_os_error(2)), "ERROR_FILE_NOT_FOUND");
+    assert!(!support::spawn_died_starting(&Error::from_raw_os_error(5)), "ERROR_ACCESS_DENIED");
+    assert!(!support::spawn_died_starting(&Error::from(ErrorKind::Other)));
+}
+
 /// A period no test outlives: the first tick is the only one, so no second
 /// tick panics on another thread while the first one's abort is under way.
 const ONE_TICK: Duration = Duration::from_secs(3600);

@@ -865,14 +865,15 @@ fn child_process_wait_fires_when_the_process_exits() {
         let _ = std::io::stdin().read_to_end(&mut sink);
         std::process::exit(support::CHILD_DONE);
     }
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(support::CHILD_VAR, CHILD_TEST)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = support::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(support::CHILD_VAR, CHILD_TEST)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     let stdin = child.stdin.take().unwrap();
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new(child.into(), move |act: &WaitActivation<'_>| {
@@ -902,14 +903,15 @@ fn a_wait_from_child_leaves_the_child_and_its_exit_status_to_the_caller() {
         let _ = std::io::stdin().read_to_end(&mut sink);
         std::process::exit(3);
     }
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([EXIT_3_TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(support::CHILD_VAR, EXIT_3_TEST)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = support::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([EXIT_3_TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(support::CHILD_VAR, EXIT_3_TEST)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     let target = WaitableHandle::from_child(&child).unwrap();
     let mut code = 0u32;
     // SAFETY: an open handle; the call is expected to fail.

@@ -189,12 +189,13 @@ fn foreign_completions_are_traced() {
         let _ = std::io::stdout().flush();
         std::process::exit(DONE);
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env(crate::trace::imp::FILTER_VAR, "io")
-        .output()
-        .unwrap();
+    let out = crate::test_start::output(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env(crate::trace::imp::FILTER_VAR, "io"),
+    )
+    .unwrap();
     assert_eq!(
         out.status.code(),
         Some(DONE),

@@ -577,13 +577,14 @@ fn record_cost() {
         std::process::exit(DONE);
     }
     for (mode, filter) in [("disarmed", ""), ("armed", "work")] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD, mode)
-            .env(imp::FILTER_VAR, filter)
-            .env_remove(imp::CAPACITY_VAR)
-            .output()
-            .unwrap();
+        let out = crate::test_start::output(
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+                .env(CHILD, mode)
+                .env(imp::FILTER_VAR, filter)
+                .env_remove(imp::CAPACITY_VAR),
+        )
+        .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(DONE), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
         let at = stdout.find("record cost").unwrap_or_else(|| panic!("no numbers from the child: {stdout}"));

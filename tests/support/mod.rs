@@ -19,6 +19,12 @@
 
 use std::process::Command;
 
+mod start;
+// Each test binary uses its own share of these.
+use start::note_retry;
+#[allow(unused_imports)]
+pub(crate) use start::{failed_to_start, output, spawn, spawn_died_starting};
+
 /// Names the test whose scenario the child process runs.
 pub const CHILD_VAR: &str = "WINDOWS_THREADPOOL_TEST_CHILD";
 /// Exit code of a child whose scenario returned.
@@ -75,42 +81,18 @@ fn run_one(test: &str, env: &[(&str, &str)]) -> ChildOutcome {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut out = cmd.output().expect("spawn child test process");
+    let mut out = output(&mut cmd).expect("spawn child test process");
     if failed_to_start(&out) {
         note_retry(&format!(
             "the child {test} exited with STATUS_DLL_INIT_FAILED having written nothing (Wine's start-up failure \
              signature); retrying once"
         ));
-        out = cmd.output().expect("spawn child test process");
+        out = output(&mut cmd).expect("spawn child test process");
     }
     ChildOutcome {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// `STATUS_DLL_INIT_FAILED`: a process that ended before its `main`, its
-/// DLLs' initialisation having failed. Under heavy load Wine starts a
-/// process so now and then; a child that ends so having written nothing
-/// (libtest prints its header first) is started once more, as the Wine
-/// runner (`xtask/runner`) does for a test binary.
-const DLL_INIT_FAILED: u32 = 0xC000_0142;
-
-/// Whether a child ended as Wine's failed start does (see [`DLL_INIT_FAILED`]):
-/// that status, nothing written.
-pub fn failed_to_start(out: &std::process::Output) -> bool {
-    out.status.code() == Some(DLL_INIT_FAILED as i32) && out.stdout.is_empty() && out.stderr.is_empty()
-}
-
-/// Says on stderr that a child was started again and, when the Wine runner's
-/// log is named (`cargo xtask test` lists it), appends it there.
-fn note_retry(msg: &str) {
-    use std::io::Write;
-    eprintln!("support: {msg}");
-    if let Some(path) = std::env::var_os("WINDOWS_THREADPOOL_RUNNER_LOG") {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
-        let _ = file.and_then(|mut f| writeln!(f, "{msg}"));
     }
 }
 
