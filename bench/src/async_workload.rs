@@ -276,7 +276,7 @@ fn child_exit(cfg: &Config, table: &mut Table) {
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            let mut child = exit_command().spawn().unwrap();
+            let mut child = crate::start::spawn(&mut exit_command()).unwrap();
             let status = windows_threadpool::wait::process_exit(&mut child).await.unwrap();
             assert!(status.success());
             v.push(ms(t));
@@ -287,7 +287,7 @@ fn child_exit(cfg: &Config, table: &mut Table) {
     let samples = (0..n)
         .map(|_| {
             let t = Instant::now();
-            assert!(exit_command().spawn().unwrap().wait().unwrap().success());
+            assert!(crate::start::spawn(&mut exit_command()).unwrap().wait().unwrap().success());
             ms(t)
         })
         .collect();
@@ -296,7 +296,9 @@ fn child_exit(cfg: &Config, table: &mut Table) {
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            let status = tokio::process::Command::new("cmd").args(["/c", "exit 0"]).spawn().unwrap().wait().await;
+            let mut command = tokio::process::Command::new("cmd");
+            command.args(["/c", "exit 0"]);
+            let status = crate::start::retry_start_with("cmd", || command.spawn()).unwrap().wait().await;
             assert!(status.unwrap().success());
             v.push(ms(t));
         }

@@ -127,14 +127,15 @@ fn rounds(v: Vec<f64>) -> Cell {
 /// value by name.
 fn submitted_child() -> Vec<(String, f64)> {
     let exe = std::env::current_exe().expect("current_exe");
-    let out = Command::new(exe)
-        .args(std::env::args().skip(1))
-        .env(CHILD, "1")
-        .env("WINDOWS_THREADPOOL_NO_INPLACE", "1")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running the submitted column's child");
+    let out = crate::start::output(
+        Command::new(exe)
+            .args(std::env::args().skip(1))
+            .env(CHILD, "1")
+            .env("WINDOWS_THREADPOOL_NO_INPLACE", "1")
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit()),
+    )
+    .expect("running the submitted column's child");
     assert!(out.status.success(), "the submitted column's child failed: {}", out.status);
     String::from_utf8_lossy(&out.stdout)
         .lines()

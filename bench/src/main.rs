@@ -26,6 +26,11 @@ mod inplace_workload;
 mod io_workload;
 #[cfg(windows)]
 mod net_workload;
+/// Starting a process, Wine's start-up failures started once more: the
+/// tests' definition.
+#[cfg(windows)]
+#[path = "../../tests/support/start.rs"]
+mod start;
 #[cfg(windows)]
 mod task_workload;
 #[cfg(windows)]
