@@ -60,6 +60,45 @@
 //! }
 //! ```
 //!
+//! A client: `handshake` over [`io::Compat`](crate::io::Compat) of a
+//! [`TcpStream`](crate::net::TcpStream), the connection run as a task of its
+//! own, then `send_request`:
+//!
+//! ```
+//! use std::{convert::Infallible, io, time::Duration};
+//! use http_body_util::{BodyExt, Empty, Full};
+//! use hyper::body::{Bytes, Incoming};
+//! use hyper::{Request, Response, client::conn::http1 as client, server::conn::http1 as server, service::service_fn};
+//! use windows_threadpool::{io::Compat, net::{TcpListener, TcpStream}, task, time};
+//!
+//! task::block_on(async {
+//!     // A server to ask, on a free port.
+//!     let listener = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = listener.local_addr()?;
+//!     let _server = task::spawn(async move {
+//!         let (stream, _) = listener.accept().await?;
+//!         let hello = service_fn(|_: Request<Incoming>| async {
+//!             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
+//!         });
+//!         server::Builder::new().serve_connection(Compat::new(stream), hello).await.map_err(io::Error::other)
+//!     });
+//!
+//!     let stream = time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await??;
+//!     let (mut sender, connection) = client::handshake(Compat::new(stream)).await.map_err(io::Error::other)?;
+//!     let _connection = task::spawn(connection); // drives the connection; ends when it closes
+//!     let request = Request::get("/")
+//!         .header(hyper::header::HOST, "localhost")
+//!         .body(Empty::<Bytes>::new())
+//!         .map_err(io::Error::other)?;
+//!     let response = time::timeout(Duration::from_secs(5), sender.send_request(request)).await?.map_err(io::Error::other)?;
+//!     assert!(response.status().is_success());
+//!     let body = response.into_body().collect().await.map_err(io::Error::other)?.to_bytes();
+//!     assert_eq!(body, "hello\n");
+//!     Ok::<_, io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! HTTP/1 needs no executor (each connection is a future the caller
 //! runs, as above); [`PoolExecutor`] is for what takes one: hyper's
 //! HTTP/2, and libraries built on hyper that spawn.
