@@ -857,23 +857,29 @@ fn a_wait_only_event_can_be_waited_on_but_not_signalled() {
 
 const CHILD_TEST: &str = "child_process_wait_fires_when_the_process_exits";
 
-#[test]
-fn child_process_wait_fires_when_the_process_exits() {
-    if std::env::var(support::CHILD_VAR).as_deref() == Ok(CHILD_TEST) {
-        // The child: live until the parent closes our stdin.
+/// In the parent, this test binary started again as `test`'s child, which
+/// lives until its stdin (piped) closes and then exits with `code`; in that
+/// child, the child's part: it never returns.
+fn child_until_stdin_closes(test: &str, code: i32) -> std::process::Child {
+    if std::env::var(support::CHILD_VAR).as_deref() == Ok(test) {
         let mut sink = Vec::new();
         let _ = std::io::stdin().read_to_end(&mut sink);
-        std::process::exit(support::CHILD_DONE);
+        std::process::exit(code);
     }
-    let mut child = support::spawn(
+    support::spawn(
         Command::new(std::env::current_exe().unwrap())
-            .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
-            .env(support::CHILD_VAR, CHILD_TEST)
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(support::CHILD_VAR, test)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn child_process_wait_fires_when_the_process_exits() {
+    let mut child = child_until_stdin_closes(CHILD_TEST, support::CHILD_DONE);
     let stdin = child.stdin.take().unwrap();
     let (tx, rx) = mpsc::channel();
     let wait = Wait::new(child.into(), move |act: &WaitActivation<'_>| {
@@ -897,21 +903,7 @@ const EXIT_3_TEST: &str = "a_wait_from_child_leaves_the_child_and_its_exit_statu
 
 #[test]
 fn a_wait_from_child_leaves_the_child_and_its_exit_status_to_the_caller() {
-    if std::env::var(support::CHILD_VAR).as_deref() == Ok(EXIT_3_TEST) {
-        // The child: live until the parent closes our stdin, then exit 3.
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        std::process::exit(3);
-    }
-    let mut child = support::spawn(
-        Command::new(std::env::current_exe().unwrap())
-            .args([EXIT_3_TEST, "--exact", "--nocapture", "--test-threads=1"])
-            .env(support::CHILD_VAR, EXIT_3_TEST)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .unwrap();
+    let mut child = child_until_stdin_closes(EXIT_3_TEST, 3);
     let target = WaitableHandle::from_child(&child).unwrap();
     let mut code = 0u32;
     // SAFETY: an open handle; the call is expected to fail.
