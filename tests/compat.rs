@@ -371,3 +371,203 @@ fn a_failed_write_fails_every_later_write_flush_and_shutdown() {
         assert_eq!(server.shutdown().await.unwrap_err().raw_os_error(), code, "shutdown after a failed write");
     });
 }
+
+/// Yields until `done()`; fails once `PATIENCE` has passed.
+fn settle(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} did not settle within {:?}", support::PATIENCE);
+        std::thread::yield_now();
+    }
+}
+
+/// The halves of one stream in two tasks at once, each under
+/// `tokio::io::copy`: the client's writer task copies 4 MiB in while its
+/// reader task (on the pool) copies the echo out, and the server echoes
+/// with `copy` from its read half into its write half. Checked byte for
+/// byte under every executor; afterwards the idle halves hold no buffer.
+#[test]
+fn split_halves_copy_both_ways_at_once_from_two_tasks() {
+    use tokio::io::AsyncWriteExt;
+    const LEN: usize = 4 << 20;
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let echo = task::spawn(async move {
+            let (mut r, mut w) = Compat::new(server).into_split();
+            let copied = tokio::io::copy(&mut r, &mut w).await.unwrap();
+            w.shutdown().await.unwrap();
+            assert_eq!((r.buffers_held(), w.buffers_held()), (0, 0), "the echo's drained halves hold a buffer");
+            copied
+        });
+        let (mut r, mut w) = Compat::new(client).into_split();
+        let reader = task::spawn(async move {
+            let mut back = Vec::with_capacity(LEN);
+            tokio::io::copy(&mut r, &mut back).await.unwrap();
+            (r, back)
+        });
+        let data = pattern(LEN);
+        let copied = tokio::io::copy(&mut &data[..], &mut w).await.unwrap();
+        w.shutdown().await.unwrap(); // flushed; the echo's read sees end of file
+        assert_eq!(copied, LEN as u64);
+        assert_eq!(w.buffers_held(), 0, "a flushed write half holds its buffer");
+        let (r, back) = reader.await.unwrap();
+        assert_eq!(echo.await.unwrap(), LEN as u64);
+        assert_eq!(back.len(), LEN);
+        assert!(back == data, "the echo differs from what was sent");
+        assert_eq!(r.buffers_held(), 0, "a read half at end of file holds its buffer");
+        assert!(r.is_pair_of(&w) && w.is_pair_of(&r));
+    });
+}
+
+/// Halves of two different adapters are refused and given back as they
+/// were; the right pairs reunite, from either side, into adapters that
+/// still work, and a read in flight in a half goes on in the reunited
+/// adapter.
+#[test]
+fn reunite_refuses_mismatched_halves_and_takes_matching_ones() {
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+    task::block_on(async {
+        let (a_client, a) = pair().await;
+        let (b_client, b) = pair().await;
+        let (mut ra, wa) = Compat::new(a).into_split();
+        let (rb, wb) = Compat::new(b).into_split();
+        assert!(!ra.is_pair_of(&wb) && !wb.is_pair_of(&ra));
+        // A zero-byte wait in flight in `ra`.
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 8];
+        let idle = Pin::new(&mut ra).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+        assert!(idle.is_pending(), "nothing was sent");
+
+        let io::ReuniteError(ra, wb) = ra.reunite(wb).expect_err("halves of two adapters");
+        let e = wb.reunite(ra).expect_err("halves of two adapters, from the write side");
+        assert!(!e.to_string().is_empty());
+        let _: &dyn std::error::Error = &e;
+        let io::ReuniteError(ra, wb) = e;
+        assert_eq!(ra.get_ref().outstanding(), 1, "the refused half's wait was disturbed");
+
+        let mut a = ra.reunite(wa).expect("the halves of one adapter");
+        let mut b = wb.reunite(rb).expect("the halves of one adapter, from the write side");
+        assert_eq!(a.get_ref().peer_addr().unwrap(), a_client.local_addr().unwrap());
+        let (sent, _) = a_client.write_all(b"to a".to_vec()).await;
+        sent.unwrap();
+        let mut got = [0u8; 4];
+        a.read_exact(&mut got).await.unwrap(); // through the wait issued before
+        assert_eq!(&got, b"to a");
+        b.write_all(b"from b").await.unwrap();
+        b.flush().await.unwrap();
+        let (n, buf) = b_client.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"from b");
+    });
+}
+
+/// `into_inner` discards bytes read and not yet served (as tokio's
+/// `BufReader::into_inner`), and gives the stream back usable: what comes
+/// after is read from it. All six bytes are in the socket before the
+/// adapter's read, so that one read takes all of them.
+#[test]
+fn into_inner_discards_unread_bytes_and_the_stream_reads_on() {
+    use tokio::io::AsyncReadExt;
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let (sent, _) = client.write_all(b"abcdef".to_vec()).await;
+        sent.unwrap();
+        let deadline = std::time::Instant::now() + support::PATIENCE;
+        loop {
+            let peek = windows_threadpool::time::timeout(support::PATIENCE, server.peek(vec![0u8; 6]));
+            let (n, _) = peek.await.expect("a peek waited for data past the deadline");
+            if n.unwrap() == 6 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "6 bytes never arrived");
+        }
+        let mut server = Compat::new(server);
+        server.get_mut().set_nodelay(true).unwrap(); // the object, reached in place
+        assert!(server.get_ref().nodelay().unwrap());
+        let mut two = [0u8; 2];
+        server.read_exact(&mut two).await.unwrap();
+        assert_eq!(&two, b"ab");
+        let server = server.into_inner();
+        assert_eq!(server.outstanding(), 0);
+        let (sent, _) = client.write_all(b"gh".to_vec()).await;
+        sent.unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        for _ in 0..4 {
+            let (n, buf) = server.read(vec![0u8; 16]).await;
+            match n.unwrap() {
+                0 => break,
+                n => rest.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert_eq!(rest, b"gh", "\"cdef\" was served by the adapter's buffer, and goes with it");
+    });
+}
+
+/// `into_inner` with a zero-byte wait in flight cancels it, as the drop
+/// does, and loses nothing: the wait consumed no byte.
+#[test]
+fn into_inner_cancels_a_wait_in_flight() {
+    use tokio::io::{AsyncRead, ReadBuf};
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 8];
+        let idle = Pin::new(&mut server).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+        assert!(idle.is_pending(), "nothing was sent");
+        let server = server.into_inner();
+        settle("the cancelled wait", || server.outstanding() == 0);
+        let (sent, _) = client.write_all(b"kept".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = server.read(vec![0u8; 8]).await;
+        assert_eq!(&buf[..n.unwrap()], b"kept");
+    });
+}
+
+/// Each half's drop cancels its own side's operation only: with the read
+/// half dropped while it waits, the write half still writes, and with the
+/// write half dropped, the object (kept by neither) is closed.
+#[test]
+fn dropping_one_half_leaves_the_other_working() {
+    use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+    task::block_on(async {
+        let (client, server) = pair().await;
+        let (mut r, mut w) = Compat::new(server).into_split();
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 8];
+        let idle = Pin::new(&mut r).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+        assert!(idle.is_pending(), "nothing was sent");
+        assert_eq!(w.get_ref().outstanding(), 1);
+        drop(r);
+        settle("the read half's cancelled wait", || w.get_ref().outstanding() == 0);
+        w.write_all(b"still writing").await.unwrap();
+        w.flush().await.unwrap();
+        let (n, buf) = client.read(vec![0u8; 32]).await;
+        assert_eq!(&buf[..n.unwrap()], b"still writing");
+        drop(w); // the last half: the stream is closed
+        let (n, _) = client.read(vec![0u8; 8]).await;
+        assert_eq!(n.unwrap(), 0);
+    });
+}
+
+/// A write half dropped with its write in flight (a pipe nobody reads,
+/// full) cancels it, as the adapter's drop does: the object, kept by the
+/// read half, has nothing outstanding once the cancellation completes.
+#[test]
+fn dropping_the_write_half_cancels_its_write() {
+    use tokio::io::AsyncWrite;
+    let (server, client) = io::pipe_pair().unwrap();
+    let (_server, client) = (AsyncIo::new(server).unwrap(), AsyncIo::new(client).unwrap());
+    let (r, mut w) = Compat::new(client).into_split();
+    let (_, waker) = counting_waker();
+    let mut cx = Context::from_waker(&waker);
+    let chunk = pattern(64 * 1024);
+    let mut accepted = 0;
+    while let Poll::Ready(n) = Pin::new(&mut w).poll_write(&mut cx, &chunk) {
+        accepted += n.unwrap();
+        assert!(accepted <= 64 * chunk.len(), "the pipe never filled");
+    }
+    assert_eq!((w.buffers_held(), r.get_ref().outstanding()), (1, 1), "a write in flight");
+    drop(w);
+    settle("the write half's cancelled write", || r.get_ref().outstanding() == 0);
+}

@@ -782,3 +782,121 @@ fn an_executor_nested_in_a_task_poll_runs_without_its_budget() {
     });
     assert_eq!(rx.recv_timeout(PATIENCE).expect("the nested executor never finished its reads"), 300);
 }
+
+/// A peek waits for data as a read does, copies what is there without
+/// taking it (a second peek, ready at its first poll, sees it again, and
+/// the next read gets it), and sees end of file once nothing is left.
+#[test]
+fn peek_leaves_the_bytes_for_the_next_read() {
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let (_woken, w) = counting_waker();
+        let mut waiting = server.peek(vec![0u8; 16]);
+        assert!(poll_once(&mut waiting, &w).is_pending(), "a peek on an idle connection");
+        let (sent, _) = client.write_all(b"hello".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = waiting.await;
+        let n = n.unwrap();
+        assert!(n > 0 && b"hello".starts_with(&buf[..n]), "{:?}", &buf[..n]);
+        let mut again = server.peek(vec![0u8; 16]);
+        match poll_once(&mut again, &w) {
+            Poll::Ready((m, buf)) => assert!(m.unwrap() >= n && b"hello".starts_with(&buf[..n])),
+            Poll::Pending => panic!("a peek of buffered data was not ready at its first poll"),
+        }
+        assert_eq!(read_exactly(&server, 5).await, b"hello", "the peeked bytes were not left for the read");
+        let mut next = server.peek(vec![0u8; 16]);
+        assert!(poll_once(&mut next, &w).is_pending(), "a peek after every byte was read");
+        client.shutdown(Shutdown::Write).unwrap();
+        let (n, _) = next.await;
+        assert_eq!(n.unwrap(), 0, "end of file");
+    });
+}
+
+/// `SO_LINGER` is set and read back in whole seconds, a fraction rounded
+/// up (so a nonzero linger never becomes zero's reset) and a duration past
+/// `u16::MAX` seconds saturated.
+#[test]
+fn linger_is_set_and_read_back() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (client, _server) = task::block_on(pair(&listener));
+    assert_eq!(client.linger().unwrap(), None, "the default");
+    let secs = Duration::from_secs;
+    for (set, read) in [
+        (secs(3), secs(3)),
+        (Duration::from_millis(1), secs(1)),
+        (Duration::from_millis(2_500), secs(3)),
+        (secs(1 << 20), secs(u16::MAX.into())),
+        (Duration::MAX, secs(u16::MAX.into())),
+        (Duration::ZERO, Duration::ZERO),
+    ] {
+        client.set_linger(Some(set)).unwrap();
+        assert_eq!(client.linger().unwrap(), Some(read), "set {set:?}");
+    }
+    client.set_linger(None).unwrap();
+    assert_eq!(client.linger().unwrap(), None);
+}
+
+/// What Wine 8 answers for the keep-alive times (`TCP_KEEPIDLE`,
+/// `TCP_KEEPINTVL`), which it does not implement: `WSAENOPROTOOPT`.
+const WSAENOPROTOOPT: i32 = 10042;
+
+/// Keep-alive is off by default, turned on with its times, which read back
+/// (Windows 10 1709 and later; Wine 8 refuses to read them, see
+/// `docs/wine.md`), and turned off; a zero time is refused.
+#[test]
+fn keepalive_is_set_and_read_back() {
+    use windows_threadpool::net::Keepalive;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (client, _server) = task::block_on(pair(&listener));
+    assert!(!client.keepalive().unwrap(), "on by default");
+    for k in [
+        Keepalive::new(Duration::from_secs(7), Duration::from_secs(3)),
+        Keepalive::new(Duration::from_secs(600), Duration::from_secs(75)),
+    ] {
+        client.set_keepalive(Some(k)).unwrap();
+        assert!(client.keepalive().unwrap(), "{k:?} did not turn it on");
+        match (client.keepalive_times(), support::wine_version()) {
+            (Ok(times), None) => assert_eq!(times, k),
+            (Err(e), Some((8, _))) => assert_eq!(e.raw_os_error(), Some(WSAENOPROTOOPT), "{e:?}"),
+            // Not measured under later Wines: the times, or Wine 8's refusal.
+            (Ok(times), Some((major, _))) if major > 8 => assert_eq!(times, k),
+            (Err(e), Some((major, _))) if major > 8 => assert_eq!(e.raw_os_error(), Some(WSAENOPROTOOPT), "{e:?}"),
+            (times, wine) => panic!("keep-alive times {times:?} under Wine {wine:?}"),
+        }
+    }
+    client.set_keepalive(None).unwrap();
+    assert!(!client.keepalive().unwrap(), "still on after it was turned off");
+    for zero in
+        [Keepalive::new(Duration::ZERO, Duration::from_secs(1)), Keepalive::new(Duration::from_secs(1), Duration::ZERO)]
+    {
+        let e = client.set_keepalive(Some(zero)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{zero:?}");
+    }
+}
+
+/// Options set while a read is in flight leave it alone: the synchronous
+/// calls (`WSAIoctl`, `setsockopt`, `getsockopt`) complete on their own,
+/// and the read completes with the data sent after them.
+#[test]
+fn options_set_with_a_read_in_flight_leave_it_alone() {
+    use windows_threadpool::net::Keepalive;
+    on_each_executor(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (client, server) = pair(&listener).await;
+        let (_woken, w) = counting_waker();
+        let mut read = server.read(vec![0u8; 16]);
+        assert!(poll_once(&mut read, &w).is_pending(), "nothing was sent");
+        let k = Keepalive::new(Duration::from_secs(30), Duration::from_secs(5));
+        server.set_keepalive(Some(k)).unwrap();
+        assert!(server.keepalive().unwrap());
+        server.set_linger(Some(Duration::ZERO)).unwrap();
+        server.set_linger(None).unwrap();
+        server.set_nodelay(true).unwrap();
+        assert_eq!(server.outstanding(), 1);
+        let (sent, _) = client.write_all(b"after".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = read.await;
+        assert_eq!(&buf[..n.unwrap()], b"after");
+    });
+}

@@ -1,11 +1,15 @@
 //! [`Compat`]: the poll-based I/O traits of `futures-io`, tokio and hyper
 //! over the completion-based streams of this crate.
 //!
-//! The contract is documented on [`Compat`], for its users.
+//! The contract is documented on [`Compat`], for its users. The adapter
+//! is a read side ([`Reader`]) and a write side ([`Writer`]) over one
+//! object; [`Compat`] holds both, and its split halves one each, with the
+//! object shared, so each rule is written once.
 
 use core::pin::Pin;
 use core::task::{Context, Poll, ready};
 use std::io;
+use std::sync::Arc;
 
 use super::engine::{Engine, InFlight, Started};
 
@@ -128,7 +132,10 @@ pub trait CompatIo: Sealed {}
 /// (the cancelled completion frees its buffer), as dropping one of the
 /// object's futures does, and then drops the object by its own rule; bytes
 /// accepted and not flushed may be lost, so flush (or shut down) first, as
-/// with any buffered writer.
+/// with any buffered writer. A read cancelled after its data had arrived
+/// loses that data with it; over a `TcpStream` the read of a buffer is
+/// issued only once data is there (or right after a read that filled the
+/// buffer), and the zero-byte wait that comes before it takes nothing.
 ///
 /// Each write is one operation: `tokio::io::copy` writes in 8 KiB pieces,
 /// `tokio::io::copy_buf` from an `AsyncBufRead` (a `Compat` itself, or a
@@ -157,8 +164,87 @@ pub trait CompatIo: Sealed {}
 /// # }
 /// # Ok::<(), std::io::Error>(())
 /// ```
+///
+/// # Split halves
+/// A stream's reads and writes are independent operations, so the adapter
+/// is two independent parts: its read side (the read buffer, the zero-byte
+/// wait, the read in flight) and its write side (the write in flight, the
+/// poisoning). [`into_split`](Self::into_split) gives each to a half of its
+/// own, [`ReadHalf`] and [`WriteHalf`], which share the object (an `Arc`:
+/// its operations take `&self`) and nothing else, so one task reads while
+/// another writes, with no lock between them (`tokio::io::split` would take
+/// a lock for each call). Each half does for its direction what the
+/// adapter does, under the same rules, and what was in flight or buffered
+/// goes with it. [`ReadHalf::reunite`] puts the halves of one adapter back
+/// together.
+///
+/// ```
+/// # #[cfg(feature = "tokio")] {
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// use windows_threadpool::io::Compat;
+/// use windows_threadpool::net::{TcpListener, TcpStream};
+/// use windows_threadpool::task;
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let addr = listener.local_addr()?;
+/// // An echo server: its read half copied into its write half.
+/// let server = task::spawn(async move {
+///     let (stream, _) = listener.accept().await?;
+///     let (mut reader, mut writer) = Compat::new(stream).into_split();
+///     tokio::io::copy(&mut reader, &mut writer).await?;
+///     writer.shutdown().await
+/// });
+/// task::block_on(async {
+///     let (mut reader, mut writer) = Compat::new(TcpStream::connect(addr).await?).into_split();
+///     let data = vec![7u8; 256 * 1024];
+///     // A writer task and a reader task on the one connection, at once.
+///     let sent = data.clone();
+///     let writing = task::spawn(async move {
+///         writer.write_all(&sent).await?;
+///         writer.shutdown().await?; // flushed, then the server reads end of file
+///         Ok::<_, std::io::Error>(writer)
+///     });
+///     let reading = task::spawn(async move {
+///         let mut back = Vec::new();
+///         reader.read_to_end(&mut back).await?;
+///         Ok::<_, std::io::Error>((reader, back))
+///     });
+///     let (reader, back) = reading.await.unwrap()?;
+///     let writer = writing.await.unwrap()?;
+///     assert!(back == data);
+///     let mut stream = reader.reunite(writer).expect("the halves of one adapter");
+///     assert_eq!(stream.read(&mut [0u8; 8]).await?, 0); // the echo's end of file, still
+///     server.await.unwrap()
+/// })?;
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Taking it apart
+/// [`get_ref`](Self::get_ref) and [`get_mut`](Self::get_mut) reach the
+/// object with the adapter in place: reading or writing through them
+/// bypasses its buffers. An object put in the old one's place through
+/// `get_mut` inherits what the adapter holds: its buffered bytes and the
+/// outputs of operations it had in flight on the old one are served as
+/// the new one's (two streams mixed, though nothing unsound: those
+/// operations end on the old object's engine, and a cancellation sent to
+/// the new one's is refused).
+/// [`into_inner`](Self::into_inner) gives the object back, as the drop
+/// would leave it: a read or write in flight is cancelled as the drop
+/// cancels it, bytes read and not yet served are discarded (as tokio's
+/// `BufReader::into_inner` discards its buffer), and bytes accepted and not
+/// flushed are lost, or partly written, with their cancelled write. Flush
+/// first. The object may still count the cancelled operations as
+/// outstanding until their completions arrive; it is usable at once.
 pub struct Compat<T: CompatIo> {
     inner: T,
+    reader: Reader,
+    writer: Writer,
+}
+
+/// What the adapter keeps to read, [`Compat`]'s or a [`ReadHalf`]'s.
+#[derive(Default)]
+struct Reader {
     /// The read buffer while no read is in flight and it holds bytes (or,
     /// over an object with no zero-byte waits, at all).
     rbuf: Option<Box<[u8]>>,
@@ -170,6 +256,11 @@ pub struct Compat<T: CompatIo> {
     waiting: Option<InFlight<io::Result<()>>>,
     /// The last read filled its buffer: read again without waiting first.
     eager: bool,
+}
+
+/// What the adapter keeps to write, [`Compat`]'s or a [`WriteHalf`]'s.
+#[derive(Default)]
+struct Writer {
     writing: Option<InFlight<WriteOutput>>,
     /// The error a write failed with: every later write, flush and
     /// shutdown fails with it.
@@ -199,23 +290,94 @@ impl Poison {
     }
 }
 
+/// The read half of a [`Compat`], from [`Compat::into_split`]: its
+/// `AsyncRead` and `AsyncBufRead` (futures-io, tokio) and hyper's
+/// `rt::Read`, with the adapter's read buffer and what it had in flight to
+/// read. Dropping it cancels a read in flight, as dropping the adapter
+/// does; the object is dropped with the last half.
+pub struct ReadHalf<T: CompatIo> {
+    inner: Arc<T>,
+    reader: Reader,
+}
+
+/// The write half of a [`Compat`], from [`Compat::into_split`]: its
+/// `AsyncWrite` (futures-io, tokio) and hyper's `rt::Write`, with what the
+/// adapter had in flight to write and its poisoning.
+///
+/// Dropping it cancels a write in flight, as dropping the adapter does,
+/// and does not shut the writing side down (tokio's `OwnedWriteHalf`
+/// does): after a cancelled write, the peer would read a cut-off stream
+/// ending in an orderly end of file, as if it were whole. Shut it down
+/// first (`poll_shutdown`, `poll_close`), which flushes.
+pub struct WriteHalf<T: CompatIo> {
+    inner: Arc<T>,
+    writer: Writer,
+}
+
+/// The halves given to [`ReadHalf::reunite`] or [`WriteHalf::reunite`]
+/// came from two different [`Compat`]s: here they are, as they were.
+pub struct ReuniteError<T: CompatIo>(pub ReadHalf<T>, pub WriteHalf<T>);
+
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<Compat<crate::net::TcpStream>>();
     send_sync::<Compat<super::AsyncIo>>();
+    send_sync::<ReadHalf<crate::net::TcpStream>>();
+    send_sync::<WriteHalf<crate::net::TcpStream>>();
+    send_sync::<ReadHalf<super::AsyncIo>>();
+    send_sync::<WriteHalf<super::AsyncIo>>();
+    send_sync::<ReuniteError<crate::net::TcpStream>>();
 };
+
+impl Reader {
+    fn fields(&self, d: &mut core::fmt::DebugStruct<'_, '_>) {
+        d.field("unread", &(self.rlen - self.rpos))
+            .field("waiting", &self.waiting.is_some())
+            .field("reading", &self.reading.is_some());
+    }
+}
 
 impl<T: CompatIo + core::fmt::Debug> core::fmt::Debug for Compat<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Compat")
+        let mut d = f.debug_struct("Compat");
+        d.field("inner", &self.inner);
+        self.reader.fields(&mut d);
+        d.field("writing", &self.writer.writing.is_some()).finish()
+    }
+}
+
+impl<T: CompatIo + core::fmt::Debug> core::fmt::Debug for ReadHalf<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut d = f.debug_struct("ReadHalf");
+        d.field("inner", &self.inner);
+        self.reader.fields(&mut d);
+        d.finish()
+    }
+}
+
+impl<T: CompatIo + core::fmt::Debug> core::fmt::Debug for WriteHalf<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WriteHalf")
             .field("inner", &self.inner)
-            .field("unread", &(self.rlen - self.rpos))
-            .field("waiting", &self.waiting.is_some())
-            .field("reading", &self.reading.is_some())
-            .field("writing", &self.writing.is_some())
+            .field("writing", &self.writer.writing.is_some())
+            .field("poisoned", &self.writer.poisoned.is_some())
             .finish()
     }
 }
+
+impl<T: CompatIo> core::fmt::Debug for ReuniteError<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("ReuniteError").finish_non_exhaustive()
+    }
+}
+
+impl<T: CompatIo> core::fmt::Display for ReuniteError<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("tried to reunite the halves of two different Compat adapters")
+    }
+}
+
+impl<T: CompatIo> std::error::Error for ReuniteError<T> {}
 
 /// Buffers given back by the process's adapters, at most
 /// [`CACHED_BUFFERS`]: a busy server reuses them, and an idle one holds at
@@ -242,17 +404,7 @@ impl<T: CompatIo> Compat<T> {
     /// Adapts `inner`. Nothing is allocated or issued until the first read
     /// or write.
     pub fn new(inner: T) -> Self {
-        Self {
-            inner,
-            rbuf: None,
-            rpos: 0,
-            rlen: 0,
-            reading: None,
-            waiting: None,
-            eager: false,
-            writing: None,
-            poisoned: None,
-        }
+        Self { inner, reader: Reader::default(), writer: Writer::default() }
     }
 
     /// The adapted object, for its other methods (`peer_addr`,
@@ -262,25 +414,171 @@ impl<T: CompatIo> Compat<T> {
         &self.inner
     }
 
+    /// The adapted object, mutably. As [`get_ref`](Self::get_ref); see
+    /// [Taking it apart](Self#taking-it-apart) for an object replaced
+    /// through it.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
+    /// The adapted object, with the adapter's reads and writes in flight
+    /// cancelled and its unread bytes discarded (see [Taking it
+    /// apart](Self#taking-it-apart)).
+    pub fn into_inner(mut self) -> T {
+        self.cancel();
+        self.into_parts().0
+    }
+
+    /// The adapter as a [`ReadHalf`] and a [`WriteHalf`] that work from two
+    /// tasks at once, without a lock (see [Split halves](Self#split-halves)).
+    /// Nothing is cancelled or lost: buffered bytes and operations in flight
+    /// go to their half.
+    pub fn into_split(self) -> (ReadHalf<T>, WriteHalf<T>) {
+        let (inner, reader, writer) = self.into_parts();
+        let inner = Arc::new(inner);
+        (ReadHalf { inner: Arc::clone(&inner), reader }, WriteHalf { inner, writer })
+    }
+
     /// The buffers the adapter holds now: a read buffer (with unread bytes,
     /// or lent to a read in flight) and a write buffer (lent to a write in
     /// flight). A test hook, not API.
     #[cfg(any(test, feature = "test-hooks"))]
     #[doc(hidden)]
     pub fn buffers_held(&self) -> usize {
-        [self.rbuf.is_some(), self.reading.is_some(), self.writing.is_some()].iter().filter(|&&b| b).count()
+        self.reader.held() + self.writer.held()
     }
 
+    fn read_side(&mut self) -> (&T, &mut Reader) {
+        (&self.inner, &mut self.reader)
+    }
+
+    fn write_side(&mut self) -> (&T, &mut Writer) {
+        (&self.inner, &mut self.writer)
+    }
+
+    /// Cancels what is in flight, as the drop does.
+    fn cancel(&mut self) {
+        let EngineOf(engine) = self.inner.engine();
+        self.reader.cancel(engine);
+        self.writer.cancel(engine);
+    }
+
+    /// The fields, moved out without the drop (which would cancel what is
+    /// in flight).
+    fn into_parts(self) -> (T, Reader, Writer) {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used again and never dropped, so each
+        // field is moved out of it exactly once.
+        unsafe { (core::ptr::read(&this.inner), core::ptr::read(&this.reader), core::ptr::read(&this.writer)) }
+    }
+}
+
+impl<T: CompatIo> Drop for Compat<T> {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+impl<T: CompatIo> ReadHalf<T> {
+    /// The adapted object, shared with the [`WriteHalf`] (see
+    /// [`Compat::get_ref`]).
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    /// Whether `other` is the other half of the same [`Compat`].
+    pub fn is_pair_of(&self, other: &WriteHalf<T>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The [`Compat`] again, from this half and the other half of the same
+    /// adapter, with whatever each had buffered or in flight; halves of two
+    /// different adapters are refused and given back in the error.
+    #[expect(clippy::result_large_err, reason = "the halves come back by value, as tokio's ReuniteError gives them")]
+    pub fn reunite(self, other: WriteHalf<T>) -> Result<Compat<T>, ReuniteError<T>> {
+        reunite(self, other)
+    }
+
+    /// As [`Compat::buffers_held`], for this half. A test hook, not API.
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
+    pub fn buffers_held(&self) -> usize {
+        self.reader.held()
+    }
+
+    fn read_side(&mut self) -> (&T, &mut Reader) {
+        (&*self.inner, &mut self.reader)
+    }
+}
+
+impl<T: CompatIo> WriteHalf<T> {
+    /// The adapted object, shared with the [`ReadHalf`] (see
+    /// [`Compat::get_ref`]).
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    /// Whether `other` is the other half of the same [`Compat`].
+    pub fn is_pair_of(&self, other: &ReadHalf<T>) -> bool {
+        other.is_pair_of(self)
+    }
+
+    /// [`ReadHalf::reunite`], from this side.
+    #[expect(clippy::result_large_err, reason = "the halves come back by value, as tokio's ReuniteError gives them")]
+    pub fn reunite(self, other: ReadHalf<T>) -> Result<Compat<T>, ReuniteError<T>> {
+        reunite(other, self)
+    }
+
+    /// As [`Compat::buffers_held`], for this half. A test hook, not API.
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
+    pub fn buffers_held(&self) -> usize {
+        self.writer.held()
+    }
+
+    fn write_side(&mut self) -> (&T, &mut Writer) {
+        (&*self.inner, &mut self.writer)
+    }
+}
+
+#[expect(clippy::result_large_err, reason = "as `ReadHalf::reunite`")]
+fn reunite<T: CompatIo>(mut read: ReadHalf<T>, mut write: WriteHalf<T>) -> Result<Compat<T>, ReuniteError<T>> {
+    if !read.is_pair_of(&write) {
+        return Err(ReuniteError(read, write));
+    }
+    let inner = Arc::clone(&read.inner);
+    let (reader, writer) = (core::mem::take(&mut read.reader), core::mem::take(&mut write.writer));
+    // Left with nothing in flight, their drops cancel nothing.
+    drop((read, write));
+    let inner = Arc::into_inner(inner).expect("the two halves held the only references to the object");
+    Ok(Compat { inner, reader, writer })
+}
+
+impl<T: CompatIo> Drop for ReadHalf<T> {
+    fn drop(&mut self) {
+        let EngineOf(engine) = self.inner.engine();
+        self.reader.cancel(engine);
+    }
+}
+
+impl<T: CompatIo> Drop for WriteHalf<T> {
+    fn drop(&mut self) {
+        let EngineOf(engine) = self.inner.engine();
+        self.writer.cancel(engine);
+    }
+}
+
+impl Reader {
     /// Ready once data is there to read, by a zero-byte wait, holding no
     /// buffer; at once where the object has no such waits.
-    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_data(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             if let Some(wait) = &self.waiting {
                 let result = ready!(wait.poll(cx));
                 self.waiting = None;
                 return Poll::Ready(result);
             }
-            match self.inner.start_wait() {
+            match io.start_wait() {
                 None => return Poll::Ready(Ok(())),
                 Some(Start(Started::Done(result))) => return Poll::Ready(result),
                 // Polled, so that its completion wakes us.
@@ -292,11 +590,11 @@ impl<T: CompatIo> Compat<T> {
     /// The unread bytes; with none, reads more (the read stays in flight
     /// across `Pending`s). Empty at end of file. Under the task's budget
     /// (`crate::task::budget`).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
-        crate::task::budget::guard(cx, |cx| self.poll_fill_now(cx))
+    fn poll_fill(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        crate::task::budget::guard(cx, |cx| self.poll_fill_now(io, cx))
     }
 
-    fn poll_fill_now(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+    fn poll_fill_now(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         while self.rpos == self.rlen {
             let (result, buf) = match &self.reading {
                 Some(read) => {
@@ -306,9 +604,9 @@ impl<T: CompatIo> Compat<T> {
                 }
                 None => {
                     if !self.eager {
-                        ready!(self.poll_data(cx))?;
+                        ready!(self.poll_data(io, cx))?;
                     }
-                    match self.inner.start_read(self.rbuf.take().unwrap_or_else(buffer)).0 {
+                    match io.start_read(self.rbuf.take().unwrap_or_else(buffer)).0 {
                         Started::Done(output) => output,
                         Started::InFlight(read) => {
                             self.reading = Some(read);
@@ -320,10 +618,10 @@ impl<T: CompatIo> Compat<T> {
             let full = buf.len();
             self.rbuf = Some(buf);
             (self.rpos, self.rlen) = (0, 0);
-            let n = result.inspect_err(|_| self.release_drained())?;
+            let n = result.inspect_err(|_| self.release_drained(io))?;
             self.eager = n == full;
             if n == 0 {
-                self.release_drained();
+                self.release_drained(io);
                 return Poll::Ready(Ok(&[]));
             }
             self.rlen = n;
@@ -334,24 +632,25 @@ impl<T: CompatIo> Compat<T> {
 
     /// Gives the read buffer back once it holds no unread bytes, where reads
     /// wait for data without one (elsewhere the next read takes it anyway).
-    fn release_drained(&mut self) {
+    fn release_drained(&mut self, io: &impl CompatIo) {
         if self.rpos == self.rlen
-            && self.inner.waits_for_data()
+            && io.waits_for_data()
             && let Some(buf) = self.rbuf.take()
         {
             give_back(buf);
         }
     }
 
-    fn consume(&mut self, n: usize) {
+    fn consume(&mut self, io: &impl CompatIo, n: usize) {
         self.rpos = (self.rpos + n).min(self.rlen);
-        self.release_drained();
+        self.release_drained(io);
     }
 
     /// Hands `put` what of the unread bytes fits in `room`, and consumes
     /// it: the count (0 at end of file, or for no room, with nothing read).
     fn poll_read_with(
         &mut self,
+        io: &impl CompatIo,
         cx: &mut Context<'_>,
         room: usize,
         put: impl FnOnce(&[u8]),
@@ -359,13 +658,30 @@ impl<T: CompatIo> Compat<T> {
         if room == 0 {
             return Poll::Ready(Ok(0));
         }
-        let src = ready!(self.poll_fill(cx))?;
+        let src = ready!(self.poll_fill(io, cx))?;
         let n = src.len().min(room);
         put(&src[..n]);
-        self.consume(n);
+        self.consume(io, n);
         Poll::Ready(Ok(n))
     }
 
+    /// Cancels a wait or read in flight (see [`InFlight::cancel`]).
+    fn cancel(&mut self, engine: &Engine) {
+        if let Some(wait) = self.waiting.take() {
+            wait.cancel(engine);
+        }
+        if let Some(read) = self.reading.take() {
+            read.cancel(engine);
+        }
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    fn held(&self) -> usize {
+        usize::from(self.rbuf.is_some()) + usize::from(self.reading.is_some())
+    }
+}
+
+impl Writer {
     /// The error a failed write left, if any, again.
     fn check_poison(&self) -> io::Result<()> {
         self.poisoned.map_or(Ok(()), |p| Err(p.error()))
@@ -374,7 +690,7 @@ impl<T: CompatIo> Compat<T> {
     /// Takes a finished write's output: the rest of a short write is issued
     /// again; the buffer goes back once all of it is written or it failed,
     /// and a failure poisons the writing side.
-    fn sent(&mut self, (mut result, mut unsent): WriteOutput) -> io::Result<()> {
+    fn sent(&mut self, io: &impl CompatIo, (mut result, mut unsent): WriteOutput) -> io::Result<()> {
         loop {
             let error = match result {
                 Ok(0) => Some(io::ErrorKind::WriteZero.into()),
@@ -394,7 +710,7 @@ impl<T: CompatIo> Compat<T> {
                     }
                 };
             }
-            match self.inner.start_write(unsent).0 {
+            match io.start_write(unsent).0 {
                 Started::Done(output) => (result, unsent) = output,
                 Started::InFlight(write) => {
                     self.writing = Some(write);
@@ -405,151 +721,183 @@ impl<T: CompatIo> Compat<T> {
     }
 
     /// Ready once every accepted byte is written (or a write failed).
-    fn poll_sent(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_sent(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.check_poison()?;
         while let Some(write) = &self.writing {
             let output = ready!(write.poll(cx));
             self.writing = None;
-            self.sent(output)?;
+            self.sent(io, output)?;
         }
         Poll::Ready(Ok(()))
     }
 
     /// Accepts what of `src` fits once the previous write is done, under the
     /// task's budget (`crate::task::budget`).
-    fn poll_accept(&mut self, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
-        crate::task::budget::guard(cx, |cx| self.poll_accept_now(cx, src))
+    fn poll_accept(&mut self, io: &impl CompatIo, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+        crate::task::budget::guard(cx, |cx| self.poll_accept_now(io, cx, src))
     }
 
-    fn poll_accept_now(&mut self, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
-        ready!(self.poll_sent(cx))?;
+    fn poll_accept_now(&mut self, io: &impl CompatIo, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+        ready!(self.poll_sent(io, cx))?;
         if src.is_empty() {
             return Poll::Ready(Ok(0));
         }
         let mut buf = buffer();
         let n = src.len().min(buf.len());
         buf[..n].copy_from_slice(&src[..n]);
-        match self.inner.start_write(Unsent { buf, start: 0, end: n }).0 {
-            Started::Done(output) => self.sent(output)?,
+        match io.start_write(Unsent { buf, start: 0, end: n }).0 {
+            Started::Done(output) => self.sent(io, output)?,
             Started::InFlight(write) => self.writing = Some(write),
         }
         Poll::Ready(Ok(n))
     }
 
-    fn poll_close_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.poll_sent(cx))?;
-        Poll::Ready(self.inner.close_write())
+    fn poll_close_write(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_sent(io, cx))?;
+        Poll::Ready(io.close_write())
     }
-}
 
-impl<T: CompatIo> Drop for Compat<T> {
-    fn drop(&mut self) {
-        let EngineOf(engine) = self.inner.engine();
-        if let Some(wait) = self.waiting.take() {
-            wait.cancel(engine);
-        }
-        if let Some(read) = self.reading.take() {
-            read.cancel(engine);
-        }
+    /// Cancels a write in flight (see [`InFlight::cancel`]).
+    fn cancel(&mut self, engine: &Engine) {
         if let Some(write) = self.writing.take() {
             write.cancel(engine);
         }
     }
-}
 
-#[cfg(feature = "futures-io")]
-impl<T: CompatIo> futures_io::AsyncRead for Compat<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_read_with(cx, buf.len(), |src| buf[..src.len()].copy_from_slice(src))
+    #[cfg(any(test, feature = "test-hooks"))]
+    fn held(&self) -> usize {
+        usize::from(self.writing.is_some())
     }
 }
 
-#[cfg(feature = "futures-io")]
-impl<T: CompatIo> futures_io::AsyncBufRead for Compat<T> {
-    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
-        self.get_mut().poll_fill(cx)
-    }
+/// The reading traits of every front end, for a type with a `read_side`.
+macro_rules! read_traits {
+    ($ty:ident) => {
+        #[cfg(feature = "futures-io")]
+        impl<T: CompatIo> futures_io::AsyncRead for $ty<T> {
+            fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.poll_read_with(io, cx, buf.len(), |src| buf[..src.len()].copy_from_slice(src))
+            }
+        }
 
-    fn consume(self: Pin<&mut Self>, amt: usize) {
-        self.get_mut().consume(amt);
-    }
+        #[cfg(feature = "futures-io")]
+        impl<T: CompatIo> futures_io::AsyncBufRead for $ty<T> {
+            fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.poll_fill(io, cx)
+            }
+
+            fn consume(self: Pin<&mut Self>, amt: usize) {
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.consume(io, amt);
+            }
+        }
+
+        #[cfg(feature = "tokio")]
+        impl<T: CompatIo> tokio::io::AsyncRead for $ty<T> {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                let room = buf.remaining();
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.poll_read_with(io, cx, room, |src| buf.put_slice(src)).map_ok(drop)
+            }
+        }
+
+        #[cfg(feature = "tokio")]
+        impl<T: CompatIo> tokio::io::AsyncBufRead for $ty<T> {
+            fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.poll_fill(io, cx)
+            }
+
+            fn consume(self: Pin<&mut Self>, amt: usize) {
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.consume(io, amt);
+            }
+        }
+
+        #[cfg(feature = "hyper")]
+        impl<T: CompatIo> hyper::rt::Read for $ty<T> {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                mut buf: hyper::rt::ReadBufCursor<'_>,
+            ) -> Poll<io::Result<()>> {
+                let room = buf.remaining();
+                let (io, reader) = Pin::get_mut(self).read_side();
+                reader.poll_read_with(io, cx, room, |src| buf.put_slice(src)).map_ok(drop)
+            }
+        }
+    };
 }
 
-#[cfg(feature = "futures-io")]
-impl<T: CompatIo> futures_io::AsyncWrite for Compat<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_accept(cx, buf)
-    }
+/// The writing traits of every front end, for a type with a `write_side`.
+macro_rules! write_traits {
+    ($ty:ident) => {
+        #[cfg(feature = "futures-io")]
+        impl<T: CompatIo> futures_io::AsyncWrite for $ty<T> {
+            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_accept(io, cx, buf)
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_sent(cx)
-    }
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_sent(io, cx)
+            }
 
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_close_write(cx)
-    }
+            fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_close_write(io, cx)
+            }
+        }
+
+        #[cfg(feature = "tokio")]
+        impl<T: CompatIo> tokio::io::AsyncWrite for $ty<T> {
+            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_accept(io, cx, buf)
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_sent(io, cx)
+            }
+
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_close_write(io, cx)
+            }
+        }
+
+        #[cfg(feature = "hyper")]
+        impl<T: CompatIo> hyper::rt::Write for $ty<T> {
+            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_accept(io, cx, buf)
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_sent(io, cx)
+            }
+
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_close_write(io, cx)
+            }
+        }
+    };
 }
 
-#[cfg(feature = "tokio")]
-impl<T: CompatIo> tokio::io::AsyncRead for Compat<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let room = buf.remaining();
-        self.get_mut().poll_read_with(cx, room, |src| buf.put_slice(src)).map_ok(drop)
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl<T: CompatIo> tokio::io::AsyncBufRead for Compat<T> {
-    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
-        self.get_mut().poll_fill(cx)
-    }
-
-    fn consume(self: Pin<&mut Self>, amt: usize) {
-        self.get_mut().consume(amt);
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl<T: CompatIo> tokio::io::AsyncWrite for Compat<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_accept(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_sent(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_close_write(cx)
-    }
-}
-
-#[cfg(feature = "hyper")]
-impl<T: CompatIo> hyper::rt::Read for Compat<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let room = buf.remaining();
-        self.get_mut().poll_read_with(cx, room, |src| buf.put_slice(src)).map_ok(drop)
-    }
-}
-
-#[cfg(feature = "hyper")]
-impl<T: CompatIo> hyper::rt::Write for Compat<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_accept(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_sent(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_close_write(cx)
-    }
-}
+read_traits!(Compat);
+write_traits!(Compat);
+read_traits!(ReadHalf);
+write_traits!(WriteHalf);
 
 impl CompatIo for super::AsyncIo {}
 

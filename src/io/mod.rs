@@ -216,7 +216,7 @@ mod registry;
 mod tests;
 
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
-pub use compat::{Compat, CompatIo};
+pub use compat::{Compat, CompatIo, ReadHalf, ReuniteError, WriteHalf};
 #[cfg(any(test, feature = "test-hooks"))]
 pub use engine::async_completions;
 pub use future::{AsyncIo, ReadFuture, WriteFuture};

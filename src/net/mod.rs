@@ -182,7 +182,7 @@ mod sys;
 mod tcp;
 mod udp;
 
-pub use tcp::{AcceptFuture, TcpListener, TcpStream};
+pub use tcp::{AcceptFuture, Keepalive, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
 /// Whether a TCP socket over IPv4 completes synchronous successes inline
@@ -301,7 +301,8 @@ macro_rules! op_future {
 }
 
 op_future! {
-    /// The future of [`TcpStream::read`]: the bytes read and the buffer.
+    /// The future of [`TcpStream::read`] and [`TcpStream::peek`]: the bytes
+    /// read (or peeked) and the buffer.
     ReadFuture<'a, B: AsMut<[u8]>> = ops::Recv<B> => (io::Result<usize>, B)
 }
 op_future! {

@@ -6,8 +6,8 @@ use std::os::windows::io::{AsRawSocket, OwnedSocket};
 
 use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::Networking::WinSock::{
-    SO_UPDATE_ACCEPT_CONTEXT, SO_UPDATE_CONNECT_CONTEXT, SOCKADDR, SOCKADDR_STORAGE, SOCKET, SOCKET_ERROR, SOL_SOCKET,
-    WSA_IO_PENDING, WSABUF, WSAEMSGSIZE, WSARecv, WSARecvFrom, WSASend, WSASendTo,
+    MSG_PEEK, SO_UPDATE_ACCEPT_CONTEXT, SO_UPDATE_CONNECT_CONTEXT, SOCKADDR, SOCKADDR_STORAGE, SOCKET, SOCKET_ERROR,
+    SOL_SOCKET, WSA_IO_PENDING, WSABUF, WSAEMSGSIZE, WSARecv, WSARecvFrom, WSASend, WSASendTo,
 };
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
@@ -57,7 +57,8 @@ fn wsabuf((ptr, len): (BufPtr, u32)) -> WSABUF {
     WSABUF { len, buf: ptr.0 }
 }
 
-/// A stream receive (`WSARecv`) into `buf`.
+/// A stream receive (`WSARecv`) into `buf`, with the flags it is given
+/// (none, or `MSG_PEEK`).
 pub(super) struct Recv<B> {
     pub(super) buf: B,
     pub(super) parts: (BufPtr, u32),
@@ -68,6 +69,12 @@ pub(super) struct Recv<B> {
 impl<B> Recv<B> {
     pub(super) fn new(buf: B, inline: bool) -> Self {
         Self { buf, parts: (BufPtr::NULL, 0), flags: 0, inline }
+    }
+
+    /// A receive that leaves the bytes it copies in the socket for the next
+    /// one (`MSG_PEEK`).
+    pub(super) fn peek(buf: B, inline: bool) -> Self {
+        Self { flags: MSG_PEEK as u32, ..Self::new(buf, inline) }
     }
 }
 

@@ -108,30 +108,43 @@ fn code(e: io::Error) -> i32 {
 /// `F` is the function pointer type of the extension `guid` names.
 unsafe fn extension<F: Copy>(s: SOCKET, guid: windows_sys::core::GUID) -> Result<Option<F>, i32> {
     let mut f: Option<F> = None;
-    let mut bytes = 0u32;
-    // SAFETY: the in-buffer is the GUID and the out-buffer an `Option` of a
-    // function pointer (null is `None`), of the sizes given.
-    let r = unsafe {
-        WSAIoctl(
-            s,
-            SIO_GET_EXTENSION_FUNCTION_POINTER,
-            (&raw const guid).cast(),
-            size_of::<windows_sys::core::GUID>() as u32,
-            (&raw mut f).cast(),
-            size_of::<Option<F>>() as u32,
-            &mut bytes,
-            core::ptr::null_mut(),
-            None,
-        )
-    };
-    if r == SOCKET_ERROR {
-        // SAFETY: no preconditions.
-        return Err(unsafe { WSAGetLastError() });
-    }
+    // SAFETY: the output of this code for `guid` is a pointer to a function
+    // of type `F` (the caller's contract), or null, which is `None`.
+    let bytes = unsafe { ioctl(s, SIO_GET_EXTENSION_FUNCTION_POINTER, &guid, &mut f) }.map_err(code)?;
     if bytes as usize != size_of::<Option<F>>() {
         return Err(windows_sys::Win32::Networking::WinSock::WSAEOPNOTSUPP);
     }
     Ok(f)
+}
+
+/// A synchronous `WSAIoctl` of `code` (no `OVERLAPPED`), with `input` as
+/// its input and `output` as its output (none when `O` has no size);
+/// returns the bytes it wrote to `output`.
+///
+/// # Safety
+/// Every value of the bytes `code` writes is a valid `O` (`O` is the plain
+/// data type of the code's output).
+pub(super) unsafe fn ioctl<I: Copy, O>(s: SOCKET, code: u32, input: &I, output: &mut O) -> io::Result<u32> {
+    let out: *mut c_void = if size_of::<O>() == 0 { core::ptr::null_mut() } else { (&raw mut *output).cast() };
+    let mut bytes = 0u32;
+    // SAFETY: the input is `size_of::<I>()` readable bytes and the output
+    // has room for `size_of::<O>()` bytes, of a type any written bytes are
+    // valid for (the caller's contract); no `OVERLAPPED`, so the call
+    // completes before it returns.
+    check(unsafe {
+        WSAIoctl(
+            s,
+            code,
+            (&raw const *input).cast(),
+            size_of::<I>() as u32,
+            out,
+            size_of::<O>() as u32,
+            &mut bytes,
+            core::ptr::null_mut(),
+            None,
+        )
+    })?;
+    Ok(bytes)
 }
 
 /// Whether `socket`'s provider hands out real file handles

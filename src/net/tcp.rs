@@ -6,10 +6,12 @@ use core::task::{Context, Poll};
 use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::windows::io::{AsRawSocket, OwnedSocket, RawSocket};
+use std::time::Duration;
 
 use windows_sys::Win32::Networking::WinSock::{
-    IP_TTL, IPPROTO_IP, IPPROTO_TCP, SD_BOTH, SD_RECEIVE, SD_SEND, SO_ERROR, SOCK_STREAM, SOCKET, SOL_SOCKET,
-    TCP_NODELAY, getpeername, getsockname, listen,
+    IP_TTL, IPPROTO_IP, IPPROTO_TCP, LINGER, SD_BOTH, SD_RECEIVE, SD_SEND, SIO_KEEPALIVE_VALS, SO_ERROR, SO_KEEPALIVE,
+    SO_LINGER, SOCK_STREAM, SOCKET, SOL_SOCKET, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_NODELAY, getpeername, getsockname,
+    listen, tcp_keepalive,
 };
 
 use super::ops::{Accept, AcceptAddresses, Connect, Readable, Recv, Transmit};
@@ -41,7 +43,66 @@ pub struct TcpListener {
 /// pool, with owned buffers as [`AsyncIo`](crate::io::AsyncIo)'s.
 ///
 /// The futures borrow the stream (`&self`), so one task can read while
-/// another writes. Dropping it never blocks (see the [module docs](super)).
+/// another writes: share it as an `Arc<TcpStream>`, with no lock and no
+/// split. (For the poll-based traits, `io::Compat::into_split` gives a
+/// read half and a write half.) Dropping it never blocks (see the [module
+/// docs](super)), unless [`set_linger`](Self::set_linger) says otherwise.
+///
+/// ```
+/// use std::net::Shutdown;
+/// use std::sync::Arc;
+/// use windows_threadpool::net::{TcpListener, TcpStream};
+/// use windows_threadpool::task;
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let addr = listener.local_addr()?;
+/// let echo = task::spawn(async move {
+///     let (stream, _) = listener.accept().await?;
+///     let mut buf = vec![0u8; 64 * 1024];
+///     loop {
+///         let (n, mut b) = stream.read(buf).await;
+///         match n? {
+///             0 => break stream.shutdown(Shutdown::Write),
+///             n => b.truncate(n),
+///         }
+///         let (sent, mut b) = stream.write_all(b).await;
+///         sent?;
+///         b.resize(64 * 1024, 0);
+///         buf = b;
+///     }
+/// });
+/// task::block_on(async {
+///     let stream = Arc::new(TcpStream::connect(addr).await?);
+///     // A writer task and a reader task, on one stream at once.
+///     let writer = task::spawn({
+///         let stream = Arc::clone(&stream);
+///         async move {
+///             let (sent, _) = stream.write_all(vec![7u8; 1 << 20]).await;
+///             sent?;
+///             stream.shutdown(Shutdown::Write) // the echo ends
+///         }
+///     });
+///     let reader = task::spawn({
+///         let stream = Arc::clone(&stream);
+///         async move {
+///             let (mut total, mut buf) = (0, vec![0u8; 64 * 1024]);
+///             loop {
+///                 let (n, b) = stream.read(buf).await;
+///                 match n? {
+///                     0 => break Ok::<_, std::io::Error>(total), // the echo's end of file
+///                     n => total += n,
+///                 }
+///                 buf = b;
+///             }
+///         }
+///     });
+///     writer.await.unwrap()?;
+///     echo.await.unwrap()?;
+///     assert_eq!(reader.await.unwrap()?, 1 << 20);
+///     Ok::<(), std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct TcpStream {
     pub(super) engine: Unblocking,
@@ -52,6 +113,7 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<TcpListener>();
     send_sync::<TcpStream>();
+    send_sync::<Keepalive>();
 };
 
 fn raw(engine: &Unblocking) -> SOCKET {
@@ -229,6 +291,26 @@ impl TcpStream {
     /// unlike an address, may block while it is looked up); the connect is
     /// issued at the first poll, and the stream is bound to the process
     /// default pool.
+    ///
+    /// It has no timeout of its own (the system gives up after its SYN
+    /// retries, about 21 s on Windows). Bound it with
+    /// [`time::timeout`](crate::time::timeout): dropped at the deadline,
+    /// the connect is cancelled and its socket closed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use windows_threadpool::net::{TcpListener, TcpStream};
+    /// use windows_threadpool::{task, time};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let addr = listener.local_addr()?;
+    /// let stream = task::block_on(async {
+    ///     // `Elapsed` converts into `io::ErrorKind::TimedOut`.
+    ///     time::timeout(Duration::from_secs(10), TcpStream::connect(addr)).await?
+    /// })?;
+    /// assert_eq!(stream.peer_addr()?, addr);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn connect(addr: impl ToSocketAddrs) -> impl Future<Output = io::Result<TcpStream>> + Send {
         Self::connect_with(resolve(addr), None)
     }
@@ -310,6 +392,38 @@ impl TcpStream {
         B: AsMut<[u8]> + Send + 'static,
     {
         ReadFuture(OpFuture::new(&self.engine, Recv::new(buf, self.inline)))
+    }
+
+    /// Reads into `buf` as [`read`](Self::read) does, but leaves the bytes
+    /// in the stream, for the next read or peek to get again (`WSARecv`
+    /// with `MSG_PEEK`): resolves to the bytes copied (0 once the peer has
+    /// shut down its writing side, with nothing left to read) and the
+    /// buffer. It waits for data as a read does, and completes as the
+    /// stream's reads do (at its first poll if data is already buffered).
+    ///
+    /// ```
+    /// use windows_threadpool::net::{TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let addr = listener.local_addr()?;
+    /// futures::executor::block_on(async {
+    ///     let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+    ///     let (client, (server, _)) = (client?, accepted?);
+    ///     let (sent, _) = client.write_all(b"GET /".to_vec()).await;
+    ///     sent?;
+    ///     let (n, head) = server.peek(vec![0u8; 3]).await;
+    ///     assert_eq!(&head[..n?], b"GET");
+    ///     let (n, buf) = server.read(vec![0u8; 16]).await; // the peeked bytes again
+    ///     assert_eq!(&buf[..n?], b"GET /");
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn peek<B>(&self, buf: B) -> ReadFuture<'_, B>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+    {
+        ReadFuture(OpFuture::new(&self.engine, Recv::peek(buf, self.inline)))
     }
 
     /// Resolves once a [`read`](Self::read) would find data or end of file
@@ -395,6 +509,78 @@ impl TcpStream {
         Ok(sys::option::<i32>(self.raw(), IPPROTO_TCP, TCP_NODELAY)? != 0)
     }
 
+    /// Sets `SO_LINGER`: what closing the socket (its drop) does with data
+    /// not yet sent. `None` (the default): the close returns at once and the
+    /// system goes on sending in the background. `Some(Duration::ZERO)`: the
+    /// close discards it and resets the connection (the peer's reads fail
+    /// with `ConnectionReset`). `Some(d)`: the close **blocks** until the
+    /// data is sent and acknowledged, or `d` has passed (then it resets):
+    /// the drop's thread waits (the dropping thread, or the pool thread of
+    /// the last completion of a stream dropped with operations in flight),
+    /// so the drop no longer keeps its promise never to block.
+    ///
+    /// Winsock keeps whole seconds in 16 bits: `d` is rounded *up* to the
+    /// next whole second, so a nonzero duration never becomes the reset of
+    /// zero, and one over `u16::MAX` seconds (about 18 hours) is that many.
+    pub fn set_linger(&self, linger: Option<Duration>) -> io::Result<()> {
+        let linger = match linger {
+            None => LINGER { l_onoff: 0, l_linger: 0 },
+            Some(d) => {
+                let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() != 0));
+                LINGER { l_onoff: 1, l_linger: u16::try_from(secs).unwrap_or(u16::MAX) }
+            }
+        };
+        sys::set_option(self.raw(), SOL_SOCKET, SO_LINGER, linger)
+    }
+
+    /// `SO_LINGER`, as [`set_linger`](Self::set_linger) takes it, in whole
+    /// seconds.
+    pub fn linger(&self) -> io::Result<Option<Duration>> {
+        let linger: LINGER = sys::option(self.raw(), SOL_SOCKET, SO_LINGER)?;
+        Ok((linger.l_onoff != 0).then(|| Duration::from_secs(linger.l_linger.into())))
+    }
+
+    /// Turns TCP keep-alive on with `keepalive`'s times, or off with `None`
+    /// (`WSAIoctl` with `SIO_KEEPALIVE_VALS`): after `idle` with nothing
+    /// received the system sends a probe, and another every `interval`
+    /// while none is answered; after as many unanswered probes as it
+    /// allows (10 on Windows Vista and later, not settable here) it resets
+    /// the connection, and a pending read fails. Off by default.
+    ///
+    /// Winsock takes milliseconds in 32 bits: each time is rounded up to the
+    /// next whole millisecond, and one over `u32::MAX` milliseconds (about
+    /// 49.7 days) is that many. A zero time is `InvalidInput`.
+    pub fn set_keepalive(&self, keepalive: Option<Keepalive>) -> io::Result<()> {
+        let vals = match keepalive {
+            None => tcp_keepalive { onoff: 0, keepalivetime: 0, keepaliveinterval: 0 },
+            Some(k) => tcp_keepalive {
+                onoff: 1,
+                keepalivetime: keepalive_millis(k.idle)?,
+                keepaliveinterval: keepalive_millis(k.interval)?,
+            },
+        };
+        // SAFETY: the code takes a `tcp_keepalive` and gives nothing back.
+        unsafe { sys::ioctl(self.raw(), SIO_KEEPALIVE_VALS, &vals, &mut ()) }.map(drop)
+    }
+
+    /// Whether keep-alive is on (`SO_KEEPALIVE`).
+    pub fn keepalive(&self) -> io::Result<bool> {
+        Ok(sys::option::<u32>(self.raw(), SOL_SOCKET, SO_KEEPALIVE)? != 0)
+    }
+
+    /// The keep-alive times the system uses for the stream (`TCP_KEEPIDLE`,
+    /// `TCP_KEEPINTVL`), whether keep-alive is on or not, in whole seconds
+    /// (a time set with a fraction of a second reads back as the system
+    /// rounds it). Apart from [`keepalive`](Self::keepalive) because it
+    /// is not always there: reading the times takes Windows 10 version
+    /// 1709 or later, and Wine 8 does not implement them; both fail with
+    /// `WSAENOPROTOOPT` (10042) where the on/off state still reads.
+    pub fn keepalive_times(&self) -> io::Result<Keepalive> {
+        let idle = sys::option::<u32>(self.raw(), IPPROTO_TCP, TCP_KEEPIDLE)?;
+        let interval = sys::option::<u32>(self.raw(), IPPROTO_TCP, TCP_KEEPINTVL)?;
+        Ok(Keepalive::new(Duration::from_secs(idle.into()), Duration::from_secs(interval.into())))
+    }
+
     /// Sets the IP time-to-live of outgoing packets (`IP_TTL`).
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         set_ttl(self.raw(), ttl)
@@ -425,6 +611,39 @@ impl TcpStream {
     pub fn outstanding(&self) -> usize {
         self.engine.io.outstanding()
     }
+}
+
+/// TCP keep-alive times, for [`TcpStream::set_keepalive`]: the idle time
+/// before the first probe and the interval between unanswered probes.
+///
+/// A type of its own rather than two `Duration` arguments: the two times
+/// are set together (`SIO_KEEPALIVE_VALS` takes both), read back together
+/// ([`TcpStream::keepalive_times`]), and cannot be swapped unnoticed at a
+/// call site; `Option` of it says on or off in one argument. Made with
+/// [`new`](Self::new); its fields are public to read. Non-exhaustive, so
+/// that a probe count could join them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Keepalive {
+    /// Time with nothing received before the first probe.
+    pub idle: Duration,
+    /// Time between probes while none is answered.
+    pub interval: Duration,
+}
+
+impl Keepalive {
+    /// Probes after `idle` with nothing received, then every `interval`.
+    pub const fn new(idle: Duration, interval: Duration) -> Self {
+        Self { idle, interval }
+    }
+}
+
+/// `d` in milliseconds, rounded up, at most `u32::MAX`; zero is refused.
+fn keepalive_millis(d: Duration) -> io::Result<u32> {
+    if d.is_zero() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a keep-alive time of zero"));
+    }
+    Ok(u32::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u32::MAX))
 }
 
 pub(super) fn set_ttl(s: SOCKET, ttl: u32) -> io::Result<()> {
