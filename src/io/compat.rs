@@ -426,7 +426,11 @@ impl<T: CompatIo> Compat<T> {
     /// apart](Self#taking-it-apart)).
     pub fn into_inner(mut self) -> T {
         self.cancel();
-        self.into_parts().0
+        let (inner, reader, _) = self.into_parts();
+        if let Some(buf) = reader.rbuf {
+            give_back(buf);
+        }
+        inner
     }
 
     /// The adapter as a [`ReadHalf`] and a [`WriteHalf`] that work from two

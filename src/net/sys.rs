@@ -122,9 +122,11 @@ unsafe fn extension<F: Copy>(s: SOCKET, guid: windows_sys::core::GUID) -> Result
 /// returns the bytes it wrote to `output`.
 ///
 /// # Safety
-/// Every value of the bytes `code` writes is a valid `O` (`O` is the plain
-/// data type of the code's output).
-pub(super) unsafe fn ioctl<I: Copy, O>(s: SOCKET, code: u32, input: &I, output: &mut O) -> io::Result<u32> {
+/// `I` has no padding (its bytes go to the provider as they are), and every
+/// bit pattern of `O`'s size is a valid `O`, including a mix of its earlier
+/// bytes and those `code` writes (a call may write fewer).
+pub(super) unsafe fn ioctl<I: Copy, O: Copy>(s: SOCKET, code: u32, input: &I, output: &mut O) -> io::Result<u32> {
+    const { assert!(size_of::<I>() <= u32::MAX as usize && size_of::<O>() <= u32::MAX as usize) };
     let out: *mut c_void = if size_of::<O>() == 0 { core::ptr::null_mut() } else { (&raw mut *output).cast() };
     let mut bytes = 0u32;
     // SAFETY: the input is `size_of::<I>()` readable bytes and the output

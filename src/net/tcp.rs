@@ -517,7 +517,11 @@ impl TcpStream {
     /// data is sent and acknowledged, or `d` has passed (then it resets):
     /// the drop's thread waits (the dropping thread, or the pool thread of
     /// the last completion of a stream dropped with operations in flight),
-    /// so the drop no longer keeps its promise never to block.
+    /// so the drop no longer keeps its promise never to block. On a socket
+    /// left non-blocking (a std stream set so before
+    /// [`from_std`](Self::from_std)) Winsock refuses such a close with
+    /// `WSAEWOULDBLOCK` instead, which the drop cannot report: leave the
+    /// socket blocking, or the linger at `None` or zero.
     ///
     /// Winsock keeps whole seconds in 16 bits: `d` is rounded *up* to the
     /// next whole second, so a nonzero duration never becomes the reset of
