@@ -31,20 +31,26 @@ pub(crate) fn spawn_died_starting(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(INTERNAL_ERROR)
 }
 
-/// Starts `cmd` at most twice, the second time only after Wine's dying
-/// start ([`spawn_died_starting`]) and saying so; every test that starts a
-/// process starts it here.
-fn retry_start<T>(cmd: &mut Command, mut start: impl FnMut(&mut Command) -> std::io::Result<T>) -> std::io::Result<T> {
-    match start(cmd) {
+/// Starts something at most twice (`start`: a spawn, an `output`, a
+/// `status`, of std's `Command` or the crate's), the second time only after
+/// Wine's dying start ([`spawn_died_starting`]) and saying so, naming it by
+/// `what`; every test that starts a process starts it here.
+pub(crate) fn retry_start_with<T>(what: &str, mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    match start() {
         Err(e) if spawn_died_starting(&e) => {
             note_retry(&format!(
-                "starting {:?} failed with {e} (Wine's CreateProcess when the child dies starting); retrying once",
-                cmd.get_program()
+                "starting {what} failed with {e} (Wine's CreateProcess when the child dies starting); retrying once"
             ));
-            start(cmd)
+            start()
         }
         started => started,
     }
+}
+
+/// [`retry_start_with`] for std's `cmd`, named by its program.
+fn retry_start<T>(cmd: &mut Command, mut start: impl FnMut(&mut Command) -> std::io::Result<T>) -> std::io::Result<T> {
+    let what = format!("{:?}", cmd.get_program());
+    retry_start_with(&what, || start(cmd))
 }
 
 /// [`Command::spawn`], started again once after Wine's dying start.
