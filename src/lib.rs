@@ -48,7 +48,8 @@
 //!
 //! Modules: [`callback_env`] (the `TP_CALLBACK_ENVIRON_V3` an object is
 //! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
-//! [`io`], [`task`] (one-off closures with results), [`cleanup_group`], [`instance`] (what a running callback can ask
+//! [`io`], [`process`] (child processes, awaited on the pool, with async
+//! pipes), [`task`] (one-off closures with results), [`cleanup_group`], [`instance`] (what a running callback can ask
 //! of the pool), [`placement`] (running an object's callbacks on chosen
 //! processors), [`trace`] (an optional in-process record of what the
 //! crate does), and `rt` (feature `hyper`: hyper 1.x's executor and timer
@@ -118,6 +119,8 @@ mod obligation;
 pub mod placement;
 #[cfg(windows)]
 pub mod pool;
+#[cfg(windows)]
+pub mod process;
 #[cfg(windows)]
 mod reentry;
 #[cfg(all(windows, feature = "hyper"))]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_BUSY, GENERIC_READ, GENERIC_WRITE,
-    INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
+    GetHandleInformation, HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES,
@@ -58,6 +58,41 @@ impl OverlappedHandle {
     /// [`Io::new`]: crate::io::Io::new
     pub unsafe fn assume_overlapped(handle: OwnedHandle) -> Self {
         Self(handle)
+    }
+
+    /// [`assume_overlapped`](Self::assume_overlapped) after checking what
+    /// the handle itself can show: that its file object was opened for
+    /// overlapped I/O (`FileModeInformation` shows neither
+    /// `FILE_SYNCHRONOUS_IO_ALERT` nor `FILE_SYNCHRONOUS_IO_NONALERT`) and
+    /// that it is not inheritable. [`process`](crate::process) takes the
+    /// parent's end of each pipe `std` makes for a child through it.
+    ///
+    /// Still `unsafe`: no call shows whether another handle to the same
+    /// file object exists (a duplicate kept by the caller, or handed to a
+    /// child through `Stdio`), whose overlapped I/O would complete on the
+    /// [`Io`](crate::io::Io)'s port with another address space's addresses.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] for a handle opened for synchronous
+    /// I/O or an inheritable one (the handle is closed); the OS error if a
+    /// query fails.
+    ///
+    /// # Safety
+    /// As [`assume_overlapped`](Self::assume_overlapped), less the two
+    /// conditions checked here: no other handle to `handle`'s file object
+    /// may issue overlapped I/O while it is bound, and it must not be bound
+    /// to a completion port already.
+    pub unsafe fn try_from_owned(handle: OwnedHandle) -> io::Result<Self> {
+        if synchronous_io(handle.as_raw_handle())? {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the handle was not opened for overlapped I/O"));
+        }
+        let mut flags = 0;
+        // SAFETY: `handle` is open; `flags` is a valid out-pointer.
+        crate::sys::check(unsafe { GetHandleInformation(handle.as_raw_handle(), &mut flags) })?;
+        if flags & HANDLE_FLAG_INHERIT != 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the handle is inheritable"));
+        }
+        Ok(Self(handle))
     }
 
     /// Gives up the proof and returns the plain owned handle.
@@ -270,6 +305,31 @@ pub(super) fn pipe_name(n: u64) -> Vec<u16> {
     // SAFETY: no preconditions.
     let pid = unsafe { GetCurrentProcessId() };
     format!(r"\\.\pipe\windows-threadpool-{pid}-{n}").encode_utf16().chain(Some(0)).collect()
+}
+
+/// Whether `h`'s file object does synchronous I/O: `FileModeInformation`
+/// shows `FILE_SYNCHRONOUS_IO_ALERT` or `FILE_SYNCHRONOUS_IO_NONALERT`
+/// (it was opened without `FILE_FLAG_OVERLAPPED`). Overlapped calls on such
+/// a handle complete in ways the start/cancel balance does not expect.
+pub(crate) fn synchronous_io(h: RawHandle) -> io::Result<bool> {
+    use windows_sys::Wdk::Storage::FileSystem::{
+        FILE_MODE_INFORMATION, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT, FileModeInformation,
+        NtQueryInformationFile,
+    };
+    let mut iosb = windows_sys::Win32::System::IO::IO_STATUS_BLOCK::default();
+    let mut info = FILE_MODE_INFORMATION { Mode: 0 };
+    // SAFETY: `h` is open (the caller's); both out-pointers are valid for their sizes.
+    let status = unsafe {
+        NtQueryInformationFile(
+            h,
+            &mut iosb,
+            (&raw mut info).cast(),
+            size_of::<FILE_MODE_INFORMATION>() as u32,
+            FileModeInformation,
+        )
+    };
+    crate::sys::nt_check(status)?;
+    Ok(info.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0)
 }
 
 /// Classifies the `BOOL` a Win32 overlapped call returned, reading the

@@ -158,8 +158,10 @@
 //! and the balance breaks. [`open_file`], [`pipe_pair`], [`inbound_pipe`]
 //! and [`outbound_pipe`] return an [`OverlappedHandle`] that is known to
 //! satisfy this; any other handle goes through the unsafe
-//! [`OverlappedHandle::assume_overlapped`] (a `std` `ChildStdout`, say: use
-//! [`inbound_pipe`] for the child's stdout instead).
+//! [`OverlappedHandle::assume_overlapped`], or
+//! [`OverlappedHandle::try_from_owned`], which checks that the handle is
+//! overlapped and not inheritable first (a child's stdio: use
+//! [`process`](crate::process), or [`inbound_pipe`] and [`outbound_pipe`]).
 //!
 //! # Async I/O
 //! [`AsyncIo`] wraps an `Io` whose reads and writes are futures, completion
@@ -170,7 +172,8 @@
 //! and the buffer to the future's shared state, and wakes the latest poll's
 //! waker once. A read's end of file (and a pipe whose writer has gone)
 //! resolves to `Ok(0)`. A child process's stdin, stdout and stderr are
-//! pipes made by [`outbound_pipe`] and [`inbound_pipe`].
+//! [`process`](crate::process)'s, or pipes made by [`outbound_pipe`] and
+//! [`inbound_pipe`].
 //!
 //! The futures borrow the `AsyncIo`, so it cannot be dropped under them.
 //! Dropping an unfinished future cancels its operation (`CancelIoEx`, which
@@ -207,7 +210,7 @@ use crate::trace::EventInfo;
 pub(crate) mod compat;
 pub(crate) mod engine;
 mod future;
-mod handles;
+pub(crate) mod handles;
 pub(crate) mod iocore;
 mod object;
 mod operation;

@@ -279,24 +279,7 @@ pub(super) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO
 /// synchronous one would complete in ways the start/cancel balance does
 /// not expect.
 pub(super) fn require_overlapped(socket: &OwnedSocket) -> io::Result<()> {
-    use windows_sys::Wdk::Storage::FileSystem::{
-        FILE_MODE_INFORMATION, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT, FileModeInformation,
-        NtQueryInformationFile,
-    };
-    let mut iosb = windows_sys::Win32::System::IO::IO_STATUS_BLOCK::default();
-    let mut info = FILE_MODE_INFORMATION { Mode: 0 };
-    // SAFETY: the socket is open; both out-pointers are valid for their sizes.
-    let status = unsafe {
-        NtQueryInformationFile(
-            socket.as_raw_socket() as HANDLE,
-            &mut iosb,
-            (&raw mut info).cast(),
-            size_of::<FILE_MODE_INFORMATION>() as u32,
-            FileModeInformation,
-        )
-    };
-    crate::sys::nt_check(status)?;
-    if info.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0 {
+    if crate::io::handles::synchronous_io(socket.as_raw_socket() as HANDLE)? {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "the socket was not created for overlapped I/O"));
     }
     Ok(())

@@ -23,7 +23,7 @@ mod start;
 // Each test binary uses its own share of these.
 use start::note_retry;
 #[allow(unused_imports)]
-pub(crate) use start::{failed_to_start, output, spawn, spawn_died_starting};
+pub(crate) use start::{failed_to_start, output, retry_start_with, spawn, spawn_died_starting};
 
 /// Names the test whose scenario the child process runs.
 pub const CHILD_VAR: &str = "WINDOWS_THREADPOOL_TEST_CHILD";

@@ -1,7 +1,6 @@
 //! Starting a process from a test, with Wine's two start-up failures
 //! started once more, and saying so: shared by the integration tests
-//! (`tests/support`), the crate's own (`src/lib.rs`) and the benchmark
-//! program's (`bench`).
+//! (`tests/support`) and the crate's own (`src/lib.rs`).
 #![allow(dead_code)]
 
 use std::process::Command;
@@ -32,9 +31,10 @@ pub(crate) fn spawn_died_starting(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(INTERNAL_ERROR)
 }
 
-/// Runs `start` at most twice, the second time only after Wine's dying
-/// start ([`spawn_died_starting`]) and saying so, naming the process
-/// `what`: every process a test starts, starts here.
+/// Starts something at most twice (`start`: a spawn, an `output`, a
+/// `status`, of std's `Command` or the crate's), the second time only after
+/// Wine's dying start ([`spawn_died_starting`]) and saying so, naming it by
+/// `what`; every test that starts a process starts it here.
 pub(crate) fn retry_start_with<T>(what: &str, mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     match start() {
         Err(e) if spawn_died_starting(&e) => {
@@ -47,7 +47,7 @@ pub(crate) fn retry_start_with<T>(what: &str, mut start: impl FnMut() -> std::io
     }
 }
 
-/// [`retry_start_with`] for a std `Command`.
+/// [`retry_start_with`] for std's `cmd`, named by its program.
 fn retry_start<T>(cmd: &mut Command, mut start: impl FnMut(&mut Command) -> std::io::Result<T>) -> std::io::Result<T> {
     let what = format!("{:?}", cmd.get_program());
     retry_start_with(&what, || start(cmd))
