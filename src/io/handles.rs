@@ -47,9 +47,12 @@ impl OverlappedHandle {
     /// any other handle to the same file object (a duplicate made before or
     /// after, in this process or another). In particular the handle must not
     /// be inheritable, since `std::process::Command` hands every inheritable
-    /// handle to the child. A completion from another process carries an
-    /// address from that process, which can equal one of the `Io`'s live
-    /// operations (see [Completions that are not
+    /// handle to the child. Nor may overlapped I/O issued earlier on its
+    /// file object, through any handle, still be pending: its completion
+    /// would come to the `Io`'s port. Such a completion carries an address
+    /// that is not the `Io`'s (another process's, or memory its issuer has
+    /// since freed), which can equal one of the `Io`'s live operations (see
+    /// [Completions that are not
     /// ours](crate::io#completions-that-are-not-ours)). (It must also not
     /// have `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` set, now or later: that one
     /// is a liveness condition, an operation then never completes.)
@@ -67,10 +70,11 @@ impl OverlappedHandle {
     /// that it is not inheritable. [`process`](crate::process) takes the
     /// parent's end of each pipe `std` makes for a child through it.
     ///
-    /// Still `unsafe`: no call shows whether another handle to the same
-    /// file object exists (a duplicate kept by the caller, or handed to a
-    /// child through `Stdio`), whose overlapped I/O would complete on the
-    /// [`Io`](crate::io::Io)'s port with another address space's addresses.
+    /// Still `unsafe`: no call shows whether overlapped I/O issued earlier
+    /// on the file object is still pending, or whether a copy of the handle
+    /// made while it was inheritable, or kept as a raw value, will issue
+    /// some; either would complete on the [`Io`](crate::io::Io)'s port with
+    /// addresses that are not its own.
     ///
     /// # Errors
     /// [`io::ErrorKind::InvalidInput`] for a handle opened for synchronous
@@ -78,10 +82,15 @@ impl OverlappedHandle {
     /// query fails.
     ///
     /// # Safety
-    /// As [`assume_overlapped`](Self::assume_overlapped), less the two
-    /// conditions checked here: no other handle to `handle`'s file object
-    /// may issue overlapped I/O while it is bound, and it must not be bound
-    /// to a completion port already.
+    /// Every condition of [`assume_overlapped`](Self::assume_overlapped)
+    /// but the two checked here (overlapped, not inheritable now): the
+    /// handle is bound to no completion port; no overlapped I/O issued on
+    /// its file object is still pending; while it is bound, none is issued
+    /// other than through the [`Io`](crate::io::Io), neither through a raw
+    /// copy of this handle's value nor through another handle to the same
+    /// file object, in this process or another (one inherited while the
+    /// handle was inheritable included); and it never gets
+    /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` (a liveness condition).
     pub unsafe fn try_from_owned(handle: OwnedHandle) -> io::Result<Self> {
         if synchronous_io(handle.as_raw_handle())? {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the handle was not opened for overlapped I/O"));
@@ -318,7 +327,8 @@ pub(crate) fn synchronous_io(h: RawHandle) -> io::Result<bool> {
     };
     let mut iosb = windows_sys::Win32::System::IO::IO_STATUS_BLOCK::default();
     let mut info = FILE_MODE_INFORMATION { Mode: 0 };
-    // SAFETY: `h` is open (the caller's); both out-pointers are valid for their sizes.
+    // SAFETY: both out-pointers are valid for their sizes; `h` is only a
+    // value to the call, which fails for a handle that is not open.
     let status = unsafe {
         NtQueryInformationFile(
             h,

@@ -35,7 +35,8 @@ const _: () = {
 };
 
 impl Child {
-    /// Takes `inner`'s pipes, each bound by `bind`. If one fails, the child
+    /// Takes `inner`'s pipes, each bound by `bind` (which sees only those
+    /// ends, each just taken out of `inner`). If one fails, the child
     /// is killed and waited for (it could not be talked to as asked), and
     /// the error returned.
     pub(super) fn from_std(

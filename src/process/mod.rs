@@ -302,14 +302,18 @@ impl Command {
     /// child is killed then, see [Pipes](self#pipes)); the OS error if
     /// binding one fails.
     pub fn spawn(&mut self) -> io::Result<Child> {
-        Child::from_std(self.std.spawn()?, self.kill_on_drop, stdio::bind)
+        // SAFETY: `from_std` hands `bind` only the piped ends it takes out
+        // of the `std::process::Child` that this `spawn` just returned.
+        Child::from_std(self.std.spawn()?, self.kill_on_drop, |end| unsafe { stdio::bind(end) })
     }
 
     /// Starts the process and collects its output, reading stdout and
     /// stderr concurrently while it runs.
     ///
     /// Stdout and stderr are piped, and stdin is null, unless they were set
-    /// through this `Command`; the `Command` is left as it was. The child is
+    /// through this `Command`; those it sets go back to inheriting after
+    /// (what they were, unless set through [`as_std_mut`](Self::as_std_mut),
+    /// whose settings of them are replaced). The child is
     /// started when the future is first polled; dropping the future drops
     /// the [`Child`] (killed, with [`kill_on_drop`](Self::kill_on_drop)).
     ///

@@ -14,12 +14,18 @@ use crate::io::{AsyncIo, OverlappedHandle, ReadFuture, WriteFuture};
 /// # Errors
 /// `InvalidInput` if the end is synchronous or inheritable
 /// ([`OverlappedHandle::try_from_owned`]); the OS error if binding fails.
-pub(super) fn bind(end: OwnedHandle) -> io::Result<AsyncIo> {
+///
+/// # Safety
+/// `end` is a piped end (`stdin`, `stdout` or `stderr`) just taken from a
+/// `std::process::Child` that `spawn` has returned, and nothing has used
+/// it since.
+pub(super) unsafe fn bind(end: OwnedHandle) -> io::Result<AsyncIo> {
     // SAFETY: `end` is the parent's end of a pipe `std` made for this spawn
-    // and handed over in a `ChildStd*` nobody else saw: `std` keeps no copy
-    // of it (its `Command` keeps no piped end), gives the child the pipe's
-    // other end, a file object of its own, and has issued no I/O on it, so
-    // it is bound to no port and no other handle reaches its file object.
+    // and handed over in a `ChildStd*` nobody else saw (the caller's
+    // contract): `std` keeps no copy of it (its `Command` keeps no piped
+    // end), gives the child the pipe's other end, a file object of its own,
+    // and has issued no I/O on it, so it is bound to no port, no I/O on its
+    // file object is pending, and no other handle reaches that file object.
     // Its being overlapped and not inheritable is checked.
     AsyncIo::new(unsafe { OverlappedHandle::try_from_owned(end) }?)
 }
