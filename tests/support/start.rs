@@ -1,6 +1,8 @@
 //! Starting a process from a test, with Wine's two start-up failures
 //! started once more, and saying so: shared by the integration tests
-//! (`tests/support`) and the crate's own (`src/lib.rs`).
+//! (`tests/support`), the crate's own (`src/lib.rs`), the benchmark
+//! program (`bench`) and `cargo xtask test`'s check of the examples
+//! (`xtask`, the error code).
 #![allow(dead_code)]
 
 use std::process::Command;
@@ -24,7 +26,7 @@ pub(crate) fn failed_to_start(out: &std::process::Output) -> bool {
 /// does so now and then; [`spawn`] and [`output`] start such a child once
 /// more, as the tests' re-execution of their binary does a child ending with
 /// [`DLL_INIT_FAILED`].
-const INTERNAL_ERROR: i32 = 1359;
+pub(crate) const INTERNAL_ERROR: i32 = 1359;
 
 /// Whether a spawn failed as Wine's dying start does (see [`INTERNAL_ERROR`]).
 pub(crate) fn spawn_died_starting(e: &std::io::Error) -> bool {

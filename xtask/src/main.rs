@@ -35,6 +35,9 @@ mod idle;
 mod mutants;
 mod run;
 mod setup;
+/// Wine's failed process starts: the tests' definition of the error code.
+#[path = "../../tests/support/start.rs"]
+mod start;
 mod trace_view;
 mod wine10;
 

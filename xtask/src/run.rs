@@ -304,7 +304,8 @@ fn runner_retries() -> Vec<String> {
 /// (`ERROR_INTERNAL_ERROR`, 1359; `docs/wine.md`, "Harness facts"), the
 /// only failure for which `cargo xtask test` runs an example again.
 fn ended_by_a_dying_start(output: &str) -> bool {
-    output.lines().last().is_some_and(|l| l.starts_with("Error: Os { code: 1359, "))
+    let died = format!("Error: Os {{ code: {}, ", crate::start::INTERNAL_ERROR);
+    output.lines().last().is_some_and(|l| l.starts_with(&died))
 }
 
 /// Says that something was run again, and lists it with the runner's
