@@ -29,8 +29,8 @@
 //! Win32 call with `syscall-enter` and `syscall-leave` records. Target and
 //! event are string literals, checked at compile time against the **event
 //! table** ([`events`]), the one list of every event with the names of its
-//! two payload slots. Each module that records keeps its part of the table in
-//! a `TRACE_EVENTS` constant listed in `TABLES`. The table is what [`dump`]
+//! two payload slots. It lives under `events/`, one file per family, so the
+//! trace depends on none of the modules that record into it. The table is what [`dump`]
 //! names the slots with and what the reference section of `docs/trace.md` is
 //! generated from, so a row, the documentation and the code cannot disagree.
 //! Without the feature the macros expand to dead code that evaluates nothing
@@ -80,9 +80,9 @@
 //! **Dumps** take a snapshot (reading each index in the window once) and
 //! format it; all allocation happens there, never while recording.
 //!
-//! **Adding an event**: list it in the module's `TRACE_EVENTS` (a new module
-//! also goes into `TABLES`, which its recording sites do not compile
-//! without, and its file into the source scan in `trace/tests.rs`, which a
+//! **Adding an event**: list it in its family's file under `events/` (a new
+//! family also goes into `events::TABLES`, which its recording sites do not
+//! compile without, and its file into the source scan in `trace/tests.rs`, which a
 //! test checks against the module tree), record it with `trace_record!`,
 //! and run `cargo xtask trace-doc` to regenerate the reference in
 //! `docs/trace.md`. A new target needs nothing more: [`TARGETS`] is derived
@@ -104,6 +104,7 @@ pub struct EventInfo {
     pub meaning: &'static str,
 }
 
+mod events;
 mod table;
 
 pub(crate) use table::*;

@@ -2,27 +2,7 @@
 //! name, and the compile-time checks the recording macros run against them.
 
 use super::EventInfo;
-
-/// The events this module records itself.
-pub(crate) const TRACE_EVENTS: &[EventInfo] = &[EventInfo {
-    target: "exception",
-    event: "raised",
-    slots: ["code", "address"],
-    meaning: "a first-chance exception was raised on this thread; the observer recorded it and declined to handle it",
-}];
-
-/// Every per-module table of events, in the order the reference lists them.
-/// A module that records adds its `TRACE_EVENTS` here.
-pub(super) const TABLES: &[&[EventInfo]] = &[
-    crate::work::TRACE_EVENTS,
-    crate::pool::TRACE_EVENTS,
-    crate::timer::TRACE_EVENTS,
-    crate::wait::TRACE_EVENTS,
-    crate::io::TRACE_EVENTS,
-    crate::cleanup_group::TRACE_EVENTS,
-    crate::heal::TRACE_EVENTS,
-    TRACE_EVENTS,
-];
+use super::events::TABLES;
 
 /// Every event the crate can emit, in table order. `syscall` events are
 /// recorded twice per call, under the targets `syscall-enter` and

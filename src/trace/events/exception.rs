@@ -1,0 +1,10 @@
+//! The events the trace records itself.
+
+use crate::trace::EventInfo;
+
+pub(super) const EVENTS: &[EventInfo] = &[EventInfo {
+    target: "exception",
+    event: "raised",
+    slots: ["code", "address"],
+    meaning: "a first-chance exception was raised on this thread; the observer recorded it and declined to handle it",
+}];

@@ -1,0 +1,158 @@
+//! The events `timer` records.
+
+use crate::trace::EventInfo;
+
+pub(super) const EVENTS: &[EventInfo] = &[
+    EventInfo {
+        target: "timer",
+        event: "created",
+        slots: ["timer", "context"],
+        meaning: "a one-shot timer was created",
+    },
+    EventInfo {
+        target: "timer",
+        event: "armed",
+        slots: ["due", "period"],
+        meaning: "the timer was armed from outside a firing (due: raw 100 ns FILETIME value, negative = relative)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "arm-suppressed",
+        slots: ["timer", "due"],
+        meaning: "an arming from outside raced stop_and_drain() or teardown and was absorbed by it",
+    },
+    EventInfo { target: "timer", event: "disarmed", slots: ["timer", ""], meaning: "the timer was disarmed" },
+    EventInfo {
+        target: "timer",
+        event: "trampoline-entered",
+        slots: ["timer", ""],
+        meaning: "a pool thread entered the callback",
+    },
+    EventInfo {
+        target: "timer",
+        event: "trampoline-left",
+        slots: ["timer", ""],
+        meaning: "the firing finished, re-arm applied or dropped",
+    },
+    EventInfo {
+        target: "timer",
+        event: "rearm-requested",
+        slots: ["due", ""],
+        meaning: "the callback asked to be re-armed (applied after it returns; due as if applied now)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "rearm-entered",
+        slots: ["timer", "due"],
+        meaning: "the trampoline is applying a re-arm request",
+    },
+    EventInfo { target: "timer", event: "rearm-left", slots: ["timer", ""], meaning: "the re-arm was applied" },
+    EventInfo {
+        target: "timer",
+        event: "rearm-suppressed",
+        slots: ["timer", "reason"],
+        meaning: "a re-arm request was dropped (reason 1: teardown or stop_and_drain in progress, 2: armed or disarmed from outside during the firing)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "drained",
+        slots: ["timer", "cancelled"],
+        meaning: "every queued and running callback finished (cancelled=1: queued ones were discarded)",
+    },
+    EventInfo { target: "timer", event: "drop-begin", slots: ["timer", ""], meaning: "teardown started" },
+    EventInfo {
+        target: "timer",
+        event: "drain-owed",
+        slots: ["timer", ""],
+        meaning: "teardown found an arming not yet fired or drained (call stop_and_drain first)",
+    },
+    EventInfo {
+        target: "timer",
+        event: "drop-drained",
+        slots: ["timer", ""],
+        meaning: "teardown disarmed and drained every callback",
+    },
+    EventInfo {
+        target: "timer",
+        event: "drop-closed",
+        slots: ["timer", ""],
+        meaning: "the timer was closed and its context freed",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "created",
+        slots: ["timer", "context"],
+        meaning: "a periodic timer was created",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "armed",
+        slots: ["due", "period"],
+        meaning: "the timer was started (due: raw 100 ns FILETIME value of the first tick; period in ms)",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "arm-suppressed",
+        slots: ["timer", "due"],
+        meaning: "a start raced stop_and_drain() or teardown and was absorbed by it",
+    },
+    EventInfo { target: "timer-periodic", event: "disarmed", slots: ["timer", ""], meaning: "the timer was stopped" },
+    EventInfo {
+        target: "timer-periodic",
+        event: "trampoline-entered",
+        slots: ["timer", ""],
+        meaning: "a pool thread entered a tick",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "trampoline-left",
+        slots: ["timer", ""],
+        meaning: "the tick returned",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "disarm-requested",
+        slots: ["timer", "applied"],
+        meaning: "a tick called disarm (applied=0: the timer had been re-armed or disarmed from outside since the tick began)",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drained",
+        slots: ["timer", "cancelled"],
+        meaning: "every queued and running tick finished (cancelled=1: queued ones were discarded)",
+    },
+    EventInfo { target: "timer-periodic", event: "drop-begin", slots: ["timer", ""], meaning: "teardown started" },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drain-owed",
+        slots: ["timer", ""],
+        meaning: "teardown found the timer running or stopped but not drained (call stop_and_drain first)",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drop-drained",
+        slots: ["timer", ""],
+        meaning: "teardown stopped the timer and drained every tick",
+    },
+    EventInfo {
+        target: "timer-periodic",
+        event: "drop-closed",
+        slots: ["timer", ""],
+        meaning: "the timer was closed and its context freed",
+    },
+    EventInfo { target: "syscall", event: "CreateThreadpoolTimer", slots: ["context", "environment"], meaning: "" },
+    EventInfo {
+        target: "syscall",
+        event: "SetThreadpoolTimer",
+        slots: ["timer", "due"],
+        meaning: "due is the raw FILETIME value; i64::MIN stands for NULL (disarm)",
+    },
+    EventInfo {
+        target: "syscall",
+        event: "SetThreadpoolTimerEx",
+        slots: ["timer", ""],
+        meaning: "a disarm (NULL due time) where the system has the call",
+    },
+    EventInfo { target: "syscall", event: "WaitForThreadpoolTimerCallbacks", slots: ["timer", "cancel"], meaning: "" },
+    EventInfo { target: "syscall", event: "CloseThreadpoolTimer", slots: ["timer", ""], meaning: "" },
+];
