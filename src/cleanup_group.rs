@@ -17,7 +17,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! The release runs in this order (`crate::owner`): every member stops what
+//! The release runs in this order (`crate::callback::owner`): every member stops what
 //! could queue another callback (timers and waits disarm, suppress re-arms
 //! and drain), the native release drains (`fCancelPendingCallbacks = FALSE`)
 //! and closes all members, then the group frees their contexts and closes
@@ -76,11 +76,11 @@ use windows_sys::Win32::System::Threading::{
 
 use core::time::Duration;
 
+use crate::callback::ctx::{Arena, Blocks};
+use crate::callback::owner::{self, Lifecycle, Released};
+use crate::callback::reentry;
 use crate::callback_env::CallbackEnviron;
-use crate::ctx::{Arena, Blocks};
 use crate::heal::Registration;
-use crate::owner::{self, Lifecycle, Released};
-use crate::reentry;
 use crate::sys;
 use crate::timer::{PeriodicTick, PeriodicTimerObject, TimerCore, TimerFiring, TimerObject};
 use crate::wait::{WaitActivation, WaitCore, WaitObject, WaitableHandle};
@@ -607,7 +607,7 @@ impl CleanupGroup {
         trace_record!("group", "release-begin", self.raw, members.len());
         // The members' drains and the release wait for callbacks, which may
         // wait for a task parked here.
-        crate::inplace::flush();
+        crate::callback::inplace::flush();
         let mut owed = None;
         for m in &members {
             if let Some(type_name) = m.member().before_release(cancel) {
@@ -672,7 +672,7 @@ impl Drop for CleanupGroup {
         trace_call!("CloseThreadpoolCleanupGroup", self.raw, 0, { unsafe { CloseThreadpoolCleanupGroup(self.raw) } });
         trace_record!("group", "closed", self.raw, 0);
         if let Some(type_name) = owed {
-            crate::obligation::report_drain_owed(type_name);
+            crate::callback::obligation::report_drain_owed(type_name);
         }
     }
 }

@@ -102,7 +102,7 @@
 //! keeps using the context after the user's callback returns (a one-shot's
 //! re-arm, an I/O completion's accounting, the trace), as does the callback
 //! itself (its closure is in the context). After a disassociation, a
-//! concurrent `Drop` (or the own-callback handoff of `src/reentry.rs`, whose
+//! concurrent `Drop` (or the own-callback handoff of `src/callback/reentry.rs`, whose
 //! drain would no longer wait for the callback that dropped the object)
 //! could free the context and close the object while the callback still
 //! runs on them: a use after free. Making it sound would need the context

@@ -83,26 +83,18 @@ mod trace {
     }
 }
 
-#[cfg(windows)]
 #[macro_use]
-mod owner;
-
-#[cfg(windows)]
-mod arming;
+mod callback;
 #[cfg(windows)]
 pub mod callback_env;
 #[cfg(windows)]
 pub mod cleanup_group;
-mod ctx;
-mod local;
 // Public only for the crate's own tests (`heal::testing`).
 #[cfg(all(windows, feature = "test-hooks"))]
 #[doc(hidden)]
 pub mod heal;
 #[cfg(all(windows, not(feature = "test-hooks")))]
 mod heal;
-#[cfg(windows)]
-mod inplace;
 #[cfg(windows)]
 pub mod instance;
 #[cfg(windows)]
@@ -114,19 +106,14 @@ mod io {
 }
 #[cfg(windows)]
 pub mod net;
-mod obligation;
 #[cfg(windows)]
 pub mod placement;
 #[cfg(windows)]
 pub mod pool;
 #[cfg(windows)]
 pub mod process;
-#[cfg(windows)]
-mod reentry;
 #[cfg(all(windows, feature = "hyper"))]
 pub mod rt;
-#[cfg(windows)]
-mod spans;
 #[cfg(windows)]
 mod sys;
 #[cfg(windows)]
@@ -146,22 +133,23 @@ mod test_start;
 pub mod time;
 #[cfg(windows)]
 pub mod timer;
-mod unwind;
 #[cfg(windows)]
 pub mod wait;
 #[cfg(windows)]
-mod waker_slot;
-#[cfg(windows)]
 pub mod work;
 
+/// How many callback contexts are alive in this process (a test hook).
+#[cfg(all(windows, any(test, feature = "test-hooks")))]
+#[doc(hidden)]
+pub use callback::ctx::live_contexts;
+/// How many teardowns were handed to another thread (a test hook).
+#[cfg(all(windows, any(test, feature = "test-hooks")))]
+#[doc(hidden)]
+pub use callback::reentry::handoffs;
 #[cfg(windows)]
 pub use callback_env::{CallbackEnviron, CallbackPriority};
 #[cfg(windows)]
 pub use cleanup_group::CleanupGroup;
-/// How many callback contexts are alive in this process (a test hook).
-#[cfg(all(windows, any(test, feature = "test-hooks")))]
-#[doc(hidden)]
-pub use ctx::live_contexts;
 #[cfg(windows)]
 pub use instance::CallbackInstance;
 #[cfg(windows)]
@@ -170,10 +158,6 @@ pub use io::{Io, IoCompletion};
 pub use placement::ProcessorSet;
 #[cfg(windows)]
 pub use pool::Pool;
-/// How many teardowns were handed to another thread (a test hook).
-#[cfg(all(windows, any(test, feature = "test-hooks")))]
-#[doc(hidden)]
-pub use reentry::handoffs;
 #[cfg(windows)]
 pub use task::{
     JoinHandle, Scope, ScopedJoinHandle, for_each, for_each_in, join, join_in, map, map_in, scope, scope_in,

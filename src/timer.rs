@@ -57,7 +57,7 @@
 //!
 //! # Arms racing a stop
 //! Every arming, from outside or a firing's re-arm, goes through the arming
-//! gate that waits share (`crate::arming`): `Drop` and
+//! gate that waits share (`crate::callback::arming`): `Drop` and
 //! [`TimerObject::stop_and_drain`] raise it and disarm under its lock,
 //! and an arming that takes the lock while a stop is in progress is
 //! absorbed (it arms nothing and reports success, as if it had come before
@@ -111,16 +111,16 @@ use windows_sys::Win32::System::Threading::{
     SetThreadpoolTimer, WaitForThreadpoolTimerCallbacks,
 };
 
-use crate::arming::{ArmGate, Gated};
+use crate::callback::arming::{ArmGate, Gated};
+use crate::callback::ctx::{self, Blocks, Context};
+use crate::callback::local::Local;
+use crate::callback::obligation::DrainObligation;
+use crate::callback::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
+use crate::callback::reentry;
+use crate::callback::spans;
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
-use crate::local::Local;
-use crate::obligation::DrainObligation;
-use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
-use crate::reentry;
-use crate::spans;
 use crate::sys::{self, filetime};
 use crate::time::Deadline;
 
@@ -179,7 +179,7 @@ pub(crate) struct TimerHeader {
     obligation: DrainObligation,
     /// Taken around every `SetThreadpoolTimer` this crate issues; arms go
     /// through it so that a stop absorbs those that race it (see
-    /// `crate::arming`).
+    /// `crate::callback::arming`).
     gate: ArmGate<Held>,
     /// Bumped (under `lock`) by every arming and disarm from outside a
     /// callback; a firing's re-arm (or a tick's disarm) applies only if it has
@@ -321,7 +321,7 @@ impl TimerHeader {
 /// A timer's core: the raw object and its context, which holds the rest (two
 /// pointers, moved in registers), for both kinds
 /// (one-shot and periodic, told apart by the header). Owned by the
-/// standalone types or by a cleanup group (see `crate::owner`). Arming and
+/// standalone types or by a cleanup group (see `crate::callback::owner`). Arming and
 /// draining are defined once, here.
 pub(crate) struct TimerCore {
     raw: PTP_TIMER,
@@ -460,7 +460,7 @@ impl Lifecycle for TimerCore {
 
     /// Stops the timer and drains: when this returns no callback is running
     /// or queued, and none will start until the timer is armed again. Arms
-    /// that race it are absorbed (see `crate::arming`).
+    /// that race it are absorbed (see `crate::callback::arming`).
     fn stop_and_drain(&self) {
         self.suppress_and_disarm();
         self.drain(false);
@@ -512,9 +512,9 @@ unsafe extern "system" fn one_shot_trampoline<F>(
 ) where
     F: Fn(&TimerFiring<'_>) + Send + Sync + 'static,
 {
-    // First, so it is left last (`crate::inplace`): the time driver's timer
+    // First, so it is left last (`crate::callback::inplace`): the time driver's timer
     // arms it.
-    let site = crate::inplace::Site::new(instance, true);
+    let site = crate::callback::inplace::Site::new(instance, true);
     let _inplace = site.enter();
     let _scope = reentry::CallbackScope::enter(context);
     trace_record!("timer", "trampoline-entered", timer, 0);

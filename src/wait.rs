@@ -102,17 +102,19 @@ use windows_sys::Win32::System::Threading::{
 };
 use windows_sys::core::BOOL;
 
-use crate::arming::{ArmGate, Gated};
+use crate::callback::arming::{ArmGate, Gated};
+use crate::callback::ctx::{self, Blocks, Context};
+use crate::callback::local::Local;
+use crate::callback::obligation::DrainObligation;
+use crate::callback::owner::{
+    self, Access, DrainLock, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback,
+};
+use crate::callback::reentry;
+use crate::callback::spans;
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Blocks, Context};
 use crate::heal::Registration;
 use crate::instance::CallbackInstance;
-use crate::local::Local;
-use crate::obligation::DrainObligation;
-use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released, forbid_drain_in_own_callback};
 use crate::pool::PoolRef;
-use crate::reentry;
-use crate::spans;
 use crate::sys::{self, filetime};
 use crate::time::Deadline;
 
@@ -509,7 +511,7 @@ pub enum WaitResult {
 }
 
 /// The arming state, behind the gate that arming, re-arming and stopping
-/// share (`crate::arming`: arms are absorbed while a stop is in progress;
+/// share (`crate::callback::arming`: arms are absorbed while a stop is in progress;
 /// teardown's stop never ends).
 #[derive(Default)]
 struct ArmState {
@@ -645,9 +647,9 @@ unsafe extern "system" fn trampoline<F>(
 ) where
     F: Fn(&WaitActivation<'_>) + Send + Sync + 'static,
 {
-    // First, so it is left last (`crate::inplace`): a wait future's
+    // First, so it is left last (`crate::callback::inplace`): a wait future's
     // callback arms it.
-    let site = crate::inplace::Site::new(instance, true);
+    let site = crate::callback::inplace::Site::new(instance, true);
     let _inplace = site.enter();
     let _scope = reentry::CallbackScope::enter(context);
     let result = if result == WAIT_TIMEOUT { WaitResult::TimedOut } else { WaitResult::Signalled };

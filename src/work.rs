@@ -26,19 +26,19 @@ use windows_sys::Win32::System::Threading::{
     WaitForThreadpoolWorkCallbacks,
 };
 
+use crate::callback::ctx::{self, Blocks, Context};
+use crate::callback::local::Local;
+use crate::callback::obligation::DrainObligation;
+use crate::callback::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
+use crate::callback::reentry;
+use crate::callback::spans;
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Blocks, Context};
 use crate::instance::CallbackInstance;
-use crate::local::Local;
-use crate::obligation::DrainObligation;
-use crate::owner::{self, Access, DrainLock, Lifecycle, Owner, Phase, Released};
 use crate::pool::PoolRef;
-use crate::reentry;
-use crate::spans;
 use crate::sys;
 
 /// A work object's core: the raw object and its context, which holds the
-/// rest. Owned by [`Work`] or by a cleanup group (see `crate::owner`). Two
+/// rest. Owned by [`Work`] or by a cleanup group (see `crate::callback::owner`). Two
 /// pointers, so that a create and drop pair moves it in registers.
 pub(crate) struct WorkCore {
     raw: PTP_WORK,

@@ -19,7 +19,7 @@
 //! its operations are cancelled (`CancelIoEx`), and the completion that
 //! brings the count of operations in flight to zero drops the engine on
 //! that completion's thread, as its callback's last act
-//! (`crate::inplace::drop_when_left`): the thread is disassociated from the
+//! (`crate::callback::inplace::drop_when_left`): the thread is disassociated from the
 //! callback first, so the drain waits only for the object's other
 //! callbacks, which are past their last use of it. No thread waits for a
 //! completion and none is handed a teardown, so a server closing 10,000
@@ -27,7 +27,7 @@
 //! With in-place polling off (no site to leave), or for an object that
 //! never takes part in it (a cleanup group's, or one whose environment
 //! keeps a library loaded), the own-callback teardown
-//! (`crate::reentry::tear_down`) hands the close to another thread, which
+//! (`crate::callback::reentry::tear_down`) hands the close to another thread, which
 //! waits only for the running callback to return. The object itself is
 //! still drained, never cancelled through the pool.
 //!
@@ -51,9 +51,9 @@ use windows_sys::Win32::System::IO::OVERLAPPED;
 
 use super::iocore::{Issued, Submitted};
 use super::{Io, IoCompletion, Operation, OperationId};
+use crate::callback::inplace;
+use crate::callback::waker_slot::WakerSlot;
 use crate::callback_env::CallbackEnviron;
-use crate::inplace;
-use crate::waker_slot::WakerSlot;
 
 /// One kind of async operation.
 pub(crate) trait AsyncOp: Send + 'static {
@@ -142,7 +142,7 @@ impl<T: AsyncOp> ErasedOp for Pending<T> {
         // If the future is gone, the last `Arc` (and the output, buffer and
         // all) drops here, after the kernel is done with it: user code, in
         // a pool callback.
-        crate::unwind::or_abort("dropping an I/O future's buffer", move || drop(shared));
+        crate::callback::unwind::or_abort("dropping an I/O future's buffer", move || drop(shared));
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
@@ -184,7 +184,7 @@ pub fn async_completions() -> usize {
 }
 
 /// The object's callback: finishes the operation and wakes its future, a
-/// task of `class` in place (`crate::inplace`), then counts it done.
+/// task of `class` in place (`crate::callback::inplace`), then counts it done.
 fn on_completion(c: &IoCompletion, shared: &EngineShared, class: Option<inplace::Class>) {
     #[cfg(any(test, feature = "test-hooks"))]
     COMPLETIONS.fetch_add(1, Ordering::SeqCst);
@@ -222,7 +222,7 @@ impl EngineShared {
     /// with the object, on this thread: disassociated from the callback,
     /// the drain waits only for the object's other callbacks, so no
     /// teardown is handed to another thread. Otherwise here, which hands
-    /// the close off (`crate::reentry`): an object in a cleanup group, or
+    /// the close off (`crate::callback::reentry`): an object in a cleanup group, or
     /// whose environment keeps a library loaded (which the pool may hold
     /// only while the callback counts), never takes part.
     fn done_one(&self, in_place: bool) {
@@ -401,7 +401,7 @@ impl Drop for Uncount<'_> {
 impl<O> InFlight<O> {
     /// The output once it has arrived; the caller drops `self` then.
     pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<O> {
-        // Register, then check (see `crate::waker_slot`).
+        // Register, then check (see `crate::callback::waker_slot`).
         self.shared.waker.register(cx.waker());
         match self.shared.lock().take() {
             Some(output) => Poll::Ready(output),

@@ -17,18 +17,18 @@ use windows_sys::Win32::System::Threading::{
     WaitForThreadpoolIoCallbacks,
 };
 
+use crate::callback::ctx::{self, Blocks, Context};
+use crate::callback::inplace;
+use crate::callback::local::Local;
+use crate::callback::obligation::DrainObligation;
+use crate::callback::owner::{Lifecycle, Phase};
+use crate::callback::reentry;
+use crate::callback::spans;
+use crate::callback::unwind::AbortOnUnwind;
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::ctx::{self, Blocks, Context};
-use crate::inplace;
 use crate::instance::CallbackInstance;
-use crate::local::Local;
-use crate::obligation::DrainObligation;
-use crate::owner::{Lifecycle, Phase};
 use crate::pool::PoolRef;
-use crate::reentry;
-use crate::spans;
 use crate::sys;
-use crate::unwind::AbortOnUnwind;
 
 use super::{handles::*, operation::*, registry::*};
 
@@ -423,7 +423,7 @@ impl IoCore {
     /// only callbacks left are past their last use of the operation and the
     /// user's code, so none can be waiting for the lock.
     pub(super) fn settle(&self, cancel: bool) {
-        crate::inplace::flush();
+        crate::callback::inplace::flush();
         let h = self.header();
         h.waiters.fetch_add(1, Ordering::SeqCst);
         loop {
@@ -628,7 +628,7 @@ pub(super) unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sy
     io: PTP_IO,
 ) {
     // First, so it is left last: a task the completion woke is polled there,
-    // once nothing of the object is touched any more (`crate::inplace`).
+    // once nothing of the object is touched any more (`crate::callback::inplace`).
     let site = inplace::Site::new(instance, true);
     let _inplace = site.enter();
     let _scope = reentry::CallbackScope::enter(context);

@@ -10,8 +10,8 @@ use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::IO::OVERLAPPED;
 use windows_sys::Win32::System::Threading::PTP_IO;
 
+use crate::callback::owner::{self, Owner, forbid_drain_in_own_callback};
 use crate::callback_env::CallbackEnviron;
-use crate::owner::{self, Owner, forbid_drain_in_own_callback};
 
 use super::{handles::*, iocore::*, operation::*};
 

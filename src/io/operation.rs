@@ -53,7 +53,7 @@ pub(super) struct OpHeader {
     pub(super) free: unsafe fn(NonNull<OpHeader>),
     /// The span current when the operation was issued: its completion's
     /// parent. Taken by the completion; zero-sized without `tracing`.
-    pub(super) parent: crate::spans::Captured,
+    pub(super) parent: crate::callback::spans::Captured,
 }
 
 #[repr(C)]
@@ -99,7 +99,7 @@ impl<P: Send + 'static> Operation<P> {
                 overlapped: OVERLAPPED::default(),
                 type_id: TypeId::of::<P>(),
                 free: free_block::<P>,
-                parent: crate::spans::Captured::NONE,
+                parent: crate::callback::spans::Captured::NONE,
             },
             payload,
         });

@@ -16,10 +16,10 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use super::header::{Header, InstanceMark, JoinHandle, Prefix, QUEUED, VTable, claim, discard, finish, release_pool};
+use crate::callback::spans::{self, Kind};
 use crate::callback_env::{CallbackEnviron, env_parts};
 use crate::placement;
 use crate::pool::PoolRef;
-use crate::spans::{self, Kind};
 
 #[repr(C)]
 struct Task<F, T> {
@@ -97,7 +97,7 @@ unsafe extern "system" fn trampoline<F: FnOnce() -> T + Send, T: Send>(
     let task = unsafe { Arc::from_raw(h.cast::<Task<F, T>>().as_ptr()) };
     // The last reference drops a detached task's result (or panic payload),
     // whose `Drop` may panic: no unwind may leave this callback.
-    crate::unwind::or_abort("dropping a detached task's result in a pool callback", move || drop(task));
+    crate::callback::unwind::or_abort("dropping a detached task's result in a pool callback", move || drop(task));
 }
 
 /// Creates a task for `f` and submits it; returns it with `extra + 1`

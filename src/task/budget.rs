@@ -4,7 +4,7 @@
 use core::cell::Cell;
 use core::task::{Context, Poll, Waker};
 
-use crate::local::{self, Mark};
+use crate::callback::local::{self, Mark};
 
 /// The operations a task poll may complete before the crate's futures make
 /// it yield (as tokio's budget, 128).

@@ -29,7 +29,7 @@ impl Wake for Unpark {
 /// [`may_run_long`](super::may_run_long)).
 pub fn block_on<F: Future>(future: F) -> F::Output {
     // Blocks: a task the calling callback parked would wait for it.
-    crate::inplace::flush();
+    crate::callback::inplace::flush();
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut future = core::pin::pin!(future);

@@ -33,7 +33,7 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::unwind::or_abort;
+use crate::callback::unwind::or_abort;
 use std::sync::Arc;
 
 use windows_sys::Win32::System::Threading::{
@@ -42,11 +42,11 @@ use windows_sys::Win32::System::Threading::{
 
 use super::blocking::without_cleanup_group;
 use super::header::{Header, InstanceMark, JoinHandle, Prefix, RUNNING, VTable, discard, finish, release_pool};
+use crate::callback::inplace::{self, Class, Parked};
+use crate::callback::spans::{self, Kind};
 use crate::callback_env::{CallbackEnviron, env_parts};
-use crate::inplace::{self, Class, Parked};
 use crate::placement;
 use crate::pool::PoolRef;
-use crate::spans::{self, Kind};
 
 /// Not scheduled and not being polled: a wake submits it.
 const IDLE: u32 = 0;
@@ -68,7 +68,7 @@ struct AsyncTask<F: Future> {
     work: AtomicIsize,
     /// Keeps a private pool open while the task lives.
     pool: PoolRef,
-    /// Where its work callback runs, for in-place polls (`crate::inplace`).
+    /// Where its work callback runs, for in-place polls (`crate::callback::inplace`).
     class: Option<Class>,
     /// Polled only by the callback that moved `SCHEDULED -> POLLING`;
     /// never moved (the block is never moved while it lives).
@@ -129,7 +129,7 @@ static IDLE_WAKES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicU
 /// How many wakes of async tasks found the task idle, so parked it for an
 /// in-place poll or submitted it; a wake that finds its task being polled
 /// only marks it. A test hook, not API: a test compares it with
-/// [`inplace_polls`](crate::inplace::inplace_polls).
+/// [`inplace_polls`](crate::callback::inplace::inplace_polls).
 #[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
 pub fn idle_wakes() -> usize {
@@ -232,7 +232,7 @@ where
 }
 
 /// The work callback: polls the task once, then, in place, a task of its
-/// class that the poll woke (`crate::inplace`).
+/// class that the poll woke (`crate::callback::inplace`).
 unsafe extern "system" fn poll_task<F: Future + Send + 'static>(
     instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,

@@ -21,12 +21,12 @@ use windows_sys::Win32::System::Threading::{
     CallbackMayRunLong, INFINITE, PTP_CALLBACK_INSTANCE, WaitOnAddress, WakeByAddressAll,
 };
 
-use crate::local::{self, Mark};
+use crate::callback::local::{self, Mark};
+use crate::callback::reentry;
+use crate::callback::spans::Captured;
+use crate::callback::waker_slot::WakerSlot;
 use crate::placement::Placement;
 use crate::pool::PoolRef;
-use crate::reentry;
-use crate::spans::Captured;
-use crate::waker_slot::WakerSlot;
 
 /// Not started: the pool callback or a waiter may claim it.
 pub(super) const QUEUED: u32 = 0;
@@ -135,7 +135,7 @@ pub(super) unsafe fn discard<T>(h: NonNull<Header>) -> bool {
     let panicked = matches!(r, Some(Err(_)));
     // A result or payload that panics on drop would unwind out of the scope
     // before it had finished; std aborts there too.
-    crate::unwind::or_abort("dropping a task's result", move || drop(r));
+    crate::callback::unwind::or_abort("dropping a task's result", move || drop(r));
     panicked
 }
 
@@ -153,7 +153,7 @@ pub(super) unsafe fn help_or_wait(h: NonNull<Header>) {
     let header = unsafe { h.as_ref() };
     // About to run `h` or wait for it, either of which may take long: a task
     // this callback parked would wait for it.
-    crate::inplace::flush();
+    crate::callback::inplace::flush();
     if claim(header) {
         // SAFETY: claimed just now; the caller's reference keeps it alive.
         unsafe { (header.vtable.run)(h) };
@@ -233,7 +233,7 @@ impl InstanceMark {
 /// [module docs](super#long-blocking-tasks)).
 pub fn may_run_long() -> Option<bool> {
     // The caller is about to block: run a task its callback parked elsewhere.
-    crate::inplace::flush();
+    crate::callback::inplace::flush();
     let instance = local::with(|here| here.map_or(0, |l| l.task_instance.get()));
     if instance == 0 {
         return None;
@@ -306,7 +306,7 @@ impl<T> Future for JoinHandle<T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: the handle holds a reference.
         let header = unsafe { self.task.as_ref() };
-        // Register, then check (see `crate::waker_slot`).
+        // Register, then check (see `crate::callback::waker_slot`).
         header.joiner.register(cx.waker());
         match header.state.load(Ordering::Acquire) {
             DONE => {

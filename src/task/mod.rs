@@ -41,7 +41,7 @@
 //! socket completion, the time driver's timer, a wait future's callback, or
 //! another task's poll) is polled on that callback's thread once the
 //! callback's own work is done, instead of being submitted
-//! (`src/inplace.rs` is the mechanism):
+//! (`src/callback/inplace.rs` is the mechanism):
 //!
 //! - **Only where it would run anyway**: the callback's object and the task
 //!   have the same pool, priority, runs-long setting and placement. A task
@@ -71,7 +71,7 @@
 //!   on the instance of the callback it runs in: the thread it blocks is
 //!   that callback's, of the same pool and class.
 //! - **Not the object's callback**: the poll runs after the callback has
-//!   left its own-callback mark (`crate::reentry`), and a completion
+//!   left its own-callback mark (`crate::callback::reentry`), and a completion
 //!   callback first disassociates its thread from its object
 //!   (`DisassociateCurrentThreadFromCallback`), touching nothing of the
 //!   object afterwards. So a task polled in place is in no object's
@@ -268,7 +268,7 @@ mod scoped;
 /// How many tasks were polled in place (a test hook).
 #[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
-pub use crate::inplace::inplace_polls;
+pub use crate::callback::inplace::inplace_polls;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub use blocking::fail_next_submits;

@@ -77,7 +77,7 @@ impl Future for Sleep {
         match &self.state {
             State::Elapsed => return Poll::Ready(()),
             State::Registered(entry, _) => {
-                // Register, then check (see `crate::waker_slot`).
+                // Register, then check (see `crate::callback::waker_slot`).
                 entry.waker.register(cx.waker());
                 if !entry.fired() {
                     return Poll::Pending;

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
+use crate::callback::waker_slot::WakerSlot;
 use crate::timer::Timer;
-use crate::waker_slot::WakerSlot;
 
 /// One registered sleep.
 #[derive(Debug, Default)]
@@ -64,8 +64,8 @@ impl Driver {
             // Armed only after `DRIVER` is set, so the callback finds it.
             timer: Timer::new(|_| {
                 // The first sleep woken, if its task runs where this timer
-                // does, is polled after this callback (`crate::inplace`).
-                let _armed = crate::inplace::arm(Some(crate::inplace::Class::DEFAULT));
+                // does, is polled after this callback (`crate::callback::inplace`).
+                let _armed = crate::callback::inplace::arm(Some(crate::callback::inplace::Class::DEFAULT));
                 if let Some(d) = DRIVER.get() {
                     d.fire();
                 }

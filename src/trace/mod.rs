@@ -28,7 +28,7 @@
 //! `trace_call!("SubmitThreadpoolWork", a, b, { the call })`, which brackets a
 //! Win32 call with `syscall-enter` and `syscall-leave` records. Target and
 //! event are string literals, checked at compile time against the **event
-//! table** ([`events`]), the one list of every event with the names of its
+//! table** ([`events()`]), the one list of every event with the names of its
 //! two payload slots. It lives under `events/`, one file per family, so the
 //! trace depends on none of the modules that record into it. The table is what [`dump`]
 //! names the slots with and what the reference section of `docs/trace.md` is

@@ -9,10 +9,10 @@ use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 
 use super::{Wait, WaitResult, WaitTarget, WaitableHandle};
+use crate::callback::reentry;
+use crate::callback::waker_slot::WakerSlot;
 use crate::callback_env::CallbackEnviron;
-use crate::reentry;
 use crate::time::Deadline;
-use crate::waker_slot::WakerSlot;
 
 /// What the wait's callback and the future share.
 struct Shared {
@@ -144,9 +144,9 @@ impl Signalled {
     fn arm(&mut self, handle: WaitableHandle, env: Option<&CallbackEnviron>) -> io::Result<()> {
         let shared = Arc::new(Shared { outcome: AtomicU8::new(PENDING), waker: WakerSlot::new() });
         let done = Arc::clone(&shared);
-        let class = crate::inplace::Class::of_completions(env);
+        let class = crate::callback::inplace::Class::of_completions(env);
         let callback = move |act: &super::WaitActivation<'_>| {
-            let _armed = crate::inplace::arm(class);
+            let _armed = crate::callback::inplace::arm(class);
             let outcome = if act.is_signalled() { SIGNALLED } else { TIMED_OUT };
             done.outcome.store(outcome, Ordering::Release);
             done.waker.wake();

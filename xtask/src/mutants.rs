@@ -33,19 +33,19 @@ pub struct Module {
 pub const MODULES: &[Module] = &[
     Module {
         name: "obligation",
-        files: &["src/obligation.rs"],
+        files: &["src/callback/obligation.rs"],
         tests: &["--lib", "--test", "self_teardown", "--test", "harness", "--test", "work", "--test", "timer"],
         features: "fail-fast",
     },
     Module {
         name: "waker_slot",
-        files: &["src/waker_slot.rs"],
+        files: &["src/callback/waker_slot.rs"],
         tests: &["--lib", "--test", "async_task", "--test", "async_time"],
         features: "",
     },
     Module {
         name: "ctx",
-        files: &["src/ctx.rs"],
+        files: &["src/callback/ctx.rs"],
         // lifecycle: the context count the models and leak checks rely on.
         tests: &["--lib", "--test", "work", "--test", "alloc", "--test", "lifecycle"],
         features: "",
@@ -58,7 +58,7 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "timer",
-        files: &["src/timer.rs", "src/arming.rs"],
+        files: &["src/timer.rs", "src/callback/arming.rs"],
         tests: &["--lib", "--test", "timer", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },

@@ -44,11 +44,11 @@ impl WakerSlot {
 
     /// Wakes and forgets the registered waker, if any. Called by the pool
     /// callback that completes the future, where no unwind may go: a waker
-    /// that panics aborts the process, saying so (`crate::unwind`).
+    /// that panics aborts the process, saying so (`crate::callback::unwind`).
     pub(crate) fn wake(&self) {
         let waker = self.lock().take();
         if let Some(w) = waker {
-            crate::unwind::or_abort("a waker", || w.wake());
+            crate::callback::unwind::or_abort("a waker", || w.wake());
         }
     }
 

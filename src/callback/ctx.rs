@@ -34,7 +34,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use crate::local::Local;
+use crate::callback::local::Local;
 #[cfg(windows)]
 use crate::placement::Placement;
 
@@ -354,7 +354,7 @@ pub(crate) mod blocks {
     use core::ptr::NonNull;
     use std::alloc::{alloc, dealloc, handle_alloc_error};
 
-    use crate::local::{self, Local};
+    use crate::callback::local::{self, Local};
 
     /// Blocks kept per thread: enough for a thread that creates and drops
     /// objects of a few kinds in turn, little enough to hold no real memory.
@@ -478,7 +478,7 @@ impl<H> Context<H> {
 impl<H> Context<H> {
     /// Frees the context as dropping it does, giving its block back to the
     /// kept blocks of `here` (this thread's state, read by the caller; see
-    /// `crate::local`).
+    /// `crate::callback::local`).
     pub(crate) fn free_in(self, here: Option<&Local>) {
         let this = core::mem::ManuallyDrop::new(self);
         let give_back = |block, layout| {
@@ -513,7 +513,7 @@ impl<H> Drop for Context<H> {
     fn drop(&mut self) {
         let give_back = |block, layout| {
             // SAFETY: as in `free_in`.
-            crate::local::with(|here| unsafe { blocks::give_back(here, block, layout) })
+            crate::callback::local::with(|here| unsafe { blocks::give_back(here, block, layout) })
         };
         // SAFETY: dropped once; `self` is not used again.
         unsafe { self.free_block(give_back) }

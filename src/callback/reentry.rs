@@ -15,7 +15,7 @@
 //! previous value when the trampoline returns. A context pointer identifies
 //! its object while the object lives, and the object outlives every callback,
 //! so "the slot holds my context" means "this thread is inside my callback".
-//! The slot is a field of the thread's [`Local`](crate::local): a callback
+//! The slot is a field of the thread's [`Local`](crate::callback::local): a callback
 //! reads the thread-local once (about 5 ns under Wine) and keeps its
 //! address for the restore, and a drop reads it once for this check and for
 //! giving its context's block back.
@@ -54,7 +54,7 @@ use windows_sys::Win32::System::Threading::{
     FreeLibraryWhenCallbackReturns, PTP_CALLBACK_INSTANCE, TrySubmitThreadpoolCallback,
 };
 
-use crate::local::{self, Local, Mark};
+use crate::callback::local::{self, Local, Mark};
 use crate::placement;
 
 /// The context of the callback running on this thread, null outside one
@@ -89,7 +89,7 @@ impl CallbackScope {
 
 #[cold]
 fn unmarked_callback() -> ! {
-    crate::unwind::say_and_abort(format_args!(
+    crate::callback::unwind::say_and_abort(format_args!(
         "windows-threadpool: a callback ran on a thread whose thread-locals are gone; aborting"
     ))
 }
@@ -214,8 +214,9 @@ struct Handoff<F> {
 unsafe extern "system" fn run_handoff<F: FnOnce()>(instance: PTP_CALLBACK_INSTANCE, context: *mut c_void) {
     // A panic there (a `fail-fast` report) ends the process, saying so.
     // SAFETY: `context` is the handoff `hand_off` submitted, run once, here.
-    let module =
-        crate::unwind::or_abort("a handed-off teardown", || unsafe { HandoffPtr(context.cast::<Handoff<F>>()).run() });
+    let module = crate::callback::unwind::or_abort("a handed-off teardown", || unsafe {
+        HandoffPtr(context.cast::<Handoff<F>>()).run()
+    });
     if !module.is_null() {
         // The pool releases the module only after this callback has returned,
         // so its code stays mapped while it runs.
@@ -257,6 +258,6 @@ pub(crate) fn hand_off<F: FnOnce() + Send + 'static>(teardown: F) {
         // A panic here (a `fail-fast` report) ends the process, as it would
         // on a pool thread.
         // SAFETY: the submission failed, so this thread owns the handoff.
-        let _kept_for_good = crate::unwind::or_abort("a handed-off teardown", || unsafe { h.run() });
+        let _kept_for_good = crate::callback::unwind::or_abort("a handed-off teardown", || unsafe { h.run() });
     });
 }

@@ -8,7 +8,7 @@
 //!
 //! - [`Owner`], inside a standalone type (`Work`, ...): its `Drop`
 //!   runs [`tear_down`], or from the object's own callback stops it at once
-//!   and hands the rest to another thread (`crate::reentry`);
+//!   and hands the rest to another thread (`crate::callback::reentry`);
 //! - a cleanup group, which runs [`before_release`] on every member, lets
 //!   the native bulk release drain and close them all, then runs
 //!   [`after_release`] on each.
@@ -23,9 +23,9 @@ use core::mem::ManuallyDrop;
 use core::ops::Deref;
 use std::sync::{PoisonError, RwLock};
 
-use crate::local::Local;
-use crate::obligation::{DrainObligation, report_drain_owed};
-use crate::reentry;
+use crate::callback::local::Local;
+use crate::callback::obligation::{DrainObligation, report_drain_owed};
+use crate::callback::reentry;
 
 /// A trace record of the teardown sequence, written under the kind's target.
 #[derive(Clone, Copy)]
@@ -159,7 +159,7 @@ impl DrainLock {
         if access == Access::Owned {
             return f();
         }
-        crate::inplace::flush();
+        crate::callback::inplace::flush();
         if !crate::sys::on_wine() {
             return f();
         }
@@ -196,7 +196,7 @@ fn quiesce_for_teardown<C: Lifecycle>(core: &C, here: Option<&Local>) -> bool {
     core.record(Phase::Begin);
     let owed = core.drain_owed();
     // The drain may wait for a task parked on this thread.
-    crate::inplace::flush_in(here);
+    crate::callback::inplace::flush_in(here);
     core.quiesce(false);
     core.record(Phase::Drained);
     owed
@@ -284,7 +284,7 @@ impl<C: Lifecycle> Owner<C> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: taken once, here; `this` is never dropped, so `Drop` cannot take it again.
         let core = unsafe { ManuallyDrop::take(&mut this.core) };
-        crate::local::with(|here| finish(core, false, here, close))
+        crate::callback::local::with(|here| finish(core, false, here, close))
     }
 }
 
@@ -332,7 +332,7 @@ macro_rules! deref_to_view {
             #[inline]
             fn deref(&self) -> &$view {
                 let $self = self;
-                $crate::owner::view($core)
+                $crate::callback::owner::view($core)
             }
         }
     };
@@ -348,7 +348,7 @@ macro_rules! view {
         pub struct $view($core);
 
         // SAFETY: `repr(transparent)` over the core, as declared just above.
-        unsafe impl $crate::owner::ViewOf<$core> for $view {}
+        unsafe impl $crate::callback::owner::ViewOf<$core> for $view {}
 
         deref_to_view!($owner => $view, |s| &*s.core);
 

@@ -6,7 +6,7 @@
 //!
 //! A trampoline that may wake a task enters a [`Site`] first (so it is left
 //! last): a value on its stack whose address the thread's
-//! [`Local`](crate::local) holds while the callback runs. The code that completes futures arms it with the
+//! [`Local`](crate::callback::local) holds while the callback runs. The code that completes futures arms it with the
 //! [`Class`] of its object ([`arm`]): pool, priority, runs-long and
 //! placement. A wake that moves a task `IDLE -> SCHEDULED` asks [`park`]
 //! first: if this thread's site is armed with the task's class, nothing is
@@ -27,8 +27,8 @@ use core::sync::atomic::{AtomicU8, Ordering};
 
 use windows_sys::Win32::System::Threading::{DisassociateCurrentThreadFromCallback, PTP_CALLBACK_INSTANCE};
 
+use crate::callback::local::{self, Local};
 use crate::callback_env::CallbackEnviron;
-use crate::local::{self, Local};
 
 /// In-place polls in a row on one thread after which the next wake is
 /// submitted. The thread returns to the pool after every in-place poll (one
@@ -265,7 +265,7 @@ pub(crate) fn park(class: Option<Class>, task: Parked) -> bool {
 /// holds nothing deferred yet; otherwise here. For an object whose last
 /// completion drops it: its drain then waits only for its other callbacks,
 /// not for this one, so its teardown runs on this thread instead of being
-/// handed to another (`crate::reentry`).
+/// handed to another (`crate::callback::reentry`).
 pub(crate) fn drop_when_left<T: Send + 'static>(value: T) {
     let site = current();
     // SAFETY: as in `arm`.

@@ -1,10 +1,10 @@
 //! This thread's state, in one thread-local.
 //!
 //! Four of the crate's rules keep state per thread: which of the crate's
-//! callbacks is running on it (`crate::reentry`), where a task it wakes may
-//! be parked to be polled in place (`crate::inplace`), which task callback's
+//! callbacks is running on it (`crate::callback::reentry`), where a task it wakes may
+//! be parked to be polled in place (`crate::callback::inplace`), which task callback's
 //! instance `may_run_long` answers for (`crate::task`), and the context
-//! blocks it keeps for reuse (`crate::ctx::blocks`). They share one
+//! blocks it keeps for reuse (`crate::callback::ctx::blocks`). They share one
 //! [`Local`], so that a path needing several reads the thread-local once: a
 //! standalone object's drop checks that it is not in the object's own
 //! callback, submits a task parked on the thread and gives the context's
@@ -33,18 +33,18 @@
 use core::cell::Cell;
 use core::ffi::c_void;
 
-use crate::ctx::blocks::Kept;
+use crate::callback::ctx::blocks::Kept;
 
 /// This thread's state.
 pub(crate) struct Local {
     /// The context of the crate's callback running on this thread, null
-    /// outside one (`crate::reentry`).
+    /// outside one (`crate::callback::reentry`).
     pub(crate) callback: Cell<*const c_void>,
     /// The in-place site of the callback running on this thread, null
-    /// outside one (`crate::inplace`).
+    /// outside one (`crate::callback::inplace`).
     #[cfg(windows)]
-    pub(crate) site: Cell<*const crate::inplace::Site>,
-    /// The in-place polls in a row on this thread (`crate::inplace`).
+    pub(crate) site: Cell<*const crate::callback::inplace::Site>,
+    /// The in-place polls in a row on this thread (`crate::callback::inplace`).
     #[cfg(windows)]
     pub(crate) row: Cell<usize>,
     /// The instance of the task callback running on this thread, 0
@@ -56,7 +56,7 @@ pub(crate) struct Local {
     pub(crate) budget: Cell<u32>,
     /// The data pointer of the waker of the task poll that owns `budget`.
     pub(crate) budget_waker: Cell<*const ()>,
-    /// Blocks of freed contexts, kept for reuse (`crate::ctx::blocks`).
+    /// Blocks of freed contexts, kept for reuse (`crate::callback::ctx::blocks`).
     pub(crate) kept: Kept,
 }
 
