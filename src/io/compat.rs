@@ -918,10 +918,10 @@ impl Sealed for super::AsyncIo {
         false
     }
     fn start_read(&self, buf: Box<[u8]>) -> Start<ReadOutput> {
-        Start(self.engine.start(super::future::Transfer::<_, false>::new(buf, 0)))
+        Start(self.engine.start(super::op::fs::Transfer::<_, false>::new(buf, 0)))
     }
     fn start_write(&self, buf: Unsent) -> Start<WriteOutput> {
-        Start(self.engine.start(super::future::Transfer::<_, true>::new(buf, 0)))
+        Start(self.engine.start(super::op::fs::Transfer::<_, true>::new(buf, 0)))
     }
     /// A pipe has no half-close: its reader sees end of file once the
     /// handle closes.

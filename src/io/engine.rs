@@ -49,46 +49,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
-use super::iocore::{Issued, Submitted};
+use super::iocore::Submitted;
+use super::op::{AsyncOp, Issued};
 use super::{Io, IoCompletion, Operation, OperationId};
 use crate::callback::inplace;
 use crate::callback::waker_slot::WakerSlot;
 use crate::callback_env::CallbackEnviron;
-
-/// One kind of async operation.
-pub(crate) trait AsyncOp: Send + 'static {
-    /// What the future resolves to.
-    type Output: Send + 'static;
-
-    /// Checks the operation before anything is started (user code, such as
-    /// a buffer's `AsMut`, may run here).
-    fn prepare(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    /// Issues the operation on `handle` with `ov`.
-    ///
-    /// A raw pointer, not `&mut self`: once the issuing call has queued a
-    /// completion, a pool thread may finish and free the operation before
-    /// that call has even returned here, so no reference to it may live
-    /// across the call.
-    ///
-    /// # Safety
-    /// `this` points to the operation, prepared, at a fixed address (in its
-    /// block) until the completion, and `ov` is the block's zeroed
-    /// `OVERLAPPED`. The implementation must read what it needs of `*this`
-    /// before the issuing call and touch nothing of it after; issue at most
-    /// one overlapped operation, on `handle` with `ov`, passing the kernel
-    /// only memory inside `*this` (through raw projections) or memory that
-    /// outlives the call and is not read after it, for outputs the kernel
-    /// writes only before the call returns (a byte count); and classify it
-    /// as [`IoCore::submit_op`](super::iocore::IoCore::submit_op) requires.
-    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued>;
-
-    /// The output for the operation's result: its completion's, an inline
-    /// completion's byte count, or the error it failed with synchronously.
-    fn finish(self, result: io::Result<usize>) -> Self::Output;
-}
 
 /// What an operation's completion and its future share.
 struct OpShared<T> {
@@ -107,18 +73,6 @@ impl<T> OpShared<T> {
 struct Pending<T: AsyncOp> {
     op: T,
     shared: Arc<OpShared<T::Output>>,
-}
-
-/// A pointer into an operation's own buffer, taken by its `prepare`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BufPtr(pub(crate) *mut u8);
-
-// SAFETY: it points into the buffer of the operation holding it, which is
-// `Send` with it, and is used only by the thread that issues the operation.
-unsafe impl Send for BufPtr {}
-
-impl BufPtr {
-    pub(crate) const NULL: Self = Self(core::ptr::null_mut());
 }
 
 /// The kind-erased view the object's one callback has of an operation.
@@ -280,6 +234,14 @@ pub(crate) struct Unblocking(ManuallyDrop<Engine>);
 impl Unblocking {
     pub(crate) fn new(engine: Engine) -> Self {
         Self(ManuallyDrop::new(engine))
+    }
+
+    /// An engine for `socket`, bound to the pool (of `env`, or the default one).
+    pub(crate) fn bind_socket(
+        socket: std::os::windows::io::OwnedSocket,
+        env: Option<&CallbackEnviron>,
+    ) -> io::Result<Self> {
+        Engine::bind(super::iocore::BoundHandle::Socket(socket), env).map(Self::new)
     }
 
     /// The socket, with the object run down, closed and no longer

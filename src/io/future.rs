@@ -7,12 +7,11 @@ use core::task::{Context, Poll};
 use std::io;
 use std::os::windows::io::{AsRawHandle, RawHandle};
 
-use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, HANDLE};
-use windows_sys::Win32::System::IO::OVERLAPPED;
-
 use super::OverlappedHandle;
-use super::engine::{AsyncOp, BufPtr, Engine, OpFuture, Unblocking};
-use super::iocore::{BoundHandle, BufferFor, Issued, issue_read_write, transfer_at};
+use super::engine::{Engine, OpFuture, Unblocking};
+use super::iocore::BoundHandle;
+use super::op::BufferFor;
+use super::op::fs::Transfer;
 use crate::callback_env::CallbackEnviron;
 
 /// An overlapped handle bound to the pool, whose reads and writes are
@@ -132,54 +131,6 @@ const _: () = {
     send::<ReadFuture<'static, Box<[u8]>>>();
     send::<WriteFuture<'static, &'static [u8]>>();
 };
-
-/// A read's result: end of file (`ERROR_HANDLE_EOF`) and a pipe whose
-/// writer has gone (`ERROR_BROKEN_PIPE`) read 0 bytes, as `std`'s reads do.
-fn read_result(result: io::Result<usize>) -> io::Result<usize> {
-    match result {
-        Err(e) if matches!(e.raw_os_error(), Some(c) if c == ERROR_HANDLE_EOF as i32 || c == ERROR_BROKEN_PIPE as i32) => {
-            Ok(0)
-        }
-        other => other,
-    }
-}
-
-/// A read (`WRITE = false`) or write of a file or stream.
-pub(super) struct Transfer<B, const WRITE: bool> {
-    buf: B,
-    offset: u64,
-    /// The buffer's pointer and length, taken by `prepare`.
-    parts: (BufPtr, u32),
-}
-
-impl<B, const WRITE: bool> Transfer<B, WRITE> {
-    pub(super) fn new(buf: B, offset: u64) -> Self {
-        Self { buf, offset, parts: (BufPtr::NULL, 0) }
-    }
-}
-
-impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transfer<B, WRITE> {
-    type Output = (io::Result<usize>, B);
-
-    fn prepare(&mut self) -> io::Result<()> {
-        let (ptr, len) = transfer_at::<B, WRITE>(&mut self.buf, self.offset)?;
-        self.parts = (BufPtr(ptr), len);
-        Ok(())
-    }
-
-    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        // SAFETY: read before the operation is issued (the caller's contract).
-        let ((BufPtr(ptr), len), offset) = unsafe { ((*this).parts, (*this).offset) };
-        // SAFETY: `ptr..ptr + len` is the buffer in `*this`, which stays in
-        // place until the completion (the caller's contract); the handle has
-        // no skip-on-success, so every success queues a completion.
-        unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, offset) }.map(|()| Issued::Queued)
-    }
-
-    fn finish(self, result: io::Result<usize>) -> Self::Output {
-        (if WRITE { result } else { read_result(result) }, self.buf)
-    }
-}
 
 impl AsyncIo {
     /// Binds `handle` to the process default pool. If creation fails the

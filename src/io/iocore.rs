@@ -9,8 +9,7 @@ use std::io;
 use std::os::windows::io::{AsRawHandle, AsRawSocket, IntoRawHandle, OwnedHandle, OwnedSocket};
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
-use windows_sys::Wdk::Storage::FileSystem::{NtReadFile, NtWriteFile};
-use windows_sys::Win32::Foundation::{CloseHandle, ERROR_NOT_FOUND, HANDLE, STATUS_PENDING};
+use windows_sys::Win32::Foundation::{CloseHandle, ERROR_NOT_FOUND, HANDLE};
 use windows_sys::Win32::System::IO::{CancelIoEx, IO_STATUS_BLOCK, OVERLAPPED};
 use windows_sys::Win32::System::Threading::{
     CancelThreadpoolIo, CloseThreadpoolIo, CreateThreadpoolIo, PTP_CALLBACK_INSTANCE, PTP_IO, StartThreadpoolIo,
@@ -30,7 +29,9 @@ use crate::instance::CallbackInstance;
 use crate::pool::PoolRef;
 use crate::sys;
 
-use super::{handles::*, operation::*, registry::*};
+use super::op::fs::issue_read_write;
+use super::op::{BufferFor, Issued, transfer_at};
+use super::{operation::*, registry::*};
 
 /// The handle an I/O object is bound to, owned, and closed by the object's
 /// teardown with its own routine.
@@ -73,16 +74,6 @@ impl BoundHandle {
         }
         h
     }
-}
-
-/// What issuing an operation did, when it did not fail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Issued {
-    /// A completion will be queued for it.
-    Queued,
-    /// It completed synchronously, transferring this many bytes, and no
-    /// completion will be queued (skip-on-success is set on the handle).
-    Completed(usize),
 }
 
 /// A submitted operation: queued, or completed inline and given back.
@@ -516,109 +507,6 @@ impl Lifecycle for IoCore {
     }
 }
 
-/// A buffer's pointer and length for one transfer; a buffer longer than
-/// one call can transfer is `InvalidInput`.
-pub(crate) fn transfer_parts<B: BufferFor<WRITE>, const WRITE: bool>(b: &mut B) -> io::Result<(*mut u8, u32)> {
-    let (ptr, len) = b.raw_parts();
-    let len = u32::try_from(len).map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, "a single read or write transfers at most u32::MAX bytes")
-    })?;
-    Ok((ptr, len))
-}
-
-/// A buffer's pointer and length for one transfer on a stream socket, where
-/// a short transfer is an ordinary outcome: a buffer longer than one call
-/// can transfer gives its first `u32::MAX` bytes, and the caller goes on
-/// from there (as std's `write` does on Windows), so a `write_all` of any
-/// length works.
-pub(crate) fn stream_parts<B: BufferFor<WRITE>, const WRITE: bool>(b: &mut B) -> (*mut u8, u32) {
-    let (ptr, len) = b.raw_parts();
-    (ptr, u32::try_from(len).unwrap_or(u32::MAX))
-}
-
-/// [`transfer_parts`] for a transfer at byte `offset` of a file; an offset
-/// of 2^63 or more is `InvalidInput`: `NtReadFile`/`NtWriteFile` take it as
-/// a signed position, whose negative values name other requests (-1 is
-/// `FILE_WRITE_TO_END_OF_FILE`, -2 the file pointer's position).
-pub(crate) fn transfer_at<B: BufferFor<WRITE>, const WRITE: bool>(
-    b: &mut B,
-    offset: u64,
-) -> io::Result<(*mut u8, u32)> {
-    if i64::try_from(offset).is_err() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a file offset is at most i64::MAX"));
-    }
-    transfer_parts::<B, WRITE>(b)
-}
-
-/// Issues one `NtReadFile` (`WRITE = false`) or `NtWriteFile` of `len`
-/// bytes at `ptr`, at byte `offset`, with the completion context `ov`;
-/// `Ok` exactly when a completion is queued ([`issue_status`]).
-///
-/// # Safety
-/// `ov` is a zeroed `OVERLAPPED` the caller owns until the completion, and
-/// `ptr..ptr + len` memory that stays valid (and, for a read, unaliased)
-/// until then; `handle` is open. `offset` passed [`transfer_at`]'s check.
-pub(crate) unsafe fn issue_read_write<const WRITE: bool>(
-    handle: HANDLE,
-    ov: *mut OVERLAPPED,
-    ptr: *mut u8,
-    len: u32,
-    offset: u64,
-) -> io::Result<()> {
-    // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until issued.
-    // `Internal` starts as STATUS_PENDING, as ReadFile leaves it; the offset
-    // is recorded where ReadFile would have put it.
-    unsafe {
-        (*ov).Internal = STATUS_PENDING as usize;
-        (*ov).Anonymous.Anonymous.Offset = offset as u32;
-        (*ov).Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
-    }
-    let position = offset as i64;
-    // The OVERLAPPED's `Internal` and `InternalHigh` are the request's
-    // IO_STATUS_BLOCK, and its address the completion's context, as ReadFile
-    // and WriteFile pass them.
-    let iosb = ov.cast::<IO_STATUS_BLOCK>();
-    let context = ov.cast_const().cast::<c_void>();
-    let event = core::ptr::null_mut();
-    if WRITE {
-        trace_call!("NtWriteFile", handle, ov, {
-            // SAFETY: the caller's contract; `position` is read before the
-            // call returns.
-            issue_status(unsafe {
-                NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
-            })
-        })
-    } else {
-        trace_call!("NtReadFile", handle, ov, {
-            // SAFETY: as above.
-            issue_status(unsafe {
-                NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
-            })
-        })
-    }
-}
-
-/// A buffer the safe operations can read into (`WRITE = false`, needs
-/// `AsMut<[u8]>`) or write from (`WRITE = true`, needs `AsRef<[u8]>`).
-pub(crate) trait BufferFor<const WRITE: bool> {
-    fn raw_parts(&mut self) -> (*mut u8, usize);
-}
-
-impl<B: AsMut<[u8]>> BufferFor<false> for B {
-    fn raw_parts(&mut self) -> (*mut u8, usize) {
-        let s = self.as_mut();
-        (s.as_mut_ptr(), s.len())
-    }
-}
-
-impl<B: AsRef<[u8]>> BufferFor<true> for B {
-    fn raw_parts(&mut self) -> (*mut u8, usize) {
-        let s = self.as_ref();
-        // The kernel only reads through a write's pointer.
-        (s.as_ptr().cast_mut(), s.len())
-    }
-}
-
 pub(super) unsafe extern "system" fn trampoline<F: Fn(&IoCompletion) + Send + Sync + 'static>(
     instance: PTP_CALLBACK_INSTANCE,
     context: *mut c_void,
@@ -698,37 +586,4 @@ pub(crate) unsafe fn deliver_in<F: Fn(&IoCompletion)>(
     }
     trace_record!("io", "trampoline-left", overlapped, io_result);
     header.finish_one();
-}
-
-#[cfg(test)]
-mod transfer_tests {
-    use super::*;
-
-    /// A buffer that only reports a pointer and a length (never read).
-    struct Claimed(usize);
-
-    impl<const WRITE: bool> BufferFor<WRITE> for Claimed {
-        fn raw_parts(&mut self) -> (*mut u8, usize) {
-            (core::ptr::NonNull::dangling().as_ptr(), self.0)
-        }
-    }
-
-    #[test]
-    fn a_stream_transfer_longer_than_one_call_takes_its_first_u32_max_bytes() {
-        let huge = u32::MAX as usize + 10;
-        assert_eq!(stream_parts::<_, true>(&mut Claimed(huge)).1, u32::MAX);
-        assert_eq!(stream_parts::<_, false>(&mut Claimed(huge)).1, u32::MAX);
-        assert_eq!(stream_parts::<_, true>(&mut Claimed(7)).1, 7);
-        let e = transfer_parts::<_, true>(&mut Claimed(huge)).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-    }
-
-    #[test]
-    fn a_file_offset_beyond_i64_max_is_invalid_input() {
-        for offset in [1 << 63, u64::MAX, u64::MAX - 1] {
-            let e = transfer_at::<_, true>(&mut Claimed(1), offset).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{offset}");
-        }
-        assert_eq!(transfer_at::<_, false>(&mut Claimed(3), i64::MAX as u64).unwrap().1, 3);
-    }
 }

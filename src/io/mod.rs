@@ -211,6 +211,7 @@ mod future;
 pub(crate) mod handles;
 pub(crate) mod iocore;
 mod object;
+pub(crate) mod op;
 mod operation;
 mod registry;
 #[cfg(test)]

@@ -4,9 +4,9 @@ use std::io;
 use std::net::Shutdown;
 
 use super::TcpStream;
-use super::ops::{Readable, Recv, Transmit};
 use crate::io::CompatIo;
 use crate::io::compat::{EngineOf, ReadOutput, Sealed, Start, Unsent, WriteOutput};
+use crate::io::op::socket::{Readable, Recv, Transmit};
 
 impl CompatIo for TcpStream {}
 

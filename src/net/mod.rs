@@ -175,12 +175,14 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::io::engine::OpFuture;
 
+pub(crate) mod bind;
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 mod compat;
-mod ops;
-mod sys;
 mod tcp;
 mod udp;
+
+use crate::io::op::socket as ops;
+use crate::sys::winsock as sys;
 
 pub use tcp::{AcceptFuture, Keepalive, TcpListener, TcpStream};
 pub use udp::UdpSocket;

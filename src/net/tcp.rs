@@ -14,11 +14,12 @@ use windows_sys::Win32::Networking::WinSock::{
     listen, tcp_keepalive,
 };
 
-use super::ops::{Accept, AcceptAddresses, Connect, Readable, Recv, Transmit};
-use super::sys;
+use super::bind;
 use super::{IntoStdError, ReadFuture, ReadableFuture, WriteFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
+use crate::io::op::socket::{Accept, AcceptAddresses, Connect, Readable, Recv, Transmit};
+use crate::sys::winsock as sys;
 
 /// The backlog `listen` is given: Winsock's `SOMAXCONN` of version 2, "a
 /// reasonable maximum" chosen by the provider.
@@ -167,7 +168,7 @@ impl TcpListener {
     }
 
     fn from_listening(socket: OwnedSocket, family: u16, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Stream, env)?;
+        let (engine, inline) = bind::bind_socket(socket, bind::Transport::Stream, env)?;
         Ok(Self { engine, inline, family, env: env.cloned() })
     }
 
@@ -177,7 +178,7 @@ impl TcpListener {
     pub fn from_std(listener: std::net::TcpListener) -> io::Result<Self> {
         let family = sys::family(&listener.local_addr()?);
         let socket = listener.into();
-        sys::require_overlapped(&socket)?;
+        bind::require_overlapped(&socket)?;
         Self::from_listening(socket, family, None)
     }
 
@@ -342,7 +343,7 @@ impl TcpStream {
         let s = socket.as_raw_socket() as SOCKET;
         // `ConnectEx` takes a bound socket.
         sys::bind_to(s, &sys::unspecified_like(addr))?;
-        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Stream, env)?;
+        let (engine, inline) = bind::bind_socket(socket, bind::Transport::Stream, env)?;
         let stream = TcpStream { engine, inline };
         let (to, to_len) = sys::to_raw(addr);
         OpFuture::new(&stream.engine, Connect { to, to_len, socket: s, inline }).await?;
@@ -351,7 +352,7 @@ impl TcpStream {
 
     /// A connected socket, bound to the pool.
     pub(super) fn from_connected(socket: OwnedSocket, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Stream, env)?;
+        let (engine, inline) = bind::bind_socket(socket, bind::Transport::Stream, env)?;
         Ok(Self { engine, inline })
     }
 
@@ -369,7 +370,7 @@ impl TcpStream {
 
     fn from_std_with(stream: std::net::TcpStream, env: Option<&CallbackEnviron>) -> io::Result<Self> {
         let socket = stream.into();
-        sys::require_overlapped(&socket)?;
+        bind::require_overlapped(&socket)?;
         Self::from_connected(socket, env)
     }
 

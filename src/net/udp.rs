@@ -6,12 +6,13 @@ use std::os::windows::io::{AsRawSocket, RawSocket};
 
 use windows_sys::Win32::Networking::WinSock::{IPPROTO_UDP, SOCK_DGRAM, SOCKADDR_STORAGE, SOCKET, getsockname};
 
-use super::ops::{RecvFrom, SendTo, Transmit};
-use super::sys;
+use super::bind;
 use super::tcp::{set_ttl, ttl};
 use super::{IntoStdError, RecvFromFuture, SendToFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
+use crate::io::op::socket::{RecvFrom, SendTo, Transmit};
+use crate::sys::winsock as sys;
 
 /// A UDP socket whose sends and receives are futures that complete on the
 /// pool, with owned buffers.
@@ -61,7 +62,7 @@ impl UdpSocket {
         first_ok(&addrs, |a| {
             let socket = sys::new_socket(sys::family(a), SOCK_DGRAM, IPPROTO_UDP)?;
             sys::bind_to(socket.as_raw_socket() as SOCKET, a)?;
-            let (engine, inline) = sys::bind_socket(socket, sys::Transport::Datagram, env)?;
+            let (engine, inline) = bind::bind_socket(socket, bind::Transport::Datagram, env)?;
             Ok(Self { engine, inline, family: sys::family(a) })
         })
     }
@@ -71,8 +72,8 @@ impl UdpSocket {
     pub fn from_std(socket: std::net::UdpSocket) -> io::Result<Self> {
         let family = sys::family(&socket.local_addr()?);
         let socket = socket.into();
-        sys::require_overlapped(&socket)?;
-        let (engine, inline) = sys::bind_socket(socket, sys::Transport::Datagram, None)?;
+        bind::require_overlapped(&socket)?;
+        let (engine, inline) = bind::bind_socket(socket, bind::Transport::Datagram, None)?;
         Ok(Self { engine, inline, family })
     }
 

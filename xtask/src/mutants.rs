@@ -76,6 +76,8 @@ pub const MODULES: &[Module] = &[
             "src/io/object.rs",
             "src/io/operation.rs",
             "src/io/future.rs",
+            "src/io/op/mod.rs",
+            "src/io/op/fs.rs",
         ],
         tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc", "--test", "debug"],
         features: "fail-fast",

@@ -1,4 +1,4 @@
-//! The socket operations, each an [`AsyncOp`] of the I/O engine.
+//! The socket family: Winsock's overlapped calls, each an [`AsyncOp`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -11,9 +11,8 @@ use windows_sys::Win32::Networking::WinSock::{
 };
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
-use super::sys::{self, completion_error, last_error};
-use crate::io::engine::{AsyncOp, BufPtr};
-use crate::io::iocore::{BufferFor, Issued, stream_parts};
+use super::{AsyncOp, BufPtr, BufferFor, Issued, stream_parts};
+use crate::sys::winsock::{self as sys, completion_error, last_error};
 
 /// What an overlapped Winsock call is, for [`classify`].
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,7 +31,7 @@ enum Call {
 ///   buffer) is a warning status, `STATUS_BUFFER_OVERFLOW`: the receive ran,
 ///   and its completion follows, carrying the same error. Only datagram
 ///   sockets truncate, and they never have skip-on-success
-///   ([`sys::Transport::Datagram`] says why: with it, whether a completion
+///   ([`Transport::Datagram`](crate::net::bind::Transport::Datagram) says why: with it, whether a completion
 ///   follows is not reliable), so no inline case exists. A send's
 ///   `WSAEMSGSIZE` is a plain failure;
 /// - any other error is a synchronous failure, with no completion.
@@ -59,21 +58,21 @@ fn wsabuf((ptr, len): (BufPtr, u32)) -> WSABUF {
 
 /// A stream receive (`WSARecv`) into `buf`, with the flags it is given
 /// (none, or `MSG_PEEK`).
-pub(super) struct Recv<B> {
-    pub(super) buf: B,
-    pub(super) parts: (BufPtr, u32),
-    pub(super) flags: u32,
-    pub(super) inline: bool,
+pub(crate) struct Recv<B> {
+    pub(crate) buf: B,
+    pub(crate) parts: (BufPtr, u32),
+    pub(crate) flags: u32,
+    pub(crate) inline: bool,
 }
 
 impl<B> Recv<B> {
-    pub(super) fn new(buf: B, inline: bool) -> Self {
+    pub(crate) fn new(buf: B, inline: bool) -> Self {
         Self { buf, parts: (BufPtr::NULL, 0), flags: 0, inline }
     }
 
     /// A receive that leaves the bytes it copies in the socket for the next
     /// one (`MSG_PEEK`).
-    pub(super) fn peek(buf: B, inline: bool) -> Self {
+    pub(crate) fn peek(buf: B, inline: bool) -> Self {
         Self { flags: MSG_PEEK as u32, ..Self::new(buf, inline) }
     }
 }
@@ -109,10 +108,10 @@ impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for Recv<B> {
 /// once data is there to read, or the peer has shut down or reset, and
 /// holds no buffer meanwhile (as IOCP servers wait for an idle
 /// connection's next request).
-pub(super) struct Readable(Recv<[u8; 0]>);
+pub(crate) struct Readable(Recv<[u8; 0]>);
 
 impl Readable {
-    pub(super) fn new(inline: bool) -> Self {
+    pub(crate) fn new(inline: bool) -> Self {
         Self(Recv::new([], inline))
     }
 }
@@ -136,15 +135,15 @@ impl AsyncOp for Readable {
 }
 
 /// A stream send (`WSASend`) of `buf[start..]`.
-pub(super) struct Transmit<B> {
-    pub(super) buf: B,
-    pub(super) start: usize,
-    pub(super) parts: (BufPtr, u32),
-    pub(super) inline: bool,
+pub(crate) struct Transmit<B> {
+    pub(crate) buf: B,
+    pub(crate) start: usize,
+    pub(crate) parts: (BufPtr, u32),
+    pub(crate) inline: bool,
 }
 
 impl<B> Transmit<B> {
-    pub(super) fn new(buf: B, start: usize, inline: bool) -> Self {
+    pub(crate) fn new(buf: B, start: usize, inline: bool) -> Self {
         Self { buf, start, parts: (BufPtr::NULL, 0), inline }
     }
 }
@@ -191,17 +190,17 @@ const ACCEPT_ADDRESS_LEN: u32 = (size_of::<SOCKADDR_STORAGE>() + 16) as u32;
 /// `AcceptEx`'s output buffer: the two addresses, aligned as the
 /// `SOCKADDR`s `GetAcceptExSockaddrs` points into it are.
 #[repr(C, align(8))]
-pub(super) struct AcceptAddresses(pub(super) [u8; 2 * ACCEPT_ADDRESS_LEN as usize]);
+pub(crate) struct AcceptAddresses(pub(crate) [u8; 2 * ACCEPT_ADDRESS_LEN as usize]);
 
 /// An accept (`AcceptEx`) on a listener: the connection arrives on a socket
 /// made for it by `prepare`, and the operation ends with that socket, made
 /// ready for use, and the peer's address; the caller binds it to the pool.
-pub(super) struct Accept {
-    pub(super) listener: SOCKET,
-    pub(super) family: u16,
-    pub(super) accepted: Option<OwnedSocket>,
-    pub(super) addresses: AcceptAddresses,
-    pub(super) inline: bool,
+pub(crate) struct Accept {
+    pub(crate) listener: SOCKET,
+    pub(crate) family: u16,
+    pub(crate) accepted: Option<OwnedSocket>,
+    pub(crate) addresses: AcceptAddresses,
+    pub(crate) inline: bool,
 }
 
 impl AsyncOp for Accept {
@@ -271,11 +270,11 @@ impl AsyncOp for Accept {
 }
 
 /// A connect (`ConnectEx`) of a bound socket to an address.
-pub(super) struct Connect {
-    pub(super) to: SOCKADDR_STORAGE,
-    pub(super) to_len: i32,
-    pub(super) socket: SOCKET,
-    pub(super) inline: bool,
+pub(crate) struct Connect {
+    pub(crate) to: SOCKADDR_STORAGE,
+    pub(crate) to_len: i32,
+    pub(crate) socket: SOCKET,
+    pub(crate) inline: bool,
 }
 
 impl AsyncOp for Connect {
@@ -319,14 +318,14 @@ impl AsyncOp for Connect {
 }
 
 /// A datagram receive (`WSARecvFrom`) into `buf`, with its sender.
-pub(super) struct RecvFrom<B> {
-    pub(super) recv: Recv<B>,
-    pub(super) from: SOCKADDR_STORAGE,
-    pub(super) from_len: i32,
+pub(crate) struct RecvFrom<B> {
+    pub(crate) recv: Recv<B>,
+    pub(crate) from: SOCKADDR_STORAGE,
+    pub(crate) from_len: i32,
 }
 
 impl<B> RecvFrom<B> {
-    pub(super) fn new(buf: B, inline: bool) -> Self {
+    pub(crate) fn new(buf: B, inline: bool) -> Self {
         Self { recv: Recv::new(buf, inline), from: SOCKADDR_STORAGE::default(), from_len: 0 }
     }
 }
@@ -372,12 +371,12 @@ impl<B: AsMut<[u8]> + Send + 'static> AsyncOp for RecvFrom<B> {
 }
 
 /// A datagram send (`WSASendTo`) of `buf` to an address.
-pub(super) struct SendTo<B> {
-    pub(super) send: Transmit<B>,
-    pub(super) to: SOCKADDR_STORAGE,
-    pub(super) to_len: i32,
+pub(crate) struct SendTo<B> {
+    pub(crate) send: Transmit<B>,
+    pub(crate) to: SOCKADDR_STORAGE,
+    pub(crate) to_len: i32,
     /// Why the destination is unusable, given back by `prepare`.
-    pub(super) refused: Option<io::Error>,
+    pub(crate) refused: Option<io::Error>,
 }
 
 impl<B: AsRef<[u8]> + Send + 'static> AsyncOp for SendTo<B> {

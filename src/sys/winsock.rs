@@ -1,5 +1,6 @@
 //! Winsock underneath the sockets: start-up, extension functions, socket
-//! creation and binding, addresses and error codes.
+//! creation, options, addresses and error codes. Binding a socket to the
+//! pool is `crate::net`'s.
 
 use core::ffi::c_void;
 use std::io;
@@ -12,7 +13,7 @@ use windows_sys::Win32::Foundation::{
     ERROR_CONNECTION_REFUSED, ERROR_GRACEFUL_DISCONNECT, ERROR_HOST_DOWN, ERROR_HOST_UNREACHABLE, ERROR_MORE_DATA,
     ERROR_NETNAME_DELETED, ERROR_NETWORK_UNREACHABLE, ERROR_NO_SYSTEM_RESOURCES, ERROR_PIPE_NOT_CONNECTED,
     ERROR_PORT_UNREACHABLE, ERROR_PROTOCOL_UNREACHABLE, ERROR_REQUEST_ABORTED, ERROR_SEM_TIMEOUT, ERROR_UNEXP_NET_ERR,
-    HANDLE, NTSTATUS, STATUS_ADDRESS_ALREADY_ASSOCIATED, STATUS_BUFFER_OVERFLOW, STATUS_CONNECTION_ABORTED,
+    NTSTATUS, STATUS_ADDRESS_ALREADY_ASSOCIATED, STATUS_BUFFER_OVERFLOW, STATUS_CONNECTION_ABORTED,
     STATUS_CONNECTION_ACTIVE, STATUS_CONNECTION_INVALID, STATUS_CONNECTION_REFUSED, STATUS_CONNECTION_RESET,
     STATUS_GRACEFUL_DISCONNECT, STATUS_HOST_DOWN, STATUS_HOST_UNREACHABLE, STATUS_INSUFFICIENT_RESOURCES,
     STATUS_IO_TIMEOUT, STATUS_NETWORK_UNREACHABLE, STATUS_PIPE_DISCONNECTED, STATUS_PORT_UNREACHABLE,
@@ -27,18 +28,10 @@ use windows_sys::Win32::Networking::WinSock::{
     WSAETIMEDOUT, WSAGetLastError, WSAID_ACCEPTEX, WSAID_CONNECTEX, WSAID_GETACCEPTEXSOCKADDRS, WSAIoctl,
     WSAPROTOCOL_INFOW, WSASocketW, WSAStartup, XP1_IFS_HANDLES, getsockopt, setsockopt,
 };
-use windows_sys::Win32::Storage::FileSystem::SetFileCompletionNotificationModes;
-use windows_sys::Win32::System::WindowsProgramming::{
-    FILE_SKIP_COMPLETION_PORT_ON_SUCCESS, FILE_SKIP_SET_EVENT_ON_HANDLE,
-};
-
-use crate::callback_env::CallbackEnviron;
-use crate::io::engine::{Engine, Unblocking};
-use crate::io::iocore::BoundHandle;
 
 /// What the process learns from Winsock once.
-pub(super) struct Winsock {
-    pub(super) accept_ex: unsafe extern "system" fn(
+pub(crate) struct Winsock {
+    pub(crate) accept_ex: unsafe extern "system" fn(
         SOCKET,
         SOCKET,
         *mut c_void,
@@ -48,7 +41,7 @@ pub(super) struct Winsock {
         *mut u32,
         *mut windows_sys::Win32::System::IO::OVERLAPPED,
     ) -> windows_sys::core::BOOL,
-    pub(super) connect_ex: unsafe extern "system" fn(
+    pub(crate) connect_ex: unsafe extern "system" fn(
         SOCKET,
         *const SOCKADDR,
         i32,
@@ -57,7 +50,7 @@ pub(super) struct Winsock {
         *mut u32,
         *mut windows_sys::Win32::System::IO::OVERLAPPED,
     ) -> windows_sys::core::BOOL,
-    pub(super) accept_ex_sockaddrs: unsafe extern "system" fn(
+    pub(crate) accept_ex_sockaddrs: unsafe extern "system" fn(
         *const c_void,
         u32,
         u32,
@@ -71,7 +64,7 @@ pub(super) struct Winsock {
 
 /// Winsock, started once per process (`WSAStartup`, never cleaned up, as
 /// std does), with its extension functions looked up.
-pub(super) fn winsock() -> io::Result<&'static Winsock> {
+pub(crate) fn winsock() -> io::Result<&'static Winsock> {
     static WINSOCK: OnceLock<Result<Winsock, i32>> = OnceLock::new();
     WINSOCK.get_or_init(start).as_ref().map_err(|&code| io::Error::from_raw_os_error(code))
 }
@@ -125,7 +118,7 @@ unsafe fn extension<F: Copy>(s: SOCKET, guid: windows_sys::core::GUID) -> Result
 /// `I` has no padding (its bytes go to the provider as they are), and every
 /// bit pattern of `O`'s size is a valid `O`, including a mix of its earlier
 /// bytes and those `code` writes (a call may write fewer).
-pub(super) unsafe fn ioctl<I: Copy, O: Copy>(s: SOCKET, code: u32, input: &I, output: &mut O) -> io::Result<u32> {
+pub(crate) unsafe fn ioctl<I: Copy, O: Copy>(s: SOCKET, code: u32, input: &I, output: &mut O) -> io::Result<u32> {
     const { assert!(size_of::<I>() <= u32::MAX as usize && size_of::<O>() <= u32::MAX as usize) };
     let out: *mut c_void = if size_of::<O>() == 0 { core::ptr::null_mut() } else { (&raw mut *output).cast() };
     let mut bytes = 0u32;
@@ -152,7 +145,7 @@ pub(super) unsafe fn ioctl<I: Copy, O: Copy>(s: SOCKET, code: u32, input: &I, ou
 /// Whether `socket`'s provider hands out real file handles
 /// (`XP1_IFS_HANDLES` in `SO_PROTOCOL_INFOW`): the condition Microsoft
 /// documents for skip-on-success on a socket.
-pub(super) fn ifs_provider(socket: &OwnedSocket) -> io::Result<bool> {
+pub(crate) fn ifs_provider(socket: &OwnedSocket) -> io::Result<bool> {
     let s = socket.as_raw_socket() as SOCKET;
     let mut info = core::mem::MaybeUninit::<WSAPROTOCOL_INFOW>::zeroed();
     let mut len = size_of::<WSAPROTOCOL_INFOW>() as i32;
@@ -164,13 +157,13 @@ pub(super) fn ifs_provider(socket: &OwnedSocket) -> io::Result<bool> {
 }
 
 /// The calling thread's last Winsock error.
-pub(super) fn last_error() -> io::Error {
+pub(crate) fn last_error() -> io::Error {
     // SAFETY: no preconditions.
     io::Error::from_raw_os_error(unsafe { WSAGetLastError() })
 }
 
 /// `Ok` for a Winsock call's `0`, its last error for `SOCKET_ERROR`.
-pub(super) fn check(r: i32) -> io::Result<()> {
+pub(crate) fn check(r: i32) -> io::Result<()> {
     if r == SOCKET_ERROR { Err(last_error()) } else { Ok(()) }
 }
 
@@ -179,7 +172,7 @@ pub(super) fn check(r: i32) -> io::Result<()> {
 /// error is the one a synchronous call would have given (and std's error
 /// kinds apply: `WSAECONNRESET` is `ConnectionReset`). A status of no row
 /// passes through unchanged.
-pub(super) fn completion_error(e: io::Error) -> io::Error {
+pub(crate) fn completion_error(e: io::Error) -> io::Error {
     match e.raw_os_error().and_then(|code| winsock_error(code as u32)) {
         Some(wsa) => io::Error::from_raw_os_error(wsa),
         None => e,
@@ -191,15 +184,15 @@ fn winsock_error(win32: u32) -> Option<i32> {
 }
 
 /// One row of [`COMPLETION_ERRORS`].
-pub(super) struct CompletionError {
+pub(crate) struct CompletionError {
     /// The status the driver completes the operation with (the unit test
     /// checks the row's Win32 error against it).
     #[cfg_attr(not(test), allow(dead_code))]
-    pub(super) status: NTSTATUS,
+    pub(crate) status: NTSTATUS,
     /// What the pool hands the callback for it (`RtlNtStatusToDosError`).
-    pub(super) win32: u32,
+    pub(crate) win32: u32,
     /// What Winsock reports for the status.
-    pub(super) winsock: i32,
+    pub(crate) winsock: i32,
 }
 
 const fn row(status: NTSTATUS, win32: u32, winsock: i32) -> CompletionError {
@@ -224,7 +217,7 @@ const fn row(status: NTSTATUS, win32: u32, winsock: i32) -> CompletionError {
 /// comes from `STATUS_INVALID_CONNECTION` (`WSAENOTCONN`) and from
 /// `STATUS_UNEXPECTED_NETWORK_ERROR` (`WSAENETDOWN`) alike, so it stays as
 /// it is rather than be given a meaning it may not have.
-pub(super) const COMPLETION_ERRORS: &[CompletionError] = &[
+pub(crate) const COMPLETION_ERRORS: &[CompletionError] = &[
     row(STATUS_CONNECTION_RESET, ERROR_NETNAME_DELETED, WSAECONNRESET),
     row(STATUS_CONNECTION_REFUSED, ERROR_CONNECTION_REFUSED, WSAECONNREFUSED),
     row(STATUS_CONNECTION_ABORTED, ERROR_CONNECTION_ABORTED, WSAECONNABORTED),
@@ -252,7 +245,7 @@ pub(super) const COMPLETION_ERRORS: &[CompletionError] = &[
 /// `tests/net.rs::accept_skips_connections_reset_before_they_were_accepted`);
 /// on Windows that error also means the network is down, the system's
 /// trouble, which the caller must see.
-pub(super) fn peer_left(e: &io::Error) -> bool {
+pub(crate) fn peer_left(e: &io::Error) -> bool {
     match e.raw_os_error() {
         Some(WSAECONNRESET | WSAECONNABORTED | WSAENETRESET | WSAENOTCONN | WSAETIMEDOUT | WSAEDISCON) => true,
         Some(code) => code == ERROR_UNEXP_NET_ERR as i32 && crate::sys::on_wine(),
@@ -261,7 +254,7 @@ pub(super) fn peer_left(e: &io::Error) -> bool {
 }
 
 /// A new overlapped, non-inheritable socket.
-pub(super) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO) -> io::Result<OwnedSocket> {
+pub(crate) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO) -> io::Result<OwnedSocket> {
     // SAFETY: no pointers; the result is checked.
     let s = unsafe {
         WSASocketW(family.into(), ty, protocol, core::ptr::null(), 0, WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT)
@@ -273,56 +266,8 @@ pub(super) fn new_socket(family: u16, ty: WINSOCK_SOCKET_TYPE, protocol: IPPROTO
     Ok(unsafe { OwnedSocket::from_raw_socket(s as RawSocket) })
 }
 
-/// Refuses a socket that was not created for overlapped I/O (its file
-/// object has synchronous I/O, `FileModeInformation`): `std`'s
-/// `From<OwnedSocket>` can wrap any socket, and overlapped calls on a
-/// synchronous one would complete in ways the start/cancel balance does
-/// not expect.
-pub(super) fn require_overlapped(socket: &OwnedSocket) -> io::Result<()> {
-    if crate::io::handles::synchronous_io(socket.as_raw_socket() as HANDLE)? {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the socket was not created for overlapped I/O"));
-    }
-    Ok(())
-}
-
-/// What a socket carries, which decides whether it may skip the completion
-/// port on success.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Transport {
-    /// A stream socket (TCP): skip-on-success where the provider is IFS.
-    Stream,
-    /// A datagram socket (UDP): never skip-on-success. Every Windows with
-    /// `SetFileCompletionNotificationModes` has a bug that makes the flag
-    /// unusable with datagram sockets (libuv, `src/win/udp.c`,
-    /// `uv_udp_set_socket`): a `WSARecvFrom` that truncates a datagram
-    /// fails with `WSAEMSGSIZE` and does not reliably tell whether a
-    /// completion follows. libuv gets round it only through an undocumented
-    /// AFD ioctl, so here every datagram operation completes through the
-    /// pool.
-    Datagram,
-}
-
-/// Binds an overlapped socket to the pool, with skip-on-success where
-/// `transport` and Winsock allow it; returns the engine and whether a
-/// synchronous success completes inline (queues no completion).
-pub(super) fn bind_socket(
-    socket: OwnedSocket,
-    transport: Transport,
-    env: Option<&CallbackEnviron>,
-) -> io::Result<(Unblocking, bool)> {
-    let inline = transport == Transport::Stream && ifs_provider(&socket)?;
-    if inline {
-        let h = socket.as_raw_socket() as HANDLE;
-        let flags = (FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) as u8;
-        // SAFETY: `h` is an open socket, owned by `socket`.
-        crate::sys::check(unsafe { SetFileCompletionNotificationModes(h, flags) })?;
-    }
-    let engine = Engine::bind(BoundHandle::Socket(socket), env)?;
-    Ok((Unblocking::new(engine), inline))
-}
-
 /// An address as Winsock takes it, and its length.
-pub(super) fn to_raw(addr: &SocketAddr) -> (SOCKADDR_STORAGE, i32) {
+pub(crate) fn to_raw(addr: &SocketAddr) -> (SOCKADDR_STORAGE, i32) {
     let mut storage = SOCKADDR_STORAGE::default();
     let len = match addr {
         SocketAddr::V4(a) => {
@@ -353,7 +298,7 @@ pub(super) fn to_raw(addr: &SocketAddr) -> (SOCKADDR_STORAGE, i32) {
 ///
 /// # Safety
 /// `raw` points to `len` readable bytes (at least a family's worth).
-pub(super) unsafe fn from_raw(raw: *const SOCKADDR, len: i32) -> io::Result<SocketAddr> {
+pub(crate) unsafe fn from_raw(raw: *const SOCKADDR, len: i32) -> io::Result<SocketAddr> {
     let len = usize::try_from(len).unwrap_or(0);
     if len < size_of::<u16>() {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "an address shorter than its family"));
@@ -381,19 +326,19 @@ pub(super) unsafe fn from_raw(raw: *const SOCKADDR, len: i32) -> io::Result<Sock
 
 /// The unspecified address of `addr`'s family, port 0: what a socket is
 /// bound to before `ConnectEx`, which needs a bound socket.
-pub(super) fn unspecified_like(addr: &SocketAddr) -> SocketAddr {
+pub(crate) fn unspecified_like(addr: &SocketAddr) -> SocketAddr {
     match addr {
         SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     }
 }
 
-pub(super) fn family(addr: &SocketAddr) -> u16 {
+pub(crate) fn family(addr: &SocketAddr) -> u16 {
     if addr.is_ipv4() { AF_INET } else { AF_INET6 }
 }
 
 /// `getsockname`/`getpeername` of `s`.
-pub(super) fn name_of(
+pub(crate) fn name_of(
     s: SOCKET,
     call: unsafe extern "system" fn(SOCKET, *mut SOCKADDR, *mut i32) -> i32,
 ) -> io::Result<SocketAddr> {
@@ -406,20 +351,20 @@ pub(super) fn name_of(
 }
 
 /// Binds `s` to `addr` (`bind`).
-pub(super) fn bind_to(s: SOCKET, addr: &SocketAddr) -> io::Result<()> {
+pub(crate) fn bind_to(s: SOCKET, addr: &SocketAddr) -> io::Result<()> {
     let (raw, len) = to_raw(addr);
     // SAFETY: `raw` holds `len` bytes of an address.
     check(unsafe { windows_sys::Win32::Networking::WinSock::bind(s, (&raw const raw).cast(), len) })
 }
 
 /// A socket option of type `T` (`setsockopt`).
-pub(super) fn set_option<T: Copy>(s: SOCKET, level: i32, name: i32, value: T) -> io::Result<()> {
+pub(crate) fn set_option<T: Copy>(s: SOCKET, level: i32, name: i32, value: T) -> io::Result<()> {
     // SAFETY: `value` is `size_of::<T>()` readable bytes, the option's type.
     check(unsafe { setsockopt(s, level, name, (&raw const value).cast(), size_of::<T>() as i32) })
 }
 
 /// A socket option of type `T` (`getsockopt`).
-pub(super) fn option<T: Copy + Default>(s: SOCKET, level: i32, name: i32) -> io::Result<T> {
+pub(crate) fn option<T: Copy + Default>(s: SOCKET, level: i32, name: i32) -> io::Result<T> {
     let mut value = T::default();
     let mut len = size_of::<T>() as i32;
     // SAFETY: `value` has room for `len` bytes, the option's type.

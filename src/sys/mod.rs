@@ -2,6 +2,8 @@
 //! last error, a [`Duration`] or [`SystemTime`] into the pool's 100 ns
 //! units, and the exports that only some systems have, resolved at run time.
 
+pub(crate) mod winsock;
+
 use core::ffi::c_void;
 use core::time::Duration;
 use std::ffi::CStr;
