@@ -1109,7 +1109,7 @@ impl WaitObject {
     /// On Windows a cancelled wait callback can leave the wait's pool with no
     /// worker, so that nothing queued to it runs until work is submitted to
     /// it. Nothing here repairs that: make the pool dispatch again yourself,
-    /// for instance with [`prewarm_default_pool`](crate::pool::prewarm_default_pool)
+    /// for instance with [`prewarm_default_pool`](crate::work::prewarm_default_pool)
     /// or any work submission. A wedged pool hangs; it corrupts no memory.
     ///
     /// # Panics

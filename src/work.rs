@@ -19,7 +19,9 @@
 //! ```
 
 use core::ffi::c_void;
+use core::time::Duration;
 use std::io;
+use std::sync::{Arc, Condvar, Mutex};
 
 use windows_sys::Win32::System::Threading::{
     CloseThreadpoolWork, CreateThreadpoolWork, PTP_CALLBACK_INSTANCE, PTP_WORK, SubmitThreadpoolWork,
@@ -312,5 +314,95 @@ impl WorkObject {
     /// The raw `PTP_WORK`, valid while its owner is alive.
     pub fn as_raw(&self) -> PTP_WORK {
         self.0.raw
+    }
+}
+
+/// How long [`prewarm_default_pool`] waits for its work item.
+pub const PREWARM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Submits one work item to the process default pool and waits at most
+/// [`PREWARM_TIMEOUT`] for it to run; returns whether it ran.
+///
+/// Calling this early in a program makes the default pool create its first
+/// worker through a work submission, the one path measured to always do so.
+/// On timeout the queued invocation is cancelled before the work object is
+/// torn down, so the call never blocks past its bound.
+pub fn prewarm_default_pool() -> bool {
+    prewarm(None, PREWARM_TIMEOUT)
+}
+
+/// [`prewarm_default_pool`] on the pool of `env`, waiting at most `timeout`.
+fn prewarm(env: Option<&CallbackEnviron>, timeout: Duration) -> bool {
+    let ran = Arc::new((Mutex::new(false), Condvar::new()));
+    let signal = Arc::clone(&ran);
+    let ran_now = move |_: &WorkInvocation<'_>| {
+        let (lock, cv) = &*signal;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    };
+    let made = match env {
+        Some(env) => Work::new_in(ran_now, env),
+        None => Work::new(ran_now),
+    };
+    let Ok(work) = made else {
+        return false;
+    };
+    work.submit();
+    let (lock, cv) = &*ran;
+    let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let (guard, _) = cv.wait_timeout_while(guard, timeout, |ran| !*ran).unwrap_or_else(|e| e.into_inner());
+    let ran = *guard;
+    drop(guard);
+    if !ran {
+        trace_record!("pool", "prewarm-timeout", 0, 0);
+        work.cancel_pending();
+    }
+    ran
+}
+
+#[cfg(test)]
+mod prewarm_tests {
+    use super::*;
+    use crate::Pool;
+    use std::sync::mpsc;
+
+    /// The timeout path: the pool's only thread is held, so the prewarm item
+    /// stays queued; prewarm must cancel it and return `false` without waiting
+    /// for the held thread. Without the cancel, its teardown would drain the
+    /// queued item, which cannot run until the gate opens, and the opener
+    /// below opens it only after its deadline, which the test then reports.
+    #[test]
+    fn prewarm_gives_up_and_cancels_when_no_thread_runs_its_item() {
+        let pool = Pool::new().unwrap();
+        pool.set_max_threads(1).unwrap();
+        let env = CallbackEnviron::new().with_pool(&pool);
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let g = Arc::clone(&gate);
+        let blocker = Work::new_in(
+            move |_| {
+                entered_tx.send(()).unwrap();
+                let (lock, cv) = &*g;
+                let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+            },
+            &env,
+        )
+        .unwrap();
+        blocker.submit();
+        entered_rx.recv().unwrap();
+        let (returned_tx, returned_rx) = mpsc::channel::<()>();
+        let g = Arc::clone(&gate);
+        let opener = std::thread::spawn(move || {
+            // Deadline only: it decides the hang case, never the pass.
+            let in_time = returned_rx.recv_timeout(Duration::from_secs(30)).is_ok();
+            *g.0.lock().unwrap() = true;
+            g.1.notify_all();
+            in_time
+        });
+        let ran = prewarm(Some(&env), Duration::from_millis(20));
+        returned_tx.send(()).unwrap();
+        assert!(opener.join().unwrap(), "prewarm waited for the held thread instead of cancelling its item");
+        assert!(!ran, "prewarm reported a run although the pool's only thread was held");
+        blocker.wait();
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use windows_sys::Win32::System::Threading::GetCurrentThreadId;
-use windows_threadpool::pool::prewarm_default_pool;
+use windows_threadpool::work::prewarm_default_pool;
 use windows_threadpool::{CallbackEnviron, Pool, Work};
 
 fn thread_id() -> u32 {

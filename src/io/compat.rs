@@ -320,13 +320,10 @@ pub struct ReuniteError<T: CompatIo>(pub ReadHalf<T>, pub WriteHalf<T>);
 
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
-    send_sync::<Compat<crate::net::TcpStream>>();
     send_sync::<Compat<super::AsyncIo>>();
-    send_sync::<ReadHalf<crate::net::TcpStream>>();
-    send_sync::<WriteHalf<crate::net::TcpStream>>();
     send_sync::<ReadHalf<super::AsyncIo>>();
     send_sync::<WriteHalf<super::AsyncIo>>();
-    send_sync::<ReuniteError<crate::net::TcpStream>>();
+    send_sync::<ReuniteError<super::AsyncIo>>();
 };
 
 impl Reader {

@@ -30,3 +30,11 @@ impl Sealed for TcpStream {
         self.shutdown(Shutdown::Write)
     }
 }
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<crate::io::Compat<TcpStream>>();
+    send_sync::<crate::io::ReadHalf<TcpStream>>();
+    send_sync::<crate::io::WriteHalf<TcpStream>>();
+    send_sync::<crate::io::ReuniteError<TcpStream>>();
+};

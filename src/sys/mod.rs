@@ -2,6 +2,7 @@
 //! last error, a [`Duration`] or [`SystemTime`] into the pool's 100 ns
 //! units, and the exports that only some systems have, resolved at run time.
 
+pub(crate) mod deadline;
 pub(crate) mod winsock;
 
 use core::ffi::c_void;

@@ -59,13 +59,12 @@
 //! early, and late by the timer's granularity (on Windows, the system timer
 //! resolution unless raised; under Wine, about a millisecond).
 
-mod deadline;
 mod delay;
 mod driver;
 mod limit;
 mod ticks;
 
-pub use deadline::Deadline;
+pub use crate::sys::deadline::Deadline;
 pub use delay::{Sleep, sleep, sleep_until};
 pub use limit::{Elapsed, Timeout, timeout, timeout_at};
 pub use ticks::{Interval, MissedTickBehavior, interval, interval_at};

@@ -80,7 +80,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("task/chunked.rs", include_str!("../task/chunked.rs")),
     ("task/scoped.rs", include_str!("../task/scoped.rs")),
     ("time/mod.rs", include_str!("../time/mod.rs")),
-    ("time/deadline.rs", include_str!("../time/deadline.rs")),
+    ("sys/deadline.rs", include_str!("../sys/deadline.rs")),
     ("time/delay.rs", include_str!("../time/delay.rs")),
     ("time/driver.rs", include_str!("../time/driver.rs")),
     ("time/limit.rs", include_str!("../time/limit.rs")),

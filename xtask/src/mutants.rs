@@ -126,7 +126,7 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "time",
         files: &[
-            "src/time/deadline.rs",
+            "src/sys/deadline.rs",
             "src/time/driver.rs",
             "src/time/delay.rs",
             "src/time/ticks.rs",

@@ -2,11 +2,11 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::sys::{absolute_due, relative_due};
+use super::{absolute_due, relative_due};
 
 /// When a timer should fire or a wait time out: after a [`Duration`], at an
 /// [`Instant`] or a [`SystemTime`], or [never](Self::NEVER). See the
-/// [module docs](super) for the conversions.
+/// [module docs](crate::time) for the conversions.
 ///
 /// ```
 /// use std::time::{Duration, Instant, SystemTime};
