@@ -30,6 +30,7 @@ mod bench;
 mod chart;
 mod coverage;
 mod doc_links;
+mod env;
 mod http;
 mod idle;
 mod mutants;
@@ -50,7 +51,7 @@ pub const MSVC_TARGET: &str = "x86_64-pc-windows-msvc";
 pub const LIB: &str = "windows-threadpool";
 
 fn main() -> ExitCode {
-    setup::invocation_dir();
+    env::invocation_dir();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = match args.split_first() {
         Some((c, r)) => (c.as_str(), r),
@@ -58,7 +59,7 @@ fn main() -> ExitCode {
     };
     if cmd == "exec" {
         // Verbatim: these are the test binary's own arguments.
-        return match setup::exec(rest) {
+        return match env::exec(rest) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("xtask exec: {e}");

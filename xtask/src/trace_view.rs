@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::setup::Result;
+use crate::env::Result;
 
 /// What one drawn element is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -702,9 +702,9 @@ pub fn trace_view(rest: &[String]) -> Result<()> {
             _ => return Err(usage.into()),
         }
     }
-    let input = crate::setup::invocation_dir().join(input.ok_or(usage)?);
+    let input = crate::env::invocation_dir().join(input.ok_or(usage)?);
     let output = match output {
-        Some(o) => crate::setup::invocation_dir().join(o),
+        Some(o) => crate::env::invocation_dir().join(o),
         None => input.with_extension("html"),
     };
     let tl = write_page(&input, &output)?;
@@ -759,7 +759,7 @@ pub fn count_class(dom: &str, tag: &str, class: &str) -> usize {
 
 /// Where the outputs of the browser check go.
 pub fn scratch_dir() -> Result<PathBuf> {
-    let dir = crate::setup::layout()?.target_dir.join("xtask").join("timeline");
+    let dir = crate::env::layout()?.target_dir.join("xtask").join("timeline");
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     Ok(dir)
 }
