@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use crate::WIN_TARGET;
+use crate::json::{self, Json};
 
 pub type Result<T> = std::result::Result<T, String>;
 
@@ -141,13 +142,7 @@ pub fn layout() -> Result<&'static Layout> {
             if !out.status.success() {
                 return Err(format!("cargo metadata failed: {}", out.status));
             }
-            let text = String::from_utf8_lossy(&out.stdout);
-            let field = |key: &str| {
-                json_string_field(&text, key)
-                    .map(PathBuf::from)
-                    .ok_or_else(|| format!("cargo metadata: no {key} in its output"))
-            };
-            Ok(Layout { workspace_root: field("workspace_root")?, target_dir: field("target_directory")? })
+            metadata_layout(&String::from_utf8_lossy(&out.stdout))
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -177,42 +172,17 @@ fn manifest_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace")
 }
 
-/// The value of the last `"key":"..."` string member in `json` (compact JSON,
-/// as cargo prints it), unescaped. The top-level members of `cargo metadata`
-/// follow its package list, so the last occurrence is the top-level one.
-pub fn json_string_field(json: &str, key: &str) -> Option<String> {
-    let pattern = format!("\"{key}\":\"");
-    let start = json.rfind(&pattern)? + pattern.len();
-    let mut out = String::new();
-    let mut chars = json[start..].chars();
-    loop {
-        match chars.next()? {
-            '"' => return Some(out),
-            '\\' => match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                'r' => out.push('\r'),
-                'b' => out.push('\u{8}'),
-                'f' => out.push('\u{c}'),
-                'u' => {
-                    let mut unit = || u32::from_str_radix(&chars.by_ref().take(4).collect::<String>(), 16).ok();
-                    let hi = unit()?;
-                    let c = if (0xD800..0xDC00).contains(&hi) {
-                        if chars.next()? != '\\' || chars.next()? != 'u' {
-                            return None;
-                        }
-                        let lo = u32::from_str_radix(&chars.by_ref().take(4).collect::<String>(), 16).ok()?;
-                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo.checked_sub(0xDC00)?))?
-                    } else {
-                        char::from_u32(hi)?
-                    };
-                    out.push(c);
-                }
-                c => out.push(c),
-            },
-            c => out.push(c),
-        }
-    }
+/// The paths in `cargo metadata`'s output: its top-level members (a
+/// package's own metadata may hold members of the same names).
+fn metadata_layout(text: &str) -> Result<Layout> {
+    let doc = json::parse(text).map_err(|e| format!("cargo metadata: {e}"))?;
+    let field = |key: &str| {
+        doc.get(key)
+            .and_then(Json::as_str)
+            .map(PathBuf::from)
+            .ok_or_else(|| format!("cargo metadata: no {key} in its output"))
+    };
+    Ok(Layout { workspace_root: field("workspace_root")?, target_dir: field("target_directory")? })
 }
 
 /// The project's Wine prefix, read by `xtask/wine-run` too.
@@ -345,12 +315,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_string_fields_are_unescaped_and_the_last_one_wins() {
+    fn the_metadata_paths_are_its_top_level_members_unescaped() {
         let json = r#"{"packages":[{"metadata":{"target_directory":"nested"}}],"target_directory":"C:\\a \"b\"\/c\u00e9\ud83d\ude00","workspace_root":"/w"}"#;
-        assert_eq!(json_string_field(json, "target_directory").as_deref(), Some("C:\\a \"b\"/cé😀"));
-        assert_eq!(json_string_field(json, "workspace_root").as_deref(), Some("/w"));
-        assert_eq!(json_string_field(json, "missing"), None);
-        assert_eq!(json_string_field(r#"{"k":"unterminated"#, "k"), None);
+        let l = metadata_layout(json).unwrap();
+        assert_eq!(l.target_dir, PathBuf::from("C:\\a \"b\"/cé😀"));
+        assert_eq!(l.workspace_root, PathBuf::from("/w"));
+        let late = r#"{"workspace_root":"/w","target_directory":"/t","packages":[{"target_directory":"nested"}]}"#;
+        assert_eq!(metadata_layout(late).unwrap().target_dir, PathBuf::from("/t"));
+        assert!(metadata_layout(r#"{"target_directory":"/t"}"#).unwrap_err().contains("no workspace_root"));
+        assert!(metadata_layout(r#"{"workspace_root":"/w","target_directory":"unterminated"#).is_err());
     }
 
     #[test]

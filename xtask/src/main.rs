@@ -33,6 +33,9 @@ mod doc_links;
 mod env;
 mod http;
 mod idle;
+/// The tests' JSON parser (one definition).
+#[path = "../../tests/support/json.rs"]
+mod json;
 mod mutants;
 mod run;
 mod setup;
