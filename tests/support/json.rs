@@ -8,7 +8,7 @@
 //! characters, unknown escapes or lone surrogates. Numbers keep their text,
 //! so that nothing is rounded; an object keeps its members in document
 //! order (the trace viewer shows a slice's arguments in that order) and
-//! refuses a duplicate key. Nesting deeper than [`MAX_DEPTH`] is refused
+//! refuses a duplicate key. Nesting deeper than `MAX_DEPTH` is refused
 //! rather than overflowing the stack.
 #![allow(dead_code)]
 
