@@ -408,6 +408,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
 
     let (ok, _) = run_tee(&mut host.cargo(&["fmt", "--all", "--check"]));
     tally.check("rustfmt (cargo fmt --all --check)".into(), ok);
+    tally.check("layers: the import graph of src/ (cargo xtask layers)".into(), crate::layers::check().is_ok());
 
     let mut per_config = Vec::new();
     for (config, flags) in CONFIGS {
