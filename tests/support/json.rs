@@ -1,11 +1,18 @@
-//! A small, strict JSON parser for checking the crate's Chrome trace output
-//! without a dependency. `tests/trace.rs` and the library's unit tests
-//! include it with `#[path]`; `tests/trace.rs` also tests the parser itself.
+//! A small, strict JSON parser, so that nothing here needs a dependency.
+//! `tests/trace.rs` and the library's unit tests include it with `#[path]`
+//! to check the crate's Chrome trace output; the xtask includes it too
+//! (`trace-view` reads that output, `env::layout` reads `cargo metadata`).
+//! `tests/trace.rs` and the xtask's `trace_view` tests test the parser itself.
+//!
+//! Strict as RFC 8259: no trailing commas, leading zeros, bare control
+//! characters, unknown escapes or lone surrogates. Numbers keep their text,
+//! so that nothing is rounded; an object keeps its members in document
+//! order (the trace viewer shows a slice's arguments in that order) and
+//! refuses a duplicate key. Nesting deeper than `MAX_DEPTH` is refused
+//! rather than overflowing the stack.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-
-/// A parsed JSON value. Numbers keep their text so that nothing is rounded.
+/// A parsed JSON value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {
     Null,
@@ -13,20 +20,27 @@ pub enum Json {
     Num(String),
     Str(String),
     Arr(Vec<Json>),
-    Obj(BTreeMap<String, Json>),
+    Obj(Vec<(String, Json)>),
 }
 
 impl Json {
     /// `self[key]` of an object, if present.
     pub fn get(&self, key: &str) -> Option<&Json> {
         match self {
-            Json::Obj(m) => m.get(key),
+            Json::Obj(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
         }
     }
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// A string's value or a number's text.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) | Json::Num(s) => Some(s),
             _ => None,
         }
     }
@@ -50,9 +64,12 @@ impl Json {
     }
 }
 
+/// How deeply arrays and objects may nest.
+pub const MAX_DEPTH: usize = 128;
+
 /// Parses one JSON document (surrounding whitespace allowed).
 pub fn parse(text: &str) -> Result<Json, String> {
-    let mut p = Parser { s: text.as_bytes(), i: 0 };
+    let mut p = Parser { s: text.as_bytes(), i: 0, depth: 0 };
     let v = p.value()?;
     p.ws();
     if p.i != p.s.len() {
@@ -64,6 +81,7 @@ pub fn parse(text: &str) -> Result<Json, String> {
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -95,8 +113,8 @@ impl Parser<'_> {
     fn value(&mut self) -> Result<Json, String> {
         self.ws();
         match self.s.get(self.i) {
-            Some(b'{') => self.object(),
-            Some(b'[') => self.array(),
+            Some(b'{') => self.nested(Self::object),
+            Some(b'[') => self.nested(Self::array),
             Some(b'"') => self.string().map(Json::Str),
             Some(b't') => self.lit("true", Json::Bool(true)),
             Some(b'f') => self.lit("false", Json::Bool(false)),
@@ -105,9 +123,18 @@ impl Parser<'_> {
             _ => self.err("expected a value"),
         }
     }
+    fn nested(&mut self, parse: fn(&mut Self) -> Result<Json, String>) -> Result<Json, String> {
+        if self.depth == MAX_DEPTH {
+            return self.err("nesting too deep");
+        }
+        self.depth += 1;
+        let v = parse(self);
+        self.depth -= 1;
+        v
+    }
     fn object(&mut self) -> Result<Json, String> {
         self.eat(b'{')?;
-        let mut m = BTreeMap::new();
+        let mut m: Vec<(String, Json)> = Vec::new();
         self.ws();
         if self.s.get(self.i) == Some(&b'}') {
             self.i += 1;
@@ -118,9 +145,10 @@ impl Parser<'_> {
             let k = self.string()?;
             self.eat(b':')?;
             let v = self.value()?;
-            if m.insert(k.clone(), v).is_some() {
+            if m.iter().any(|(have, _)| *have == k) {
                 return self.err(&format!("duplicate key {k:?}"));
             }
+            m.push((k, v));
             self.ws();
             match self.s.get(self.i) {
                 Some(b',') => self.i += 1,
@@ -182,19 +210,41 @@ impl Parser<'_> {
                         b'r' => out.push('\r'),
                         b'b' => out.push('\u{8}'),
                         b'f' => out.push('\u{c}'),
-                        b'u' => {
-                            let hex = self.s.get(self.i..self.i + 4).ok_or("short \\u escape")?;
-                            let n = u32::from_str_radix(std::str::from_utf8(hex).map_err(|e| e.to_string())?, 16)
-                                .map_err(|e| e.to_string())?;
-                            out.push(char::from_u32(n).ok_or("surrogate escapes are not supported")?);
-                            self.i += 4;
-                        }
+                        b'u' => out.push(self.unicode_escape()?),
                         _ => return self.err("bad escape"),
                     }
                 }
                 _ => return self.err("unterminated string or control character"),
             }
         }
+    }
+    /// The character of a `\u` escape whose `\u` is consumed: one code
+    /// unit, or a high and a low surrogate escaped in turn.
+    fn unicode_escape(&mut self) -> Result<char, String> {
+        let hi = self.hex4()?;
+        let cp = match hi {
+            0xD800..=0xDBFF => {
+                if !self.s[self.i..].starts_with(b"\\u") {
+                    return self.err("a high surrogate without its low one");
+                }
+                self.i += 2;
+                let lo = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return self.err("a high surrogate without its low one");
+                }
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            }
+            0xDC00..=0xDFFF => return self.err("a low surrogate without its high one"),
+            _ => hi,
+        };
+        char::from_u32(cp).ok_or_else(|| format!("bad \\u escape at byte {}", self.i))
+    }
+    fn hex4(&mut self) -> Result<u32, String> {
+        let hex = self.s.get(self.i..self.i + 4).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+        let Some(hex) = hex else { return self.err("short \\u escape") };
+        let n = hex.iter().fold(0, |n, h| n * 16 + (*h as char).to_digit(16).unwrap_or(0));
+        self.i += 4;
+        Ok(n)
     }
     fn number(&mut self) -> Result<Json, String> {
         let start = self.i;
@@ -206,14 +256,17 @@ impl Parser<'_> {
             while p.i < p.s.len() && p.s[p.i].is_ascii_digit() {
                 p.i += 1;
             }
-            p.i > s
+            p.i - s
         };
-        if !digits(self) {
-            return self.err("expected digits");
+        let int_start = self.i;
+        match digits(self) {
+            0 => return self.err("expected digits"),
+            n if n > 1 && self.s[int_start] == b'0' => return self.err("leading zero"),
+            _ => {}
         }
         if self.s.get(self.i) == Some(&b'.') {
             self.i += 1;
-            if !digits(self) {
+            if digits(self) == 0 {
                 return self.err("expected fraction digits");
             }
         }
@@ -222,7 +275,7 @@ impl Parser<'_> {
             if matches!(self.s.get(self.i), Some(b'+' | b'-')) {
                 self.i += 1;
             }
-            if !digits(self) {
+            if digits(self) == 0 {
                 return self.err("expected exponent digits");
             }
         }

@@ -6,7 +6,8 @@
 
 use std::process::{Command, Stdio};
 
-use crate::setup::{self, Result, workspace_root};
+use crate::env::{self, Platform, Result, workspace_root};
+use crate::setup;
 
 /// The line the benchmark program prints between its two tables.
 const NET_MARKER: &str = "<!-- net -->";
@@ -43,14 +44,14 @@ fn machine() -> String {
     let mem =
         std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| mem_total(&m)).unwrap_or_else(|| "unknown".into());
     let os = capture(Command::new("sh").args(["-c", ". /etc/os-release && echo \"$PRETTY_NAME\""]));
-    let wine = capture(setup::wine_cmd("wine").arg("--version"));
+    let wine = capture(env::wine_cmd("wine").arg("--version"));
     format!("{os}, {cpu}, {cores} cores, {mem} memory; {wine} (the Windows program runs under Wine)")
 }
 
 /// The HTTP section: the example and tokio + hyper under wrk
 /// (`http::bench`), then their memory per idle keep-alive connection
 /// (`idle::bench`), or why each did not run.
-fn http_section(p: &setup::Platform) -> Result<String> {
+fn http_section(p: &Platform) -> Result<String> {
     let wrk = match setup::http_tool("wrk") {
         Ok(wrk) => crate::http::bench(p, &wrk)?,
         Err(why) => {
@@ -89,10 +90,10 @@ const INPLACE_HEADING: &str = "## In-place polling\n\nA task woken by one of the
 const NOTES: &str = "<!-- notes -->";
 
 /// `exe` run as this platform runs it: under Wine on Linux.
-fn program(p: &setup::Platform, exe: &std::path::Path) -> Command {
+fn program(p: &Platform, exe: &std::path::Path) -> Command {
     match p.target {
         Some(_) if !cfg!(windows) => {
-            let mut c = setup::wine_run();
+            let mut c = env::wine_run();
             c.arg(exe);
             c
         }
@@ -101,7 +102,7 @@ fn program(p: &setup::Platform, exe: &std::path::Path) -> Command {
 }
 
 /// The in-place polling table (`wtp-bench --only-inplace`, built in release).
-fn inplace_section(p: &setup::Platform, quick: bool) -> Result<String> {
+fn inplace_section(p: &Platform, quick: bool) -> Result<String> {
     if !p.cargo(&["build", "--release", "--quiet", "-p", "wtp-bench"]).status().map_err(|e| e.to_string())?.success() {
         return Err("building the benchmark program failed".into());
     }

@@ -15,7 +15,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use crate::setup::{self, Result};
+use crate::env::{self, Result};
+use crate::setup;
 use crate::{LIB, WIN_TARGET};
 
 /// Whether the installed standard library for `target` carries the profiler runtime.
@@ -39,7 +40,7 @@ pub fn coverage(target: Option<&str>, rest: &[String]) -> Result<()> {
              windows-gnu target. Run `cargo xtask coverage` natively on Windows for the MSVC target."
         ));
     }
-    let have = setup::cargo()
+    let have = env::cargo()
         .args(["llvm-cov", "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -51,7 +52,7 @@ pub fn coverage(target: Option<&str>, rest: &[String]) -> Result<()> {
                 .into(),
         );
     }
-    let mut cmd = setup::cargo();
+    let mut cmd = env::cargo();
     cmd.args(["llvm-cov", "nextest", "-p", LIB, "--all-features"]);
     if let Some(t) = &p.target {
         cmd.args(["--target", t]);

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::LIB;
-use crate::setup::{self, Platform, Result};
+use crate::env::{self, Platform, Result};
 
 /// How long the server may take to start, and to stop.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
@@ -46,7 +46,7 @@ fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result
 /// The exe run as this platform runs it: under Wine on Linux.
 fn command(p: &Platform, exe: &Path) -> Command {
     if p.under_wine() {
-        let mut c = setup::wine_run();
+        let mut c = env::wine_run();
         c.arg(exe);
         c
     } else {
@@ -196,7 +196,7 @@ fn curl(curl: &Path, args: &[&str]) -> Result<String> {
 /// through the named event. A summary line.
 pub fn curl_check(p: &Platform, curl_exe: &Path) -> Result<String> {
     let exe = build(p, "debug")?;
-    let dir = setup::layout()?.target_dir.join("xtask-http");
+    let dir = env::layout()?.target_dir.join("xtask-http");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (body, back) = (dir.join("body.bin"), dir.join("echoed.bin"));
     let data: Vec<u8> = (0..256 * 1024).map(|i: usize| (i % 251) as u8 ^ (i / 251) as u8).collect();

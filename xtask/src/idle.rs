@@ -22,8 +22,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::env::{self, Platform, Result};
 use crate::http::{self, HELLO, PATIENCE, POLL, THREADS_STILL};
-use crate::setup::{self, Platform, Result};
 
 /// The request each connection sends (one response, kept alive).
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -209,7 +209,7 @@ fn named(failed: &[(usize, String)]) -> String {
 #[cfg(target_os = "linux")]
 fn wine_server() -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    let prefix = std::fs::metadata(setup::wine_prefix()).ok()?;
+    let prefix = std::fs::metadata(env::wine_prefix()).ok()?;
     let name = format!("server-{:x}-{:x}", prefix.dev(), prefix.ino());
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
         let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
@@ -266,7 +266,7 @@ fn check_files(conns: usize) -> Result<()> {
              It keeps the limit of the process that started it; `cargo xtask setup` raises its own to the hard \
              limit first, so end this server (`WINEPREFIX={} wineserver -k`, which ends every Wine process of the \
              prefix) and run again",
-            setup::wine_prefix().display()
+            env::wine_prefix().display()
         ));
     }
     Ok(())

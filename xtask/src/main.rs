@@ -18,6 +18,9 @@
 //! - `coverage`: line coverage of the library's tests, where it can be measured.
 //! - `mutants`: mutation testing (cargo-mutants) module by module, and
 //!   `docs/mutants.md` from the results.
+//! - `layers`: the import graph of `src/` (rooms, arrows, floors, circles),
+//!   and its check (justified circles, the trace below its users, long
+//!   files, the README's layout); `test` runs the check.
 //! - `wine10`: the nextest suite and doctests (default and all features)
 //!   under Debian trixie's Wine 10.0, in a root it prepares once (Linux, root).
 //! - `exec`: run a program as it is (the test runner on a Windows host).
@@ -30,8 +33,13 @@ mod bench;
 mod chart;
 mod coverage;
 mod doc_links;
+mod env;
 mod http;
 mod idle;
+/// The tests' JSON parser (one definition).
+#[path = "../../tests/support/json.rs"]
+mod json;
+mod layers;
 mod mutants;
 mod run;
 mod setup;
@@ -50,7 +58,7 @@ pub const MSVC_TARGET: &str = "x86_64-pc-windows-msvc";
 pub const LIB: &str = "windows-threadpool";
 
 fn main() -> ExitCode {
-    setup::invocation_dir();
+    env::invocation_dir();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = match args.split_first() {
         Some((c, r)) => (c.as_str(), r),
@@ -58,7 +66,7 @@ fn main() -> ExitCode {
     };
     if cmd == "exec" {
         // Verbatim: these are the test binary's own arguments.
-        return match setup::exec(rest) {
+        return match env::exec(rest) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("xtask exec: {e}");
@@ -89,10 +97,12 @@ fn main() -> ExitCode {
         "trace-view" => trace_view::trace_view(&rest),
         "coverage" => coverage::coverage(target, &rest),
         "mutants" => mutants::mutants(target, &rest),
+        // Reads src/ only: needs no set-up.
+        "layers" => layers::layers(&rest),
         "wine10" => run::wine10(&rest),
         _ => {
             let asked = matches!(cmd, "help" | "--help" | "-h");
-            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants|wine10> [--target TRIPLE]\n\
+            let usage = "usage: cargo xtask <setup|test|demo|stress|bench|trace-doc|trace-view|coverage|mutants|layers|wine10> [--target TRIPLE]\n\
                  \n  setup      prepare this machine (rustfmt, clippy, cargo-nextest; Linux: Wine prefix and runner, mingw, Rust targets)\
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs, service.rs, async_service.rs, echo_server.rs and http_server --self-test\
@@ -107,6 +117,9 @@ fn main() -> ExitCode {
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\
                  \n  coverage   line coverage of the library's tests (explains why not, where it cannot)\
                  \n  mutants    mutation testing per module (--module NAME, --shard k/n, --timeout S, --iterate: only what the last run missed; --report rewrites docs/mutants.md)\
+                 \n  layers     the import graph of src/ from its use lines (rooms, arrows, floors, circles), and its check\
+                 \n             (circles justified, the trace below its users, files over 700 lines, README ## Layout);\
+                 \n             --check: the check alone, as `test` runs it\
                  \n  wine10     the suite (default and all features, doctests) under Wine 10 in a Debian trixie root it prepares once\
                  \n             (Linux, as root; --setup: prepare only; -j N: tests at a time; -- ARGS: one nextest run with ARGS)\
                  \n\n--target: on Windows, test that target natively instead of the host's";

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::setup::{self, Result, cargo, workspace_root};
+use crate::env::{self, Platform, Result, cargo, workspace_root};
+use crate::setup;
 use crate::{LIB, WIN_TARGET};
 
 /// A module under mutation: its files, the test targets that cover it
@@ -146,7 +147,7 @@ pub const SMOKE_MUTANT: &str = "is_owed -> bool with false";
 
 /// One shard of [`SMOKE`], into its own output directory: fails unless
 /// cargo-mutants ran and every viable mutant of the shard was caught.
-pub fn smoke(p: &setup::Platform) -> Result<()> {
+pub fn smoke(p: &Platform) -> Result<()> {
     ensure_installed()?;
     let m = module(SMOKE)?;
     let target = p.target.clone().unwrap_or_else(|| WIN_TARGET.to_string());
@@ -221,7 +222,7 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
 }
 
 fn out_root() -> PathBuf {
-    setup::layout().map(|l| l.target_dir.join("mutants")).unwrap_or_else(|_| workspace_root().join("target/mutants"))
+    env::layout().map(|l| l.target_dir.join("mutants")).unwrap_or_else(|_| workspace_root().join("target/mutants"))
 }
 
 /// Every unviable mutant of a module's runs so far (see [`Outcome::read`]).

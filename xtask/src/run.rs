@@ -9,7 +9,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::setup::{self, Platform, Result};
+use crate::env::{self, Platform, Result};
+use crate::setup;
 use crate::{LIB, MSVC_TARGET};
 
 /// The feature configurations every check runs in.
@@ -292,7 +293,7 @@ fn lifecycle_cases(p: &Platform, tally: &mut Tally, scale: &str) -> u64 {
 /// The Wine runner's retries of its start-up failure signature since
 /// `clear_runner_log`: not failures, but never silent.
 fn runner_retries() -> Vec<String> {
-    setup::runner_log()
+    env::runner_log()
         .ok()
         .and_then(|log| std::fs::read_to_string(log).ok())
         .map(|t| t.lines().map(str::to_string).collect())
@@ -312,14 +313,14 @@ fn ended_by_a_dying_start(output: &str) -> bool {
 /// retries.
 fn note_retry(msg: &str) {
     println!("xtask: {msg}");
-    if let Ok(log) = setup::runner_log() {
+    if let Ok(log) = env::runner_log() {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
         let _ = file.and_then(|mut f| writeln!(f, "{msg}"));
     }
 }
 
 fn clear_runner_log() {
-    if let Ok(log) = setup::runner_log() {
+    if let Ok(log) = env::runner_log() {
         let _ = std::fs::remove_file(log);
     }
 }
@@ -407,6 +408,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
 
     let (ok, _) = run_tee(&mut host.cargo(&["fmt", "--all", "--check"]));
     tally.check("rustfmt (cargo fmt --all --check)".into(), ok);
+    tally.check("layers: the import graph of src/ (cargo xtask layers)".into(), crate::layers::check().is_ok());
 
     let mut per_config = Vec::new();
     for (config, flags) in CONFIGS {
@@ -522,7 +524,7 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
 /// models, then their unit tests under Miri, each in a target directory of
 /// its own so neither invalidates the ordinary host build. Returns why Miri was skipped, if it was.
 fn host_cores(tally: &mut Tally) -> Result<Option<String>> {
-    let target_dir = setup::layout()?.target_dir.clone();
+    let target_dir = env::layout()?.target_dir.clone();
     let loom = ["test", "--color", "never", "--release", "-p", LIB, "--lib", "loom"];
     let (ok, text) = run_tee(
         Platform::host().cargo(&loom).env("RUSTFLAGS", "--cfg loom").env("CARGO_TARGET_DIR", target_dir.join("loom")),
@@ -537,7 +539,7 @@ fn host_cores(tally: &mut Tally) -> Result<Option<String>> {
     for (model, flags) in [("Stacked Borrows", ""), ("Tree Borrows", " -Zmiri-tree-borrows")] {
         let miri = ["miri", "test", "--color", "never", "-p", LIB, "--lib"];
         let (ok, text) = run_tee(
-            setup::nightly_cargo(&miri)
+            env::nightly_cargo(&miri)
                 .env("MIRIFLAGS", format!("-Zmiri-strict-provenance{flags}"))
                 .env("CARGO_TARGET_DIR", target_dir.join("miri")),
         );
@@ -572,7 +574,7 @@ fn timeline_in_browser(p: &Platform, browser: &std::path::Path) -> Result<String
     }
     let exe = p.bin_dir("debug")?.join("examples").join("trace_timeline.exe");
     let mut run = if p.under_wine() {
-        let mut c = setup::wine_run();
+        let mut c = env::wine_run();
         c.arg(&exe);
         c
     } else {
@@ -648,7 +650,7 @@ fn is_screenshot(shot: &std::path::Path) -> Result<()> {
 /// for every ratio of `docs/benchmarks.md`'s head-to-head rows, and a
 /// screenshot of it is a picture.
 fn benchmark_chart_in_browser(browser: &std::path::Path, dir: &std::path::Path) -> Result<String> {
-    let root = setup::workspace_root();
+    let root = env::workspace_root();
     let doc =
         std::fs::read_to_string(root.join("docs/benchmarks.md")).map_err(|e| format!("docs/benchmarks.md: {e}"))?;
     let expected = crate::chart::bar_count(&doc);

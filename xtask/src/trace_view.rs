@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::setup::Result;
+use crate::env::Result;
+use crate::json::{self, Json};
 
 /// What one drawn element is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,213 +211,30 @@ pub fn parse_text(text: &str) -> Result<Timeline> {
     Ok(tl)
 }
 
-/// A JSON value, numbers kept as their text (the dump's times are exact
-/// decimals that a float would round).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Json {
-    Null,
-    Bool(bool),
-    Num(String),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-}
-
-impl Json {
-    fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Obj(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    fn str(&self) -> Option<&str> {
-        match self {
-            Json::Str(s) | Json::Num(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    fn display(&self) -> String {
-        match self {
-            Json::Null => "null".into(),
-            Json::Bool(b) => b.to_string(),
-            Json::Num(s) | Json::Str(s) => s.clone(),
-            Json::Arr(_) | Json::Obj(_) => "…".into(),
-        }
-    }
-}
-
-/// A small strict JSON parser (the xtask has no dependencies).
-pub fn parse_json(text: &str) -> Result<Json> {
-    let mut p = JsonParser { s: text.as_bytes(), i: 0 };
-    let v = p.value(0)?;
-    p.ws();
-    if p.i != p.s.len() {
-        return Err(format!("JSON: trailing data at byte {}", p.i));
-    }
-    Ok(v)
-}
-
-struct JsonParser<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl JsonParser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
-            self.i += 1;
-        }
-    }
-
-    fn err<T>(&self, what: &str) -> Result<T> {
-        Err(format!("JSON: {what} at byte {}", self.i))
-    }
-
-    fn eat(&mut self, b: u8) -> bool {
-        self.ws();
-        if self.s.get(self.i) == Some(&b) {
-            self.i += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn value(&mut self, depth: u32) -> Result<Json> {
-        if depth > 64 {
-            return self.err("nesting too deep");
-        }
-        self.ws();
-        match self.s.get(self.i) {
-            Some(b'{') => {
-                self.i += 1;
-                let mut m = Vec::new();
-                if self.eat(b'}') {
-                    return Ok(Json::Obj(m));
-                }
-                loop {
-                    self.ws();
-                    let k = self.string()?;
-                    if !self.eat(b':') {
-                        return self.err("expected ':'");
-                    }
-                    m.push((k, self.value(depth + 1)?));
-                    if self.eat(b'}') {
-                        return Ok(Json::Obj(m));
-                    }
-                    if !self.eat(b',') {
-                        return self.err("expected ',' or '}'");
-                    }
-                }
-            }
-            Some(b'[') => {
-                self.i += 1;
-                let mut v = Vec::new();
-                if self.eat(b']') {
-                    return Ok(Json::Arr(v));
-                }
-                loop {
-                    v.push(self.value(depth + 1)?);
-                    if self.eat(b']') {
-                        return Ok(Json::Arr(v));
-                    }
-                    if !self.eat(b',') {
-                        return self.err("expected ',' or ']'");
-                    }
-                }
-            }
-            Some(b'"') => Ok(Json::Str(self.string()?)),
-            Some(b't') if self.s[self.i..].starts_with(b"true") => {
-                self.i += 4;
-                Ok(Json::Bool(true))
-            }
-            Some(b'f') if self.s[self.i..].starts_with(b"false") => {
-                self.i += 5;
-                Ok(Json::Bool(false))
-            }
-            Some(b'n') if self.s[self.i..].starts_with(b"null") => {
-                self.i += 4;
-                Ok(Json::Null)
-            }
-            Some(b'-' | b'0'..=b'9') => {
-                let start = self.i;
-                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                {
-                    self.i += 1;
-                }
-                let t = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
-                if t.parse::<f64>().is_err() {
-                    return self.err("bad number");
-                }
-                Ok(Json::Num(t.to_string()))
-            }
-            _ => self.err("expected a value"),
-        }
-    }
-
-    fn string(&mut self) -> Result<String> {
-        if self.s.get(self.i) != Some(&b'"') {
-            return self.err("expected a string");
-        }
-        self.i += 1;
-        let mut out = Vec::new();
-        loop {
-            let Some(&b) = self.s.get(self.i) else { return self.err("unterminated string") };
-            self.i += 1;
-            match b {
-                b'"' => return String::from_utf8(out).map_err(|e| e.to_string()),
-                b'\\' => {
-                    let Some(&e) = self.s.get(self.i) else { return self.err("unterminated escape") };
-                    self.i += 1;
-                    let c = match e {
-                        b'n' => '\n',
-                        b't' => '\t',
-                        b'r' => '\r',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'u' => {
-                            let hex = |p: &mut Self| -> Result<u32> {
-                                let h = p.s.get(p.i..p.i + 4).and_then(|h| std::str::from_utf8(h).ok());
-                                let v = h.and_then(|h| u32::from_str_radix(h, 16).ok());
-                                p.i += 4;
-                                v.ok_or_else(|| format!("JSON: bad \\u escape at byte {}", p.i))
-                            };
-                            let hi = hex(self)?;
-                            let cp = if (0xD800..0xDC00).contains(&hi) && self.s[self.i..].starts_with(b"\\u") {
-                                self.i += 2;
-                                let lo = hex(self)?;
-                                0x10000 + ((hi - 0xD800) << 10) + lo.wrapping_sub(0xDC00)
-                            } else {
-                                hi
-                            };
-                            char::from_u32(cp).unwrap_or('\u{fffd}')
-                        }
-                        other => other as char,
-                    };
-                    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
-                }
-                b => out.push(b),
-            }
-        }
+/// An argument's value as the page shows it.
+fn slot_text(v: &Json) -> String {
+    match v {
+        Json::Null => "null".into(),
+        Json::Bool(b) => b.to_string(),
+        Json::Num(s) | Json::Str(s) => s.clone(),
+        Json::Arr(_) | Json::Obj(_) => "…".into(),
     }
 }
 
 pub fn parse_chrome(text: &str) -> Result<Timeline> {
-    let root = parse_json(text)?;
+    let root = json::parse(text).map_err(|e| format!("JSON: {e}"))?;
     let Some(Json::Arr(events)) = root.get("traceEvents") else {
         return Err("not a Chrome trace: no traceEvents array".into());
     };
     let mut tl = Timeline::default();
     if let Some(other) = root.get("otherData") {
-        let dropped = other.get("dropped").map(Json::display).unwrap_or_default();
+        let dropped = other.get("dropped").map(slot_text).unwrap_or_default();
         if !dropped.is_empty() && dropped != "0" {
             tl.notes.push(format!("overflow: {dropped} records dropped"));
         }
     }
     for (n, e) in events.iter().enumerate() {
-        let field = |k: &str| e.get(k).and_then(Json::str);
+        let field = |k: &str| e.get(k).and_then(Json::as_text);
         let ph = field("ph").unwrap_or("");
         let kind = match ph {
             "X" if field("cat") == Some("syscall") => Kind::Call,
@@ -438,7 +256,7 @@ pub fn parse_chrome(text: &str) -> Result<Timeline> {
                 match (k.as_str(), v) {
                     ("end-missing", Json::Bool(true)) => flag = Some("end-missing"),
                     ("unfinished", Json::Bool(true)) => flag = Some("unfinished"),
-                    _ => slots.push((k.clone(), v.display())),
+                    _ => slots.push((k.clone(), slot_text(v))),
                 }
             }
         }
@@ -702,9 +520,9 @@ pub fn trace_view(rest: &[String]) -> Result<()> {
             _ => return Err(usage.into()),
         }
     }
-    let input = crate::setup::invocation_dir().join(input.ok_or(usage)?);
+    let input = crate::env::invocation_dir().join(input.ok_or(usage)?);
     let output = match output {
-        Some(o) => crate::setup::invocation_dir().join(o),
+        Some(o) => crate::env::invocation_dir().join(o),
         None => input.with_extension("html"),
     };
     let tl = write_page(&input, &output)?;
@@ -759,7 +577,7 @@ pub fn count_class(dom: &str, tag: &str, class: &str) -> usize {
 
 /// Where the outputs of the browser check go.
 pub fn scratch_dir() -> Result<PathBuf> {
-    let dir = crate::setup::layout()?.target_dir.join("xtask").join("timeline");
+    let dir = crate::env::layout()?.target_dir.join("xtask").join("timeline");
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     Ok(dir)
 }
@@ -841,7 +659,7 @@ mod tests {
 
     #[test]
     fn json_strings_and_numbers_parse_exactly() {
-        let v = parse_json(r#"{"a":"x\"\u00e9\ud83d\ude00","b":[1.250,-2e3,true,null]}"#).unwrap();
+        let v = json::parse(r#"{"a":"x\"\u00e9\ud83d\ude00","b":[1.250,-2e3,true,null]}"#).unwrap();
         assert_eq!(v.get("a"), Some(&Json::Str("x\"é😀".into())));
         assert_eq!(
             v.get("b"),
@@ -850,6 +668,56 @@ mod tests {
         assert_eq!(micros_ns("1234.567"), Some(1_234_567));
         assert_eq!(micros_ns("2.6"), Some(2_600));
         assert_eq!(seconds_ns("1.000000002"), Some(1_000_000_002));
+    }
+
+    /// The shared parser (`tests/support/json.rs`), natively: what the
+    /// tests' own check refuses, and what else strict JSON does.
+    #[test]
+    fn json_is_refused_unless_strict() {
+        let refused = [
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "[1] x",
+            "\"\n\"",
+            "01x",
+            "{\"a\":1,\"a\":2}",
+            "-",
+            "1.",
+            // Leading zero, bad escape, lone or reversed surrogates, short hex.
+            "01",
+            "-00.5",
+            r#""\x""#,
+            r#""\ud83d""#,
+            r#""\ud83dx""#,
+            r#""\ude00""#,
+            r#""\ud83d\u0041""#,
+            r#""\u12""#,
+            r#""\u12g4""#,
+            "+1",
+            ".5",
+            "1e",
+            "tru",
+            "nul",
+        ];
+        for bad in refused {
+            assert!(json::parse(bad).is_err(), "{bad:?} should not parse");
+        }
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(json::parse(&deep(json::MAX_DEPTH)).is_ok());
+        assert!(json::parse(&deep(json::MAX_DEPTH + 1)).unwrap_err().contains("too deep"));
+        assert!(json::parse(&deep(100_000)).is_err(), "deep nesting is refused, not a stack overflow");
+        // Members keep their order; numbers their text.
+        let v = json::parse(r#" {"z":0,"a":-0.5e+2,"m":{"b":[]}} "#).unwrap();
+        let Json::Obj(members) = &v else { panic!("{v:?}") };
+        assert_eq!(members.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["z", "a", "m"]);
+        assert_eq!(
+            (v.get("a").and_then(Json::as_text), v.get("a").and_then(Json::as_f64)),
+            (Some("-0.5e+2"), Some(-50.0))
+        );
+        assert_eq!(v.get("z").and_then(Json::as_u64), Some(0));
+        assert_eq!(json::parse(r#""\/\b\f\n\r\t\u0041""#), Ok(Json::Str("/\u{8}\u{c}\n\r\tA".into())));
     }
 
     #[test]

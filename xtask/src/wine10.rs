@@ -18,7 +18,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::setup::{self, Platform, Result};
+use crate::env::{self, Platform, Result};
+use crate::setup;
 
 /// Names the root, read by `xtask/wine10-run` too.
 const ROOT_VAR: &str = "WINDOWS_THREADPOOL_WINE10_ROOT";
@@ -37,18 +38,18 @@ pub fn root() -> PathBuf {
     if let Some(r) = std::env::var_os(ROOT_VAR) {
         return PathBuf::from(r);
     }
-    setup::wine_prefix().with_file_name("wine10-root")
+    env::wine_prefix().with_file_name("wine10-root")
 }
 
 fn script() -> PathBuf {
-    setup::workspace_root().join("xtask/wine10-run")
+    env::workspace_root().join("xtask/wine10-run")
 }
 
 /// `xtask/wine10-run` with the root and the target directory named.
 fn runner() -> Command {
     let mut c = Command::new(script());
     c.env(ROOT_VAR, root());
-    if let Ok(l) = setup::layout() {
+    if let Ok(l) = env::layout() {
         c.env(BIND_VAR, &l.target_dir);
     }
     c
@@ -65,7 +66,7 @@ fn in_root(program: &str, args: &[&str]) -> Command {
 /// pipes: Wine's services, started by a server's first process, inherit
 /// and hold the handles they are given (an `output()` would wait for them).
 fn step(mut cmd: Command, what: &str) -> Result<()> {
-    let dir = setup::layout()?.target_dir.join("xtask");
+    let dir = env::layout()?.target_dir.join("xtask");
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let log = dir.join("wine10-step.log");
     let file = std::fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
@@ -84,7 +85,7 @@ pub fn prepare() -> Result<Platform> {
     if cfg!(windows) {
         return Err("Wine 10 runs on Linux only".into());
     }
-    if !setup::is_root() {
+    if !env::is_root() {
         return Err(
             "needs root: it bootstraps a Debian root, and runs Wine in it through chroot and a mount namespace".into(),
         );
@@ -98,9 +99,9 @@ pub fn prepare() -> Result<Platform> {
     setup::prove_with(runner)?;
     let version = std::fs::read_to_string(root.join(MARKER)).unwrap_or_default();
     println!("wine10: {} in {} ready and proved ({:.1}s)", version.trim(), root.display(), t0.elapsed().as_secs_f64());
-    let mut p = setup::wine_platform_with_runner(&script());
+    let mut p = env::wine_platform_with_runner(&script());
     p.env = vec![(ROOT_VAR.into(), root.into_os_string())];
-    if let Ok(l) = setup::layout() {
+    if let Ok(l) = env::layout() {
         p.env.push((BIND_VAR.into(), l.target_dir.clone().into_os_string()));
     }
     Ok(p)
@@ -111,15 +112,15 @@ pub fn prepare() -> Result<Platform> {
 /// `xtask/wine10-run`, so removing it touches nothing outside.
 fn bootstrap(root: &std::path::Path) -> Result<()> {
     let t = Instant::now();
-    if !setup::have("debootstrap") {
+    if !env::have("debootstrap") {
         println!("wine10: installing debootstrap");
         let apt = |args: &[&str]| {
             let mut c = Command::new("apt-get");
             c.args(args).args(["-o", "DPkg::Lock::Timeout=120"]).env("DEBIAN_FRONTEND", "noninteractive");
             c
         };
-        setup::run_quiet(&mut apt(&["update", "-q"]), "apt-get update")?;
-        setup::run_quiet(&mut apt(&["install", "-y", "-q", "debootstrap"]), "apt-get install debootstrap")?;
+        env::run_quiet(&mut apt(&["update", "-q"]), "apt-get update")?;
+        env::run_quiet(&mut apt(&["install", "-y", "-q", "debootstrap"]), "apt-get install debootstrap")?;
     }
     if root.exists() {
         if root.join("usr/bin/wineserver").exists() {
@@ -133,7 +134,7 @@ fn bootstrap(root: &std::path::Path) -> Result<()> {
     println!("wine10: debootstrap {SUITE} into {} from {mirror} (about a minute)", root.display());
     // In a mount namespace of its own: the /proc and /sys debootstrap mounts
     // in the root vanish with it, even if it is interrupted.
-    setup::run_quiet(
+    env::run_quiet(
         Command::new("unshare")
             .args(["--mount", "--propagation", "private", "--", "debootstrap", "--variant=minbase", SUITE])
             .arg(root)
