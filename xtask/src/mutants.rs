@@ -45,7 +45,7 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "ctx",
-        files: &["src/callback/ctx.rs"],
+        files: &["src/callback/ctx/mod.rs"],
         // lifecycle: the context count the models and leak checks rely on.
         tests: &["--lib", "--test", "work", "--test", "alloc", "--test", "lifecycle"],
         features: "",
@@ -58,13 +58,13 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "timer",
-        files: &["src/timer.rs", "src/callback/arming.rs"],
+        files: &["src/timer/mod.rs", "src/callback/arming.rs"],
         tests: &["--lib", "--test", "timer", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
     Module {
         name: "wait",
-        files: &["src/wait.rs", "src/wait/future.rs"],
+        files: &["src/wait/mod.rs", "src/wait/future.rs"],
         tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
@@ -86,7 +86,7 @@ pub const MODULES: &[Module] = &[
     Module { name: "io_registry", files: &["src/io/registry.rs"], tests: &["--lib"], features: "" },
     Module {
         name: "cleanup_group",
-        files: &["src/cleanup_group.rs"],
+        files: &["src/cleanup_group/mod.rs"],
         tests: &[
             "--lib",
             "--test",

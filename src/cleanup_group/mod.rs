@@ -695,8 +695,12 @@ const _: () = {
 #[cfg(test)]
 mod tests {
     /// The sources holding the standalone types and the members.
-    const SOURCES: &[&str] =
-        &[include_str!("work.rs"), include_str!("timer.rs"), include_str!("wait.rs"), include_str!("cleanup_group.rs")];
+    const SOURCES: &[&str] = &[
+        include_str!("../work.rs"),
+        include_str!("../timer/mod.rs"),
+        include_str!("../wait/mod.rs"),
+        include_str!("mod.rs"),
+    ];
 
     /// The `pub fn` names of every inherent `impl` block of `ty` in `src`.
     fn inherent_methods(src: &str, ty: &str) -> Vec<Vec<String>> {
