@@ -699,6 +699,7 @@ mod tests {
         include_str!("../work.rs"),
         include_str!("../timer/mod.rs"),
         include_str!("../wait/mod.rs"),
+        include_str!("../wait/waitcore.rs"),
         include_str!("mod.rs"),
     ];
 

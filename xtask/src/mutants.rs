@@ -64,7 +64,7 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "wait",
-        files: &["src/wait/mod.rs", "src/wait/future.rs"],
+        files: &["src/wait/mod.rs", "src/wait/waitcore.rs", "src/wait/future.rs", "src/handle.rs"],
         tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
