@@ -698,6 +698,8 @@ mod tests {
     const SOURCES: &[&str] = &[
         include_str!("../work.rs"),
         include_str!("../timer/mod.rs"),
+        include_str!("../timer/periodic.rs"),
+        include_str!("../timer/timercore.rs"),
         include_str!("../wait/mod.rs"),
         include_str!("../wait/waitcore.rs"),
         include_str!("mod.rs"),

@@ -84,6 +84,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("time/limit.rs", include_str!("../time/limit.rs")),
     ("time/ticks.rs", include_str!("../time/ticks.rs")),
     ("timer/mod.rs", include_str!("../timer/mod.rs")),
+    ("timer/periodic.rs", include_str!("../timer/periodic.rs")),
+    ("timer/timercore.rs", include_str!("../timer/timercore.rs")),
     ("wait/mod.rs", include_str!("../wait/mod.rs")),
     ("wait/future.rs", include_str!("../wait/future.rs")),
     ("wait/waitcore.rs", include_str!("../wait/waitcore.rs")),
@@ -110,8 +112,8 @@ fn literal_arg(rest: &'static str) -> Option<Option<(&'static str, &'static str)
 }
 
 /// Every `trace_record!`/`trace_call!` invocation in the sources, and every
-/// use of `src/timer.rs`'s `record_kind` macro (which records under `timer`
-/// or `timer-periodic`, so it stands for both).
+/// use of `src/timer/timercore.rs`'s `record_kind` macro (which records
+/// under `timer` or `timer-periodic`, so it stands for both).
 fn recording_sites() -> Vec<Site> {
     // Built with `concat!` so that these patterns do not match themselves.
     let record = concat!("trace_record", "!(");

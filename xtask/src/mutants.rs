@@ -58,7 +58,7 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "timer",
-        files: &["src/timer/mod.rs", "src/callback/arming.rs"],
+        files: &["src/timer/mod.rs", "src/timer/timercore.rs", "src/timer/periodic.rs", "src/callback/arming.rs"],
         tests: &["--lib", "--test", "timer", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
