@@ -35,6 +35,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("callback/inplace.rs", include_str!("../callback/inplace.rs")),
     ("cleanup_group/mod.rs", include_str!("../cleanup_group/mod.rs")),
     ("callback/ctx/mod.rs", include_str!("../callback/ctx/mod.rs")),
+    ("callback/ctx/arena.rs", include_str!("../callback/ctx/arena.rs")),
+    ("callback/ctx/blocks.rs", include_str!("../callback/ctx/blocks.rs")),
     ("callback/local.rs", include_str!("../callback/local.rs")),
     ("callback/obligation.rs", include_str!("../callback/obligation.rs")),
     ("callback/owner.rs", include_str!("../callback/owner.rs")),

@@ -45,7 +45,7 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "ctx",
-        files: &["src/callback/ctx/mod.rs"],
+        files: &["src/callback/ctx/mod.rs", "src/callback/ctx/arena.rs", "src/callback/ctx/blocks.rs"],
         // lifecycle: the context count the models and leak checks rely on.
         tests: &["--lib", "--test", "work", "--test", "alloc", "--test", "lifecycle"],
         features: "",
