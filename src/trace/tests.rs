@@ -34,6 +34,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("callback_env.rs", include_str!("../callback_env.rs")),
     ("callback/inplace.rs", include_str!("../callback/inplace.rs")),
     ("cleanup_group/mod.rs", include_str!("../cleanup_group/mod.rs")),
+    ("cleanup_group/members.rs", include_str!("../cleanup_group/members.rs")),
     ("callback/ctx/mod.rs", include_str!("../callback/ctx/mod.rs")),
     ("callback/ctx/arena.rs", include_str!("../callback/ctx/arena.rs")),
     ("callback/ctx/blocks.rs", include_str!("../callback/ctx/blocks.rs")),

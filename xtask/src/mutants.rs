@@ -86,7 +86,7 @@ pub const MODULES: &[Module] = &[
     Module { name: "io_registry", files: &["src/io/registry.rs"], tests: &["--lib"], features: "" },
     Module {
         name: "cleanup_group",
-        files: &["src/cleanup_group/mod.rs"],
+        files: &["src/cleanup_group/mod.rs", "src/cleanup_group/members.rs"],
         tests: &[
             "--lib",
             "--test",
