@@ -120,7 +120,7 @@ use windows_sys::Win32::System::Threading::{
     CallbackMayRunLong, FreeLibraryWhenCallbackReturns, PTP_CALLBACK_INSTANCE, SetEventWhenCallbackReturns,
 };
 
-use crate::wait::Event;
+use crate::handle::Event;
 
 /// Completion actions already requested, one bit each.
 const ACTION_EVENT: u8 = 1;

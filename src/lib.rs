@@ -48,6 +48,7 @@
 //!
 //! Modules: [`callback_env`] (the `TP_CALLBACK_ENVIRON_V3` an object is
 //! created in), [`pool`] (private pools), [`work`], [`timer`], [`wait`],
+//! [`handle`] (the events and other kernel objects a wait waits on),
 //! [`io`], [`process`] (child processes, awaited on the pool, with async
 //! pipes), [`task`] (one-off closures with results), [`cleanup_group`], [`instance`] (what a running callback can ask
 //! of the pool), [`placement`] (running an object's callbacks on chosen
@@ -89,6 +90,8 @@ mod callback;
 pub mod callback_env;
 #[cfg(windows)]
 pub mod cleanup_group;
+#[cfg(windows)]
+pub mod handle;
 // Public only for the crate's own tests (`heal::testing`).
 #[cfg(all(windows, feature = "test-hooks"))]
 #[doc(hidden)]

@@ -33,11 +33,15 @@ const SOURCES: &[(&str, &str)] = &[
     ("trace/tests.rs", include_str!("tests.rs")),
     ("callback_env.rs", include_str!("../callback_env.rs")),
     ("callback/inplace.rs", include_str!("../callback/inplace.rs")),
-    ("cleanup_group.rs", include_str!("../cleanup_group.rs")),
-    ("callback/ctx.rs", include_str!("../callback/ctx.rs")),
+    ("cleanup_group/mod.rs", include_str!("../cleanup_group/mod.rs")),
+    ("cleanup_group/members.rs", include_str!("../cleanup_group/members.rs")),
+    ("callback/ctx/mod.rs", include_str!("../callback/ctx/mod.rs")),
+    ("callback/ctx/arena.rs", include_str!("../callback/ctx/arena.rs")),
+    ("callback/ctx/blocks.rs", include_str!("../callback/ctx/blocks.rs")),
     ("callback/local.rs", include_str!("../callback/local.rs")),
     ("callback/obligation.rs", include_str!("../callback/obligation.rs")),
     ("callback/owner.rs", include_str!("../callback/owner.rs")),
+    ("handle.rs", include_str!("../handle.rs")),
     ("heal/mod.rs", include_str!("../heal/mod.rs")),
     ("heal/registry.rs", include_str!("../heal/registry.rs")),
     ("instance.rs", include_str!("../instance.rs")),
@@ -85,9 +89,12 @@ const SOURCES: &[(&str, &str)] = &[
     ("time/driver.rs", include_str!("../time/driver.rs")),
     ("time/limit.rs", include_str!("../time/limit.rs")),
     ("time/ticks.rs", include_str!("../time/ticks.rs")),
-    ("timer.rs", include_str!("../timer.rs")),
-    ("wait.rs", include_str!("../wait.rs")),
+    ("timer/mod.rs", include_str!("../timer/mod.rs")),
+    ("timer/periodic.rs", include_str!("../timer/periodic.rs")),
+    ("timer/timercore.rs", include_str!("../timer/timercore.rs")),
+    ("wait/mod.rs", include_str!("../wait/mod.rs")),
     ("wait/future.rs", include_str!("../wait/future.rs")),
+    ("wait/waitcore.rs", include_str!("../wait/waitcore.rs")),
     ("callback/unwind.rs", include_str!("../callback/unwind.rs")),
     ("callback/waker_slot.rs", include_str!("../callback/waker_slot.rs")),
     ("work.rs", include_str!("../work.rs")),
@@ -111,8 +118,8 @@ fn literal_arg(rest: &'static str) -> Option<Option<(&'static str, &'static str)
 }
 
 /// Every `trace_record!`/`trace_call!` invocation in the sources, and every
-/// use of `src/timer.rs`'s `record_kind` macro (which records under `timer`
-/// or `timer-periodic`, so it stands for both).
+/// use of `src/timer/timercore.rs`'s `record_kind` macro (which records
+/// under `timer` or `timer-periodic`, so it stands for both).
 fn recording_sites() -> Vec<Site> {
     // Built with `concat!` so that these patterns do not match themselves.
     let record = concat!("trace_record", "!(");

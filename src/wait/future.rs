@@ -12,7 +12,7 @@ use super::{Wait, WaitResult, WaitTarget, WaitableHandle};
 use crate::callback::reentry;
 use crate::callback::waker_slot::WakerSlot;
 use crate::callback_env::CallbackEnviron;
-use crate::time::Deadline;
+use crate::sys::deadline::Deadline;
 
 /// What the wait's callback and the future share.
 struct Shared {

@@ -46,7 +46,7 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "ctx",
-        files: &["src/callback/ctx.rs"],
+        files: &["src/callback/ctx/mod.rs", "src/callback/ctx/arena.rs", "src/callback/ctx/blocks.rs"],
         // lifecycle: the context count the models and leak checks rely on.
         tests: &["--lib", "--test", "work", "--test", "alloc", "--test", "lifecycle"],
         features: "",
@@ -59,13 +59,13 @@ pub const MODULES: &[Module] = &[
     },
     Module {
         name: "timer",
-        files: &["src/timer.rs", "src/callback/arming.rs"],
+        files: &["src/timer/mod.rs", "src/timer/timercore.rs", "src/timer/periodic.rs", "src/callback/arming.rs"],
         tests: &["--lib", "--test", "timer", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
     Module {
         name: "wait",
-        files: &["src/wait.rs", "src/wait/future.rs"],
+        files: &["src/wait/mod.rs", "src/wait/waitcore.rs", "src/wait/future.rs", "src/handle.rs"],
         tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown", "--test", "debug"],
         features: "fail-fast",
     },
@@ -89,7 +89,7 @@ pub const MODULES: &[Module] = &[
     Module { name: "io_registry", files: &["src/io/registry.rs"], tests: &["--lib"], features: "" },
     Module {
         name: "cleanup_group",
-        files: &["src/cleanup_group.rs"],
+        files: &["src/cleanup_group/mod.rs", "src/cleanup_group/members.rs"],
         tests: &[
             "--lib",
             "--test",

@@ -107,6 +107,7 @@ pub(super) const EVENTS: &[EventInfo] = &[
     },
     EventInfo { target: "syscall", event: "WaitForThreadpoolWaitCallbacks", slots: ["wait", "cancel"], meaning: "" },
     EventInfo { target: "syscall", event: "CloseThreadpoolWait", slots: ["wait", ""], meaning: "" },
+    // A wait's target closing: recorded by `crate::handle`.
     EventInfo { target: "syscall", event: "CloseHandle", slots: ["handle", ""], meaning: "" },
     EventInfo {
         target: "syscall",
