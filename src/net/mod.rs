@@ -167,23 +167,18 @@
 //! Winsock is started once per process (`WSAStartup`, never cleaned up, as
 //! std does lazily).
 
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
-
-use crate::io::engine::OpFuture;
 
 pub(crate) mod bind;
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 mod compat;
+mod futures;
 mod tcp;
 mod udp;
 
-use crate::io::op::socket as ops;
 use crate::sys::winsock as sys;
 
+pub use futures::{IntoStdError, RecvFromFuture, SendToFuture, TcpReadFuture, TcpReadableFuture, TcpWriteFuture};
 pub use tcp::{AcceptFuture, Keepalive, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
@@ -198,139 +193,3 @@ pub fn completes_inline() -> io::Result<bool> {
     sys::winsock()?;
     sys::ifs_provider(&sys::new_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)?)
 }
-
-/// The failure of an `into_std` conversion: the error, and the socket,
-/// still bound to the pool and usable (its operations run down).
-///
-/// As [`std::io::IntoInnerError`], it converts into the `io::Error` for `?`.
-pub struct IntoStdError<T> {
-    error: io::Error,
-    socket: T,
-}
-
-impl<T> IntoStdError<T> {
-    /// Why the conversion failed.
-    pub fn error(&self) -> &io::Error {
-        &self.error
-    }
-
-    /// The socket, usable as before.
-    pub fn into_inner(self) -> T {
-        self.socket
-    }
-
-    /// The error and the socket.
-    pub fn into_parts(self) -> (io::Error, T) {
-        (self.error, self.socket)
-    }
-}
-
-impl<T> core::fmt::Debug for IntoStdError<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("IntoStdError").field("error", &self.error).finish_non_exhaustive()
-    }
-}
-
-impl<T> core::fmt::Display for IntoStdError<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "the socket cannot leave the pool: {}", self.error)
-    }
-}
-
-impl<T> std::error::Error for IntoStdError<T> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-impl<T> From<IntoStdError<T>> for io::Error {
-    fn from(e: IntoStdError<T>) -> Self {
-        e.error
-    }
-}
-
-/// Unbinds the socket of `engine` from the pool for an `into_std`; `rebuild`
-/// makes the socket type again from the engine on failure.
-fn into_std<S, T: From<std::os::windows::io::OwnedSocket>>(
-    engine: crate::io::engine::Unblocking,
-    rebuild: impl FnOnce(crate::io::engine::Unblocking) -> S,
-) -> Result<T, IntoStdError<S>> {
-    match engine.into_socket() {
-        Ok(socket) => Ok(T::from(socket)),
-        Err((engine, error)) => Err(IntoStdError { error, socket: rebuild(engine) }),
-    }
-}
-
-/// Tries `each` on every address in turn, as std's `bind` does; the last
-/// error if none works.
-fn first_ok<T>(addrs: &[SocketAddr], mut each: impl FnMut(&SocketAddr) -> io::Result<T>) -> io::Result<T> {
-    let mut last = None;
-    for a in addrs {
-        match each(a) {
-            Ok(t) => return Ok(t),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to use")))
-}
-
-/// Every address `addr` resolves to.
-fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
-    Ok(addr.to_socket_addrs()?.collect())
-}
-
-/// A public future over one operation of the engine.
-macro_rules! op_future {
-    ($(#[$doc:meta])* $name:ident<'a $(, $b:ident: $bound:path)?> = $op:ty => $out:ty) => {
-        $(#[$doc])*
-        #[must_use = "futures do nothing unless polled"]
-        pub struct $name<'a $(, $b)?>(OpFuture<'a, $op, $out>);
-
-        impl<'a $(, $b: $bound + Send + 'static)?> Future for $name<'a $(, $b)?> {
-            type Output = $out;
-
-            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<$out> {
-                Pin::new(&mut self.0).poll(cx)
-            }
-        }
-
-        impl<'a $(, $b)?> core::fmt::Debug for $name<'a $(, $b)?> {
-            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                f.debug_struct(stringify!($name)).field("issued", &self.0.id()).finish()
-            }
-        }
-    };
-}
-
-op_future! {
-    /// The future of [`TcpStream::read`] and [`TcpStream::peek`]: the bytes
-    /// read (or peeked) and the buffer.
-    ReadFuture<'a, B: AsMut<[u8]>> = ops::Recv<B> => (io::Result<usize>, B)
-}
-op_future! {
-    /// The future of [`TcpStream::readable`].
-    ReadableFuture<'a> = ops::Readable => io::Result<()>
-}
-op_future! {
-    /// The future of [`TcpStream::write`]: the bytes written and the buffer.
-    WriteFuture<'a, B: AsRef<[u8]>> = ops::Transmit<B> => (io::Result<usize>, B)
-}
-op_future! {
-    /// The future of [`UdpSocket::send_to`]: the bytes sent and the buffer.
-    SendToFuture<'a, B: AsRef<[u8]>> = ops::SendTo<B> => (io::Result<usize>, B)
-}
-op_future! {
-    /// The future of [`UdpSocket::recv_from`]: the datagram's length and
-    /// sender, and the buffer.
-    RecvFromFuture<'a, B: AsMut<[u8]>> = ops::RecvFrom<B> => (io::Result<(usize, SocketAddr)>, B)
-}
-
-const _: () = {
-    const fn send<T: Send>() {}
-    send::<ReadFuture<'static, Vec<u8>>>();
-    send::<WriteFuture<'static, &'static [u8]>>();
-    send::<AcceptFuture<'static>>();
-    send::<ReadableFuture<'static>>();
-    send::<SendToFuture<'static, Vec<u8>>>();
-    send::<RecvFromFuture<'static, Vec<u8>>>();
-};

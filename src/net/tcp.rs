@@ -15,7 +15,7 @@ use windows_sys::Win32::Networking::WinSock::{
 };
 
 use super::bind;
-use super::{IntoStdError, ReadFuture, ReadableFuture, WriteFuture, first_ok, resolve};
+use super::futures::{IntoStdError, TcpReadFuture, TcpReadableFuture, TcpWriteFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 use crate::io::op::socket::{Accept, AcceptAddresses, Connect, Readable, Recv, Transmit};
@@ -115,6 +115,8 @@ const _: () = {
     send_sync::<TcpListener>();
     send_sync::<TcpStream>();
     send_sync::<Keepalive>();
+    const fn send<T: Send>() {}
+    send::<AcceptFuture<'static>>();
 };
 
 fn raw(engine: &Unblocking) -> SOCKET {
@@ -190,7 +192,7 @@ impl TcpListener {
     )]
     pub fn into_std(self) -> Result<std::net::TcpListener, IntoStdError<Self>> {
         let Self { engine, inline, family, env } = self;
-        super::into_std(engine, |engine| Self { engine, inline, family, env })
+        super::futures::into_std(engine, |engine| Self { engine, inline, family, env })
     }
 
     /// Accepts one connection: resolves to the connected stream and the
@@ -378,7 +380,7 @@ impl TcpStream {
     /// std](super#into-std)); on failure, the stream and the error.
     pub fn into_std(self) -> Result<std::net::TcpStream, IntoStdError<Self>> {
         let Self { engine, inline } = self;
-        super::into_std(engine, |engine| Self { engine, inline })
+        super::futures::into_std(engine, |engine| Self { engine, inline })
     }
 
     fn raw(&self) -> SOCKET {
@@ -388,11 +390,11 @@ impl TcpStream {
     /// Reads into `buf`; resolves to the bytes read (0 once the peer has shut
     /// down its writing side) and the buffer. Lazy: the receive is issued at
     /// the first poll, and completes there if data is already buffered.
-    pub fn read<B>(&self, buf: B) -> ReadFuture<'_, B>
+    pub fn read<B>(&self, buf: B) -> TcpReadFuture<'_, B>
     where
         B: AsMut<[u8]> + Send + 'static,
     {
-        ReadFuture(OpFuture::new(&self.engine, Recv::new(buf, self.inline)))
+        TcpReadFuture(OpFuture::new(&self.engine, Recv::new(buf, self.inline)))
     }
 
     /// Reads into `buf` as [`read`](Self::read) does, but leaves the bytes
@@ -420,11 +422,11 @@ impl TcpStream {
     /// })?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn peek<B>(&self, buf: B) -> ReadFuture<'_, B>
+    pub fn peek<B>(&self, buf: B) -> TcpReadFuture<'_, B>
     where
         B: AsMut<[u8]> + Send + 'static,
     {
-        ReadFuture(OpFuture::new(&self.engine, Recv::peek(buf, self.inline)))
+        TcpReadFuture(OpFuture::new(&self.engine, Recv::peek(buf, self.inline)))
     }
 
     /// Resolves once a [`read`](Self::read) would find data or end of file
@@ -452,17 +454,17 @@ impl TcpStream {
     /// })?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn readable(&self) -> ReadableFuture<'_> {
-        ReadableFuture(OpFuture::new(&self.engine, Readable::new(self.inline)))
+    pub fn readable(&self) -> TcpReadableFuture<'_> {
+        TcpReadableFuture(OpFuture::new(&self.engine, Readable::new(self.inline)))
     }
 
     /// Writes from `buf`; resolves to the bytes written (possibly fewer than
     /// `buf` holds: one send takes at most `u32::MAX` bytes) and the buffer.
-    pub fn write<B>(&self, buf: B) -> WriteFuture<'_, B>
+    pub fn write<B>(&self, buf: B) -> TcpWriteFuture<'_, B>
     where
         B: AsRef<[u8]> + Send + 'static,
     {
-        WriteFuture(OpFuture::new(&self.engine, Transmit::new(buf, 0, self.inline)))
+        TcpWriteFuture(OpFuture::new(&self.engine, Transmit::new(buf, 0, self.inline)))
     }
 
     /// Writes all of `buf`, in as many sends as it takes; resolves to the

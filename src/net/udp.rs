@@ -7,8 +7,8 @@ use std::os::windows::io::{AsRawSocket, RawSocket};
 use windows_sys::Win32::Networking::WinSock::{IPPROTO_UDP, SOCK_DGRAM, SOCKADDR_STORAGE, SOCKET, getsockname};
 
 use super::bind;
+use super::futures::{IntoStdError, RecvFromFuture, SendToFuture, first_ok, resolve};
 use super::tcp::{set_ttl, ttl};
-use super::{IntoStdError, RecvFromFuture, SendToFuture, first_ok, resolve};
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{OpFuture, Unblocking};
 use crate::io::op::socket::{RecvFrom, SendTo, Transmit};
@@ -81,7 +81,7 @@ impl UdpSocket {
     /// std](super#into-std)); on failure, the socket and the error.
     pub fn into_std(self) -> Result<std::net::UdpSocket, IntoStdError<Self>> {
         let Self { engine, inline, family } = self;
-        super::into_std(engine, |engine| Self { engine, inline, family })
+        super::futures::into_std(engine, |engine| Self { engine, inline, family })
     }
 
     fn raw(&self) -> SOCKET {
