@@ -53,7 +53,7 @@
 //! pipes), [`task`] (one-off closures with results), [`cleanup_group`], [`instance`] (what a running callback can ask
 //! of the pool), [`placement`] (running an object's callbacks on chosen
 //! processors), [`trace`] (an optional in-process record of what the
-//! crate does), and `rt` (feature `hyper`: hyper 1.x's executor and timer
+//! crate does), and [`hyper`](mod@hyper) (feature `hyper`: hyper 1.x's executor and timer
 //! on the pool).
 //!
 //! On targets other than Windows the crate exports nothing. It still builds
@@ -107,6 +107,8 @@ pub mod io;
 mod io {
     mod registry;
 }
+#[cfg(all(windows, feature = "hyper"))]
+pub mod hyper;
 #[cfg(windows)]
 pub mod net;
 #[cfg(windows)]
@@ -115,8 +117,6 @@ pub mod placement;
 pub mod pool;
 #[cfg(windows)]
 pub mod process;
-#[cfg(all(windows, feature = "hyper"))]
-pub mod rt;
 #[cfg(windows)]
 mod sys;
 #[cfg(windows)]

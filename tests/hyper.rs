@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use hyper::body::Bytes;
 use server::{On, Server, answer_to, eventually, raw, read_until_closed, reset_on_close, still_serves};
 use service::Stats;
+use windows_threadpool::hyper::PoolExecutor;
 use windows_threadpool::net::TcpStream;
-use windows_threadpool::rt::PoolExecutor;
 use windows_threadpool::task;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -323,7 +323,7 @@ fn the_pool_executor_runs_futures_on_the_pool() {
 #[test]
 fn the_pool_timer_sleeps_and_resets() {
     use hyper::rt::Timer;
-    let timer = windows_threadpool::rt::PoolTimer::new();
+    let timer = windows_threadpool::hyper::PoolTimer::new();
     task::block_on(async {
         let t = Instant::now();
         timer.sleep(Duration::from_millis(20)).await;

@@ -1,6 +1,6 @@
 //! An HTTP/1.1 server on the pool: hyper 1.x over `net::TcpStream`
-//! (`io::Compat`), its timeouts on `rt::PoolTimer`, a task per connection
-//! (`rt::PoolExecutor`), and no runtime thread.
+//! (`io::Compat`), its timeouts on `hyper::PoolTimer`, a task per connection
+//! (`hyper::PoolExecutor`), and no runtime thread.
 //!
 //! `cargo run --example http_server --features hyper -- [ADDR]
 //! [--stop-event NAME] [--header-timeout SECS] [--max-connections N] [--stats]`
@@ -105,8 +105,8 @@ fn main() -> std::io::Result<()> {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    use windows_threadpool::hyper::PoolExecutor;
     use windows_threadpool::net::TcpListener;
-    use windows_threadpool::rt::PoolExecutor;
     use windows_threadpool::{Deadline, Event, task, time, wait};
 
     const USAGE: &str = "usage: http_server [ADDR] [--stop-event NAME] [--header-timeout SECS] [--max-connections N] \

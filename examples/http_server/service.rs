@@ -17,9 +17,9 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
+use windows_threadpool::hyper::PoolTimer;
 use windows_threadpool::io::Compat;
 use windows_threadpool::net::{TcpListener, TcpStream};
-use windows_threadpool::rt::PoolTimer;
 use windows_threadpool::time;
 
 /// The body of `GET /`.

@@ -84,7 +84,7 @@ pub trait CompatIo: Sealed {}
 /// `futures-io`), a `tokio::io` `AsyncRead`/`AsyncWrite`/`AsyncBufRead`
 /// (feature `tokio`), so `tokio::io::copy`, `BufReader`, `read_to_end`,
 /// `write_all` and codecs work on it, and hyper 1.x's `rt::Read`/`rt::Write`
-/// (feature `hyper`; module `rt` has hyper's executor and timer),
+/// (feature `hyper`; module `hyper` has hyper's executor and timer),
 /// so hyper's HTTP/1 server and client connections run over it. The three
 /// front ends share one core: what follows holds for each.
 ///
@@ -822,11 +822,11 @@ macro_rules! read_traits {
         }
 
         #[cfg(feature = "hyper")]
-        impl<T: CompatIo> hyper::rt::Read for $ty<T> {
+        impl<T: CompatIo> ::hyper::rt::Read for $ty<T> {
             fn poll_read(
                 self: Pin<&mut Self>,
                 cx: &mut Context<'_>,
-                mut buf: hyper::rt::ReadBufCursor<'_>,
+                mut buf: ::hyper::rt::ReadBufCursor<'_>,
             ) -> Poll<io::Result<()>> {
                 let room = buf.remaining();
                 let (io, reader) = Pin::get_mut(self).read_side();
@@ -876,7 +876,7 @@ macro_rules! write_traits {
         }
 
         #[cfg(feature = "hyper")]
-        impl<T: CompatIo> hyper::rt::Write for $ty<T> {
+        impl<T: CompatIo> ::hyper::rt::Write for $ty<T> {
             fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
                 let (io, writer) = Pin::get_mut(self).write_side();
                 writer.poll_accept(io, cx, buf)

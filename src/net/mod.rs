@@ -167,16 +167,12 @@
 //! Winsock is started once per process (`WSAStartup`, never cleaned up, as
 //! std does lazily).
 
-use std::io;
-
 pub(crate) mod bind;
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 mod compat;
 mod futures;
 mod tcp;
 mod udp;
-
-use crate::sys::winsock as sys;
 
 pub use futures::{IntoStdError, RecvFromFuture, SendToFuture, TcpReadFuture, TcpReadableFuture, TcpWriteFuture};
 pub use tcp::{AcceptFuture, Keepalive, TcpListener, TcpStream};
@@ -188,7 +184,8 @@ pub use udp::UdpSocket;
 /// hook, not API.
 #[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
-pub fn completes_inline() -> io::Result<bool> {
+pub fn completes_inline() -> std::io::Result<bool> {
+    use crate::sys::winsock as sys;
     use windows_sys::Win32::Networking::WinSock::{AF_INET, IPPROTO_TCP, SOCK_STREAM};
     sys::winsock()?;
     sys::ifs_provider(&sys::new_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP)?)

@@ -70,7 +70,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("process/stdio.rs", include_str!("../process/stdio.rs")),
     ("process/tests.rs", include_str!("../process/tests.rs")),
     ("callback/reentry.rs", include_str!("../callback/reentry.rs")),
-    ("rt.rs", include_str!("../rt.rs")),
+    ("hyper.rs", include_str!("../hyper.rs")),
     ("callback/spans.rs", include_str!("../callback/spans.rs")),
     ("sys/mod.rs", include_str!("../sys/mod.rs")),
     ("sys/winsock.rs", include_str!("../sys/winsock.rs")),

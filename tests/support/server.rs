@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use windows_threadpool::hyper::PoolExecutor;
 use windows_threadpool::net::TcpListener;
-use windows_threadpool::rt::PoolExecutor;
 
 use crate::service::{self, Connection, Stats};
 use crate::{client, executors, support};

@@ -22,7 +22,7 @@
 //! use std::time::Duration;
 //! use hyper::{Request, Response, body::{Bytes, Incoming}, server::conn::http1, service::service_fn};
 //! use http_body_util::Full;
-//! use windows_threadpool::{io::Compat, net::TcpListener, rt::PoolTimer, task, time};
+//! use windows_threadpool::{hyper::PoolTimer, io::Compat, net::TcpListener, task, time};
 //!
 //! async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
 //!     Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
@@ -122,7 +122,7 @@ impl PoolExecutor {
     }
 }
 
-impl<F> hyper::rt::Executor<F> for PoolExecutor
+impl<F> ::hyper::rt::Executor<F> for PoolExecutor
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -144,16 +144,16 @@ impl PoolTimer {
     }
 }
 
-impl hyper::rt::Timer for PoolTimer {
-    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+impl ::hyper::rt::Timer for PoolTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn ::hyper::rt::Sleep>> {
         Box::pin(time::sleep(duration))
     }
 
-    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn ::hyper::rt::Sleep>> {
         Box::pin(time::sleep_until(deadline))
     }
 
-    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
+    fn reset(&self, sleep: &mut Pin<Box<dyn ::hyper::rt::Sleep>>, new_deadline: Instant) {
         match sleep.as_mut().downcast_mut_pin::<time::Sleep>() {
             Some(ours) => ours.get_mut().reset(new_deadline),
             None => *sleep = self.sleep_until(new_deadline),
@@ -161,7 +161,7 @@ impl hyper::rt::Timer for PoolTimer {
     }
 }
 
-impl hyper::rt::Sleep for time::Sleep {}
+impl ::hyper::rt::Sleep for time::Sleep {}
 
 const _: () = {
     const fn send_sync<T: Send + Sync + Unpin>() {}
