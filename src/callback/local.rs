@@ -29,6 +29,11 @@
 //! inside one callback, and nothing drops or replaces the value then (it is
 //! dropped at thread exit only, and its initializer is `const`, so no first
 //! use can re-enter and replace it).
+//!
+//! # Circular imports
+//! `Local` holds the kept blocks of `ctx` and the slot of `inplace`, and both
+//! reach the thread's state through it: one thread-local read on each path is
+//! what this module is for, so the three name each other.
 
 use core::cell::Cell;
 use core::ffi::c_void;

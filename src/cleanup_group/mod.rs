@@ -61,6 +61,11 @@
 //! assert_eq!(group.owned_resources(), 0);
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! # Circular imports
+//! `members` is the other half of [`CleanupGroup`]: the member types and the
+//! group's `create_*` methods, which need the group, while the group owns its
+//! members through the `Member` trait defined here. One type over two files.
 use core::alloc::Layout;
 use core::ffi::c_void;
 use core::ptr::NonNull;

@@ -1,6 +1,7 @@
-//! Time: when a timer fires or a wait times out ([`Deadline`]), and the
-//! futures that wait for time ([`sleep`], [`sleep_until`], [`interval`],
-//! [`timeout`]).
+//! Time for async code: the futures that wait for time ([`sleep`],
+//! [`sleep_until`], [`interval`], [`timeout`]), and [`Deadline`], when a
+//! timer fires or a wait times out. For a callback on a pool thread at a
+//! given time, with no future, reach for [`crate::timer`] (`TP_TIMER`).
 //!
 //! Every arming method ([`TimerObject::arm`](crate::timer::TimerObject::arm),
 //! [`PeriodicTimerObject::arm`](crate::timer::PeriodicTimerObject::arm),

@@ -1,5 +1,7 @@
 //! Thread-pool timers (`TP_TIMER`): [`Timer`] fires once per arming,
-//! [`PeriodicTimer`] ticks every period until stopped.
+//! [`PeriodicTimer`] ticks every period until stopped, each running a
+//! callback on a pool thread. In async code, await [`crate::time`]'s
+//! `sleep`, `interval` and `timeout` instead.
 //!
 //! ```
 //! use std::sync::mpsc;
@@ -96,6 +98,12 @@
 //! `None` there. Wine 8 also reads the period as a signed 32-bit
 //! value, so a period above `i32::MAX` ms ticks continuously there. See
 //! `docs/wine.md`.
+//!
+//! # Circular imports
+//! `timercore` is the core that both public types own, `periodic` the periodic
+//! timer's types: the core's trampolines hand out the tokens ([`TimerFiring`]
+//! here, `PeriodicTick` in `periodic`) and the public types wrap the core, so
+//! the three files are one module's parts and name each other.
 
 use core::cell::Cell;
 use core::ffi::c_void;
@@ -264,9 +272,9 @@ impl TimerObject {
     }
 
     /// Disarms the timer. A firing already running continues, and its re-arm
-    /// request is dropped. A firing already queued still runs on Wine 8 and
-    /// was discarded on Windows where measured (see the
-    /// [module docs](self#platform-differences)).
+    /// request is dropped. Whether a firing already queued still runs
+    /// differs between systems: `docs/wine.md`, the row "Disarming a
+    /// one-shot timer".
     ///
     /// Returns whether the disarm cancelled a pending expiry
     /// (`SetThreadpoolTimerEx`): `Some(true)` if the timer was armed and

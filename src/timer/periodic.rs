@@ -75,8 +75,9 @@ impl<'a> PeriodicTick<'a> {
     }
 
     /// Disarms the timer from inside a tick, at once: no further tick is
-    /// scheduled. Ticks already running keep running; on Wine 8 a tick
-    /// already queued still runs (on Windows it was discarded where measured). Ignored if
+    /// scheduled. Ticks already running keep running; whether a tick already
+    /// queued still runs differs between systems (`docs/wine.md`, the row
+    /// "Disarming a periodic timer"). Ignored if
     /// the owner armed or disarmed the timer since this tick began.
     pub fn disarm(&self) {
         let g = self.header.lock();
@@ -232,9 +233,9 @@ impl PeriodicTimerObject {
     }
 
     /// Disarms the timer: no further tick is scheduled. Ticks already
-    /// running keep running; a tick already queued still runs on Wine 8 and
-    /// was discarded on Windows where measured (see the
-    /// [module docs](crate::timer#platform-differences)). Use [`stop_and_drain`](Self::stop_and_drain)
+    /// running keep running; whether a tick already queued still runs differs
+    /// between systems (`docs/wine.md`, the row "Disarming a periodic
+    /// timer"). Use [`stop_and_drain`](Self::stop_and_drain)
     /// to also wait for them. Returns what [`TimerObject::disarm`] returns.
     pub fn disarm(&self) -> Option<bool> {
         self.0.disarm()

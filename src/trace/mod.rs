@@ -81,7 +81,7 @@
 //! format it; all allocation happens there, never while recording.
 //!
 //! **Adding an event**: list it in its family's file under `events/` (a new
-//! family also goes into `events::TABLES`, which its recording sites do not
+//! family also goes into `table::TABLES`, which its recording sites do not
 //! compile without, and its file into the source scan in `trace/tests.rs`, which a
 //! test checks against the module tree), record it with `trace_record!`,
 //! and run `cargo xtask trace-doc` to regenerate the reference in
@@ -90,22 +90,10 @@
 //! A slot that holds an address or a code prints in hex if its name is in
 //! [`HEX_SLOTS`].
 
-/// One event the crate can record: where it comes from, what it is called,
-/// and the names of its two payload slots.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventInfo {
-    /// The target the event is filtered by (`work`, `timer`, ..., `syscall`).
-    pub target: &'static str,
-    /// The event's name.
-    pub event: &'static str,
-    /// The names of payload slots `a` and `b` (empty when unused).
-    pub slots: [&'static str; 2],
-    /// What the event means, for the reference documentation.
-    pub meaning: &'static str,
-}
-
 mod events;
 mod table;
+
+pub use events::EventInfo;
 
 pub(crate) use table::*;
 pub use table::{HEX_SLOTS, SIGNED_SLOTS, TARGETS, events};

@@ -1,8 +1,20 @@
 //! The event table: every event the crate records, the targets a filter can
 //! name, and the compile-time checks the recording macros run against them.
 
-use super::EventInfo;
-use super::events::TABLES;
+use super::events::{self, EventInfo};
+
+/// Every family's table, in the order the reference lists them. A new
+/// family adds its file above and its table here.
+pub(super) const TABLES: &[&[EventInfo]] = &[
+    events::work::EVENTS,
+    events::pool::EVENTS,
+    events::timer::EVENTS,
+    events::wait::EVENTS,
+    events::io::EVENTS,
+    events::cleanup_group::EVENTS,
+    events::heal::EVENTS,
+    events::exception::EVENTS,
+];
 
 /// Every event the crate can emit, in table order. `syscall` events are
 /// recorded twice per call, under the targets `syscall-enter` and

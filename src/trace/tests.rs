@@ -61,6 +61,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("net/compat.rs", include_str!("../net/compat.rs")),
     ("net/mod.rs", include_str!("../net/mod.rs")),
     ("net/bind.rs", include_str!("../net/bind.rs")),
+    ("net/futures.rs", include_str!("../net/futures.rs")),
     ("net/tcp.rs", include_str!("../net/tcp.rs")),
     ("net/udp.rs", include_str!("../net/udp.rs")),
     ("placement.rs", include_str!("../placement.rs")),

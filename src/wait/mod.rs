@@ -86,6 +86,12 @@
 //! safely. A completed future drops its wait in place: the callback has
 //! already run, up to its wake. The handed-off teardown can itself wait:
 //! under Wine its flush needs a free thread in the wait's pool.
+//!
+//! # Circular imports
+//! `waitcore` is the core [`Wait`] owns and `future` the futures over a wait;
+//! both use this file's public types ([`WaitResult`], [`WaitActivation`],
+//! [`Wait`]), and this file wraps the core and re-exports the futures: one
+//! module's parts, which name each other.
 
 use core::ffi::c_void;
 #[cfg(doc)]

@@ -1,8 +1,8 @@
 //! The events `cleanup_group` records.
 
-use crate::trace::EventInfo;
+use super::EventInfo;
 
-pub(super) const EVENTS: &[EventInfo] = &[
+pub(in crate::trace) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "group", event: "created", slots: ["group", ""], meaning: "a cleanup group was created" },
     EventInfo {
         target: "group",

@@ -1,8 +1,8 @@
 //! The events the trace records itself.
 
-use crate::trace::EventInfo;
+use super::EventInfo;
 
-pub(super) const EVENTS: &[EventInfo] = &[EventInfo {
+pub(in crate::trace) const EVENTS: &[EventInfo] = &[EventInfo {
     target: "exception",
     event: "raised",
     slots: ["code", "address"],

@@ -1,8 +1,8 @@
 //! The events `heal` records.
 
-use crate::trace::EventInfo;
+use super::EventInfo;
 
-pub(super) const EVENTS: &[EventInfo] = &[
+pub(in crate::trace) const EVENTS: &[EventInfo] = &[
     EventInfo {
         target: "heal",
         event: "registered",

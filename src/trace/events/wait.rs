@@ -1,8 +1,8 @@
 //! The events `wait` records.
 
-use crate::trace::EventInfo;
+use super::EventInfo;
 
-pub(super) const EVENTS: &[EventInfo] = &[
+pub(in crate::trace) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "wait", event: "created", slots: ["wait", "context"], meaning: "a wait object was created" },
     EventInfo {
         target: "wait",

@@ -1,6 +1,11 @@
 //! The recorder (only built with the `trace` feature): the filter and the
 //! record path here; the clock, the ring, the exception observer and the
 //! renderers in their own files.
+//!
+//! # Circular imports
+//! This file is the recorder's state (the mask, the ring once installed);
+//! `exceptions` (the exception observer) records through it and `render`
+//! reads it for a dump, and this file calls both: one recorder's parts.
 
 use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::{Relaxed, Release};

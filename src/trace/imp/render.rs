@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use windows_sys::Win32::System::Threading::GetCurrentProcessId;
 
-use crate::trace::EventInfo;
+use crate::trace::events::EventInfo;
 use crate::trace::table::{lookup, slot_is_hex, slot_is_signed, table_target};
 
 use super::{clock::*, ring::*, *};
