@@ -1,8 +1,8 @@
 //! The events `cleanup_group` records.
 
-use super::EventInfo;
+use crate::trace::events::EventInfo;
 
-pub(in crate::trace) const EVENTS: &[EventInfo] = &[
+pub(crate) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "group", event: "created", slots: ["group", ""], meaning: "a cleanup group was created" },
     EventInfo {
         target: "group",

@@ -1,8 +1,8 @@
 //! The events the trace records itself.
 
-use super::EventInfo;
+use crate::trace::events::EventInfo;
 
-pub(in crate::trace) const EVENTS: &[EventInfo] = &[EventInfo {
+pub(crate) const EVENTS: &[EventInfo] = &[EventInfo {
     target: "exception",
     event: "raised",
     slots: ["code", "address"],

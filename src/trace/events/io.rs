@@ -1,8 +1,8 @@
 //! The events `io` records.
 
-use super::EventInfo;
+use crate::trace::events::EventInfo;
 
-pub(in crate::trace) const EVENTS: &[EventInfo] = &[
+pub(crate) const EVENTS: &[EventInfo] = &[
     EventInfo {
         target: "io",
         event: "created",

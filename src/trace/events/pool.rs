@@ -1,8 +1,8 @@
 //! The events `pool` records.
 
-use super::EventInfo;
+use crate::trace::events::EventInfo;
 
-pub(in crate::trace) const EVENTS: &[EventInfo] = &[
+pub(crate) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "pool", event: "created", slots: ["pool", ""], meaning: "a private pool was created" },
     EventInfo { target: "pool", event: "closed", slots: ["pool", ""], meaning: "a private pool was closed" },
     EventInfo {

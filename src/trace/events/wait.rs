@@ -1,8 +1,8 @@
 //! The events `wait` records.
 
-use super::EventInfo;
+use crate::trace::events::EventInfo;
 
-pub(in crate::trace) const EVENTS: &[EventInfo] = &[
+pub(crate) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "wait", event: "created", slots: ["wait", "context"], meaning: "a wait object was created" },
     EventInfo {
         target: "wait",

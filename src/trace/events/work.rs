@@ -1,8 +1,8 @@
 //! The events `work` records.
 
-use super::EventInfo;
+use crate::trace::events::EventInfo;
 
-pub(in crate::trace) const EVENTS: &[EventInfo] = &[
+pub(crate) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "work", event: "created", slots: ["work", "context"], meaning: "a work object was created" },
     EventInfo { target: "work", event: "submitted", slots: ["work", ""], meaning: "submit() queued one invocation" },
     EventInfo {
