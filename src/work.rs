@@ -297,13 +297,11 @@ impl WorkObject {
     /// Discards queued invocations that have not started and waits for the
     /// running ones (`WaitForThreadpoolWorkCallbacks(.., TRUE)`).
     ///
-    /// Under Wine, one that races a drain of the same object on another
-    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
-    /// drain to return first, since Wine 8's raw cancellation would leave it
-    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
-    /// drain waits for, queued ones included, so issued from a callback on a
-    /// pool with no other free thread it can deadlock. On Windows it waits
-    /// only for running callbacks.
+    /// Under Wine it first waits for a drain of the same object racing it
+    /// on another thread, and then for what that drain waits for, so from a
+    /// callback on a pool with no other free thread it can deadlock:
+    /// `docs/wine.md`, the row "A cancelling drain ... while another thread
+    /// is blocked in a drain of the same object".
     ///
     /// # Panics
     /// If called from this object's own callback: it would wait for itself.

@@ -347,13 +347,11 @@ impl WaitObject {
     /// disarm (Windows 8 did: Wine's conformance test `test_tp_wait` marks
     /// that `broken`).
     ///
-    /// Under Wine, one that races a drain of the same object on another
-    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
-    /// drain to return first, since Wine 8's raw cancellation would leave it
-    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
-    /// drain waits for, queued ones included, so issued from a callback on a
-    /// pool with no other free thread it can deadlock. On Windows it waits
-    /// only for running callbacks.
+    /// Under Wine it first waits for a drain of the same object racing it
+    /// on another thread, and then for what that drain waits for, so from a
+    /// callback on a pool with no other free thread it can deadlock:
+    /// `docs/wine.md`, the row "A cancelling drain ... while another thread
+    /// is blocked in a drain of the same object".
     ///
     /// # Liveness
     /// On Windows a cancelled wait callback can leave the wait's pool with no
@@ -376,13 +374,11 @@ impl WaitObject {
     /// Wine's conformance test `test_tp_wait` marks that `broken`). Requires
     /// the default `self-heal` feature.
     ///
-    /// Under Wine, one that races a drain of the same object on another
-    /// thread (`wait`, `stop_and_drain`, another cancellation) waits for that
-    /// drain to return first, since Wine 8's raw cancellation would leave it
-    /// blocked (see `docs/wine.md`); it then waits for the callbacks that
-    /// drain waits for, queued ones included, so issued from a callback on a
-    /// pool with no other free thread it can deadlock. On Windows it waits
-    /// only for running callbacks.
+    /// Under Wine it first waits for a drain of the same object racing it
+    /// on another thread, and then for what that drain waits for, so from a
+    /// callback on a pool with no other free thread it can deadlock:
+    /// `docs/wine.md`, the row "A cancelling drain ... while another thread
+    /// is blocked in a drain of the same object".
     ///
     /// # Panics
     /// If called from this wait's own callback: it would wait for itself.
