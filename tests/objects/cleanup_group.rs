@@ -569,7 +569,7 @@ mod member_api {
 
     /// Returns once a wait on `event` armed now (on the default pool) has
     /// fired: the pool has then processed the signal for every wait armed on
-    /// it earlier, so their callbacks are queued (see `tests/wait.rs`).
+    /// it earlier, so their callbacks are queued (see `tests/objects/wait.rs`).
     fn probe_fires(event: &Event) {
         let fired = Arc::new(support::Counter::default());
         let f = Arc::clone(&fired);

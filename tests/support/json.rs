@@ -1,6 +1,6 @@
 //! A small, strict JSON parser for checking the crate's Chrome trace output
-//! without a dependency. `tests/trace.rs` and the library's unit tests
-//! include it with `#[path]`; `tests/trace.rs` also tests the parser itself.
+//! without a dependency. `tests/objects/trace.rs` and the library's unit tests
+//! include it with `#[path]`; `tests/objects/trace.rs` also tests the parser itself.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

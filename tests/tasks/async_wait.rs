@@ -111,7 +111,7 @@ fn a_future_on_a_borrowed_event_outlives_the_event() {
 /// The deadline counts from the call, not from the first poll: a future
 /// first polled after its deadline has passed arms an expired timeout. Under
 /// Wine an expired timeout always reports `TimedOut`, even on a signalled
-/// handle (`tests/wait.rs::zero_timeout_on_a_signalled_handle`), which makes
+/// handle (`tests/objects/wait.rs::zero_timeout_on_a_signalled_handle`), which makes
 /// the start visible; were it the first poll, the signal would be reported.
 #[test]
 fn the_deadline_counts_from_the_call() {

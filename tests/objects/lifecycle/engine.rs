@@ -23,7 +23,7 @@
 //! - **nothing leaks**: at the end of a case every context
 //!   ([`windows_threadpool::live_contexts`]), every I/O operation block
 //!   and every wait target ([`counted_event`]) is back to its count before
-//!   the case (process handles are left to `tests/leaks.rs`: see [`Counts`]);
+//!   the case (process handles are left to `tests/objects/leaks.rs`: see [`Counts`]);
 //! - **nothing hangs**: every wait has a deadline, and a watchdog exits the
 //!   process, printing the case, if a case runs past [`CASE_DEADLINE`]
 //!   (a drain that never returns cannot be interrupted otherwise). It also
@@ -166,7 +166,7 @@ pub fn run<M: Model>(name: &str, make: impl FnOnce() -> M, steps: &[Step<M::Op>]
 
 /// What must be back to its value after a case: contexts and I/O
 /// operation blocks alive, and wait targets created less those closed.
-/// (Process handles are counted by `tests/leaks.rs` over thousands of
+/// (Process handles are counted by `tests/objects/leaks.rs` over thousands of
 /// cycles instead: under Wine 8 the pool's own handles come and go with
 /// its idle threads, which a per-case count cannot tell from a leak.)
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
