@@ -1,7 +1,7 @@
 //! Leak checks, long version (opt-in stress scenarios, `cargo xtask
 //! stress`): 100,000 create/arm/drop cycles per object type and per async
 //! future (times `WINDOWS_THREADPOOL_STRESS_SCALE`); the same checks as
-//! `tests/leaks.rs` (see `support/leak.rs`), with the numbers reported.
+//! `tests/objects/leaks.rs` (see `support/leak.rs`), with the numbers reported.
 //!
 //! The I/O kinds are compared with a raw baseline of the same cycle: under
 //! Wine 8 each closed `TP_IO` keeps about 180 to 210 bytes (docs/wine.md),

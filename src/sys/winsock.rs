@@ -242,7 +242,7 @@ pub(crate) const COMPLETION_ERRORS: &[CompletionError] = &[
 /// as healthy as before. Read after [`completion_error`]. Under Wine it
 /// includes `ERROR_UNEXP_NET_ERR` (59), which Wine 8 completes an
 /// `AcceptEx` with for a connection reset in the backlog (measured:
-/// `tests/net.rs::accept_skips_connections_reset_before_they_were_accepted`);
+/// `tests/io/net.rs::accept_skips_connections_reset_before_they_were_accepted`);
 /// on Windows that error also means the network is down, the system's
 /// trouble, which the caller must see.
 pub(crate) fn peer_left(e: &io::Error) -> bool {

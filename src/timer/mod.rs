@@ -288,7 +288,7 @@ impl TimerObject {
     /// `IsThreadpoolTimerSet`: whether a due time is set. This is not "will
     /// fire again": the flag stays set after a one-shot fires (on Windows, as
     /// Wine's conformance test `test_tp_timer` records, and on Wine 8; see
-    /// `tests/timer.rs::is_armed_stays_true_after_a_one_shot_fires`),
+    /// `tests/objects/timer.rs::is_armed_stays_true_after_a_one_shot_fires`),
     /// and is cleared only by [`disarm`](Self::disarm) and
     /// [`stop_and_drain`](Self::stop_and_drain).
     pub fn is_armed(&self) -> bool {

@@ -1,7 +1,7 @@
 //! Unit tests of the event table, the filter and the renderers (the ring's
 //! own are in `imp/ring.rs`).
 //! Behaviour that depends on the environment variables (arming, the
-//! exception observer, real pool objects) is tested in `tests/trace.rs`,
+//! exception observer, real pool objects) is tested in `tests/objects/trace.rs`,
 //! in child processes.
 
 use super::*;

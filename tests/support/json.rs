@@ -1,8 +1,8 @@
 //! A small, strict JSON parser, so that nothing here needs a dependency.
-//! `tests/trace.rs` and the library's unit tests include it with `#[path]`
+//! `tests/objects/trace.rs` and the library's unit tests include it with `#[path]`
 //! to check the crate's Chrome trace output; the xtask includes it too
 //! (`trace-view` reads that output, `env::layout` reads `cargo metadata`).
-//! `tests/trace.rs` and the xtask's `trace_view` tests test the parser itself.
+//! `tests/objects/trace.rs` and the xtask's `trace_view` tests test the parser itself.
 //!
 //! Strict as RFC 8259: no trailing commas, leading zeros, bare control
 //! characters, unknown escapes or lone surrogates. Numbers keep their text,

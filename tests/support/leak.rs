@@ -1,5 +1,5 @@
-//! Process-level counts and create/arm/drop cycles for the leak checks (`tests/leaks.rs`,
-//! `tests/leak_stress.rs`) and the lifecycle models (`tests/lifecycle.rs`):
+//! Process-level counts and create/arm/drop cycles for the leak checks (`tests/objects/leaks.rs`,
+//! `tests/leak_stress.rs`) and the lifecycle models (`tests/objects/lifecycle.rs`):
 //! open handles and private bytes (`process.rs`), live contexts and I/O
 //! operation blocks.
 #![allow(dead_code)]

@@ -58,8 +58,8 @@ impl ChildOutcome {
 }
 
 /// Runs `scenario` in a child process (see the module docs). `test` is the
-/// test's full name as libtest knows it (for a test at the root of an
-/// integration test file, its function name).
+/// test's full name as libtest knows it (for a test of an area binary's
+/// module, `module::function`; at a binary's root, its function name).
 pub fn child(test: &str, env: &[(&str, &str)], scenario: impl FnOnce()) -> ChildOutcome {
     if std::env::var(CHILD_VAR).as_deref() == Ok(test) {
         scenario();

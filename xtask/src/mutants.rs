@@ -19,14 +19,16 @@ use crate::env::{self, Platform, Result, cargo, workspace_root};
 use crate::setup;
 use crate::{LIB, WIN_TARGET};
 
-/// A module under mutation: its files, the test targets that cover it
-/// (cargo's `--lib` / `--test NAME` arguments), and the features its code
+/// A module under mutation: its files, the tests that cover it (see
+/// [`target_args`] and [`filter`]), and the features its code
 /// needs to be observable: the objects' drain obligations are checked only
 /// with `fail-fast` (and recorded only with `trace`), so those modules are
 /// mutated with `fail-fast` on.
 pub struct Module {
     pub name: &'static str,
     pub files: &'static [&'static str],
+    /// `lib` (the unit tests), a test binary (`alloc`), or one module of an
+    /// area's test binary (`objects::work`).
     pub tests: &'static [&'static str],
     pub features: &'static str,
 }
@@ -35,38 +37,38 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "obligation",
         files: &["src/callback/obligation.rs"],
-        tests: &["--lib", "--test", "self_teardown", "--test", "harness", "--test", "work", "--test", "timer"],
+        tests: &["lib", "objects::self_teardown", "objects::harness", "objects::work", "objects::timer"],
         features: "fail-fast",
     },
     Module {
         name: "waker_slot",
         files: &["src/callback/waker_slot.rs"],
-        tests: &["--lib", "--test", "async_task", "--test", "async_time"],
+        tests: &["lib", "tasks::async_task", "tasks::async_time"],
         features: "",
     },
     Module {
         name: "ctx",
         files: &["src/callback/ctx/mod.rs", "src/callback/ctx/arena.rs", "src/callback/ctx/blocks.rs"],
         // lifecycle: the context count the models and leak checks rely on.
-        tests: &["--lib", "--test", "work", "--test", "alloc", "--test", "lifecycle"],
+        tests: &["lib", "objects::work", "alloc", "objects::lifecycle"],
         features: "",
     },
     Module {
         name: "work",
         files: &["src/work.rs"],
-        tests: &["--lib", "--test", "work", "--test", "self_teardown", "--test", "debug"],
+        tests: &["lib", "objects::work", "objects::self_teardown", "objects::debug"],
         features: "fail-fast",
     },
     Module {
         name: "timer",
         files: &["src/timer/mod.rs", "src/timer/timercore.rs", "src/timer/periodic.rs", "src/callback/arming.rs"],
-        tests: &["--lib", "--test", "timer", "--test", "self_teardown", "--test", "debug"],
+        tests: &["lib", "objects::timer", "objects::self_teardown", "objects::debug"],
         features: "fail-fast",
     },
     Module {
         name: "wait",
         files: &["src/wait/mod.rs", "src/wait/waitcore.rs", "src/wait/future.rs", "src/handle.rs"],
-        tests: &["--lib", "--test", "wait", "--test", "async_wait", "--test", "self_teardown", "--test", "debug"],
+        tests: &["lib", "objects::wait", "tasks::async_wait", "objects::self_teardown", "objects::debug"],
         features: "fail-fast",
     },
     Module {
@@ -80,33 +82,23 @@ pub const MODULES: &[Module] = &[
             "src/io/op/mod.rs",
             "src/io/op/fs.rs",
         ],
-        tests: &["--lib", "--test", "io", "--test", "async_io", "--test", "alloc", "--test", "debug"],
+        tests: &["lib", "io::io", "async_io", "alloc", "objects::debug"],
         features: "fail-fast",
     },
     // The registry is a plain data structure with its own unit tests (a
     // randomised model of the table, run under Miri too); the I/O tests add
     // nothing it can fail but time, and a broken probe loop hangs.
-    Module { name: "io_registry", files: &["src/io/registry.rs"], tests: &["--lib"], features: "" },
+    Module { name: "io_registry", files: &["src/io/registry.rs"], tests: &["lib"], features: "" },
     Module {
         name: "cleanup_group",
         files: &["src/cleanup_group/mod.rs", "src/cleanup_group/members.rs"],
-        tests: &[
-            "--lib",
-            "--test",
-            "cleanup_group",
-            "--test",
-            "debug",
-            "--test",
-            "self_teardown",
-            "--test",
-            "self_heal",
-        ],
+        tests: &["lib", "objects::cleanup_group", "objects::debug", "objects::self_teardown", "objects::self_heal"],
         features: "fail-fast",
     },
     Module {
         name: "heal",
         files: &["src/heal/mod.rs", "src/heal/registry.rs"],
-        tests: &["--lib", "--test", "self_heal"],
+        tests: &["lib", "objects::self_heal"],
         features: "fail-fast",
     },
     Module {
@@ -120,7 +112,7 @@ pub const MODULES: &[Module] = &[
             "src/task/future.rs",
             "src/task/current_thread.rs",
         ],
-        tests: &["--lib", "--test", "spawn", "--test", "async_task", "--test", "alloc", "--test", "debug"],
+        tests: &["lib", "tasks::spawn", "tasks::async_task", "alloc", "objects::debug"],
         // With the trace: the tests that read which thread closed a task's pool.
         features: "trace",
     },
@@ -133,7 +125,7 @@ pub const MODULES: &[Module] = &[
             "src/time/ticks.rs",
             "src/time/limit.rs",
         ],
-        tests: &["--lib", "--test", "async_time", "--test", "timer"],
+        tests: &["lib", "tasks::async_time", "objects::timer"],
         features: "",
     },
 ];
@@ -207,9 +199,11 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
     c.arg("--output").arg(out);
     // Passed to every cargo command cargo-mutants runs (build and test).
     c.arg(format!("--cargo-arg=--target={target}"));
-    for t in m.tests {
-        c.arg(format!("--cargo-arg={t}"));
+    for a in target_args(m.tests) {
+        c.arg(format!("--cargo-arg={a}"));
     }
+    // Only to the test run: of the binaries built, only the module's tests.
+    c.arg("--cargo-test-arg=-E").arg(format!("--cargo-test-arg={}", filter(m.tests)));
     if !m.features.is_empty() {
         c.arg(format!("--features={}", m.features));
     }
@@ -219,6 +213,46 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
     // The copied trees share one target directory, so dependencies are built once.
     c.env("CARGO_TARGET_DIR", out_root().join("build"));
     c
+}
+
+/// `tests` (see [`Module::tests`]) by test binary, in order: each binary
+/// (`lib` for the unit tests) with the modules named of it (none: all of it).
+fn by_binary<'a>(tests: &[&'a str]) -> Vec<(&'a str, Vec<&'a str>)> {
+    let mut binaries: Vec<(&str, Vec<&str>)> = Vec::new();
+    for t in tests {
+        let (binary, module) = t.split_once("::").map_or((*t, None), |(b, m)| (b, Some(m)));
+        match binaries.iter_mut().find(|(b, _)| *b == binary) {
+            Some((_, modules)) => modules.extend(module),
+            None => binaries.push((binary, module.into_iter().collect())),
+        }
+    }
+    binaries
+}
+
+/// Cargo's target arguments for `tests`: `--lib` and `--test` for each
+/// binary, so only those are built.
+fn target_args(tests: &[&str]) -> Vec<String> {
+    by_binary(tests)
+        .into_iter()
+        .flat_map(|(binary, _)| match binary {
+            "lib" => vec!["--lib".to_string()],
+            binary => vec!["--test".to_string(), binary.to_string()],
+        })
+        .collect()
+}
+
+/// The nextest filter that runs exactly `tests`: an area's binary holds
+/// many modules, of which a mutant needs only some.
+fn filter(tests: &[&str]) -> String {
+    let terms: Vec<String> = by_binary(tests)
+        .into_iter()
+        .map(|(binary, modules)| match binary {
+            "lib" => "kind(lib)".to_string(),
+            binary if modules.is_empty() => format!("binary({binary})"),
+            binary => format!("(binary({binary}) & test(/^({})::/))", modules.join("|")),
+        })
+        .collect();
+    terms.join(" | ")
 }
 
 fn out_root() -> PathBuf {
@@ -463,6 +497,39 @@ mod tests {
             }
         }
         assert!(module(SMOKE).is_ok());
+    }
+
+    #[test]
+    fn every_module_names_tests_that_exist() {
+        let tests = workspace_root().join("tests");
+        for m in MODULES {
+            for t in m.tests {
+                let exists = match t.split_once("::") {
+                    None => *t == "lib" || tests.join(format!("{t}.rs")).is_file(),
+                    Some((binary, module)) => {
+                        tests.join(binary).join("main.rs").is_file()
+                            && tests.join(binary).join(format!("{module}.rs")).is_file()
+                    }
+                };
+                assert!(exists, "{}: no test binary or module {t}", m.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_module_builds_its_binaries_and_runs_only_its_tests() {
+        let m = module(SMOKE).unwrap();
+        assert_eq!(target_args(m.tests), ["--lib", "--test", "objects"]);
+        assert_eq!(filter(m.tests), "kind(lib) | (binary(objects) & test(/^(self_teardown|harness|work|timer)::/))");
+        let io = module("io").unwrap();
+        assert_eq!(
+            target_args(io.tests),
+            ["--lib", "--test", "io", "--test", "async_io", "--test", "alloc", "--test", "objects"]
+        );
+        assert_eq!(
+            filter(io.tests),
+            "kind(lib) | (binary(io) & test(/^(io)::/)) | binary(async_io) | binary(alloc) | (binary(objects) & test(/^(debug)::/))"
+        );
     }
 
     #[test]

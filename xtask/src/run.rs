@@ -245,14 +245,17 @@ const ALL_STRESS: &str = "binary(/_stress$/) & !binary(http_stress)";
 /// which need the `hyper` feature.
 const HTTP_STRESS: &str = "binary(http_stress)";
 /// What `cargo xtask test` runs at scale 1: every stress binary but the long
-/// ones, the leak checks (100,000 cycles per type; `tests/leaks.rs` is their
+/// ones, the leak checks (100,000 cycles per type; `tests/objects/leaks.rs` is their
 /// short version) and the hostile HTTP clients (minutes; `tests/hyper.rs`
 /// has their bounded versions), which the ordinary tests run.
 const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress) & !binary(http_stress)";
 
-/// Cases per lifecycle model (`tests/lifecycle.rs`) that `cargo xtask
+/// Cases per lifecycle model (`tests/objects/lifecycle.rs`) that `cargo xtask
 /// stress` runs, times the scale; the ordinary tests run a few hundred.
 const STRESS_LIFECYCLE_CASES: u64 = 3_000;
+
+/// The lifecycle models: their module of the `objects` test binary.
+const LIFECYCLE: &str = "binary(objects) & test(/^lifecycle::/)";
 
 /// Runs the stress binaries `filter` selects, built with `flags`, one
 /// scenario at a time, with their reports, at `scale`; returns how many ran.
@@ -280,11 +283,12 @@ fn stress_scenarios(p: &Platform, tally: &mut Tally, scale: &str, filter: &str, 
     ran
 }
 
-/// Runs the lifecycle models (`tests/lifecycle.rs`) with
+/// Runs the lifecycle models (`tests/objects/lifecycle.rs`) with
 /// [`STRESS_LIFECYCLE_CASES`] times `scale` cases each; returns the cases.
 fn lifecycle_cases(p: &Platform, tally: &mut Tally, scale: &str) -> u64 {
     let cases = STRESS_LIFECYCLE_CASES * scale.trim().parse::<u64>().unwrap_or(1).max(1);
-    let args = ["nextest", "run", "--color", "never", "-p", LIB, "--test", "lifecycle", "--no-fail-fast"];
+    let args =
+        ["nextest", "run", "--color", "never", "-p", LIB, "--test", "objects", "-E", LIFECYCLE, "--no-fail-fast"];
     let (ok, text) = run_tee(p.cargo(&args).env("PROPTEST_CASES", cases.to_string()));
     tally.account(&format!("lifecycle models ({cases} cases each)"), ok, parse_nextest(&text));
     cases
