@@ -49,14 +49,16 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "ctx",
         files: &["src/callback/ctx/mod.rs", "src/callback/ctx/arena.rs", "src/callback/ctx/blocks.rs"],
-        // lifecycle: the context count the models and leak checks rely on.
-        tests: &["lib", "objects::work", "alloc", "objects::lifecycle"],
+        // lifecycle: the context count the models and leak checks rely on;
+        // cleanup_group: the arena its members' contexts live in.
+        tests: &["lib", "objects::work", "alloc", "objects::lifecycle", "objects::cleanup_group"],
         features: "",
     },
     Module {
         name: "work",
         files: &["src/work.rs"],
-        tests: &["lib", "objects::work", "objects::self_teardown", "objects::debug"],
+        // cleanup_group: a member's release frees its context.
+        tests: &["lib", "objects::work", "objects::self_teardown", "objects::debug", "objects::cleanup_group"],
         features: "fail-fast",
     },
     Module {
