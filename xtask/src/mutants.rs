@@ -362,6 +362,16 @@ pub fn explanations(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The explained mutants that no module's current mutants name: their code
+/// moved (a new line or column) or went, so the explanation no longer applies.
+fn stale_explanations<'a>(
+    why: &BTreeMap<String, String>,
+    current: impl IntoIterator<Item = &'a std::collections::BTreeSet<String>>,
+) -> Vec<String> {
+    let current: Vec<_> = current.into_iter().collect();
+    why.keys().filter(|m| !current.iter().any(|c| c.contains(*m))).cloned().collect()
+}
+
 /// `docs/mutants.md` from the outcomes found (modules not run yet say so).
 pub fn report(outcomes: &[(&Module, Option<Outcome>)], why: &BTreeMap<String, String>) -> String {
     let mut s = String::from(
@@ -467,14 +477,25 @@ pub fn mutants(target: Option<&str>, rest: &[String]) -> Result<()> {
     let why = explanations(
         &std::fs::read_to_string(workspace_root().join("xtask/mutants-equivalent.txt")).unwrap_or_default(),
     );
+    let current: Vec<_> = MODULES.iter().map(current_mutants).collect();
+    if current.iter().all(Option::is_some) {
+        let stale = stale_explanations(&why, current.iter().flatten());
+        if !stale.is_empty() {
+            return Err(format!(
+                "xtask/mutants-equivalent.txt explains mutants the code no longer has (re-key or remove them):\n{}",
+                stale.join("\n")
+            ));
+        }
+    }
     let outcomes: Vec<_> = MODULES
         .iter()
-        .map(|m| {
+        .zip(&current)
+        .map(|(m, current)| {
             let o = Outcome::read(&out_dir(m)).map(|mut o| {
                 // Results of earlier runs name mutants by line: those whose
                 // code has moved since are counted under their new names.
-                if let Some(current) = current_mutants(m) {
-                    o.retain(&current);
+                if let Some(current) = current {
+                    o.retain(current);
                 }
                 o
             });
@@ -580,6 +601,18 @@ mod tests {
         assert!(r.contains("- `x`: explained: It only changes a log line"));
         assert!(r.contains("- `y`: *open*"));
         assert!(r.contains("| waker_slot | not run yet |"));
+    }
+
+    #[test]
+    fn explanations_of_mutants_the_code_no_longer_has_are_stale() {
+        let why =
+            explanations("src/a.rs:1:1: replace f -> bool with true | Why.\nsrc/b.rs:9:9: replace g with () | Gone.\n");
+        let now: std::collections::BTreeSet<String> =
+            ["src/a.rs:1:1: replace f -> bool with true", "src/b.rs:10:9: replace g with ()"]
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+        assert_eq!(stale_explanations(&why, [&now]), ["src/b.rs:9:9: replace g with ()"]);
     }
 
     #[test]
