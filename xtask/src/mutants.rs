@@ -215,9 +215,48 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
     // The project's nextest profile runs every test after a failure; a
     // mutant needs only the first.
     c.arg("--cargo-test-arg=--fail-fast");
+    // The module's own tests first: a mutant they catch ends the run sooner.
+    let priorities = out.join("nextest-priorities.toml");
+    if std::fs::write(&priorities, priority_config(m)).is_ok() {
+        let path = std::path::absolute(&priorities).unwrap_or(priorities);
+        c.arg("--cargo-test-arg=--tool-config-file").arg(format!("--cargo-test-arg=xtask-mutants:{}", path.display()));
+    }
     // The copied trees share one target directory, so dependencies are built once.
     c.env("CARGO_TARGET_DIR", out_root().join("build"));
     c
+}
+
+/// A nextest tool configuration that runs `m`'s own tests before the rest
+/// of its filter: the unit tests of its files, then the first area module
+/// it names (its integration tests). The order changes only how soon a
+/// caught mutant's run stops, never what is run.
+fn priority_config(m: &Module) -> String {
+    let mut paths: Vec<String> = m
+        .files
+        .iter()
+        .map(|f| {
+            let p = f.trim_start_matches("src/").trim_end_matches(".rs").trim_end_matches("/mod");
+            format!("{}::", p.replace('/', "::"))
+        })
+        .collect();
+    // Sorted, a module's path comes before its submodules', which it covers.
+    paths.sort();
+    let mut own: Vec<String> = Vec::new();
+    for p in paths {
+        if !own.iter().any(|o| p.starts_with(o.as_str())) {
+            own.push(p);
+        }
+    }
+    let mut s = format!(
+        "# Written by `cargo xtask mutants` for the module {}.\n\
+         [[profile.default.overrides]]\nfilter = 'kind(lib) & test(/^({})/)'\npriority = 100\n",
+        m.name,
+        own.join("|")
+    );
+    if let Some(own) = m.tests.iter().find(|t| **t != "lib") {
+        s += &format!("\n[[profile.default.overrides]]\nfilter = '{}'\npriority = 90\n", filter(&[own]));
+    }
+    s
 }
 
 /// `tests` (see [`Module::tests`]) by test binary, in order: each binary
@@ -595,6 +634,17 @@ mod tests {
             filter(io.tests),
             "kind(lib) | (binary(io) & test(/^(io)::/)) | binary(async_io) | binary(alloc) | (binary(objects) & test(/^(debug)::/))"
         );
+    }
+
+    #[test]
+    fn a_module_runs_its_own_tests_first() {
+        let c = priority_config(module("ctx").unwrap());
+        assert!(c.contains("filter = 'kind(lib) & test(/^(callback::ctx::)/)'\npriority = 100"), "{c}");
+        assert!(c.contains("filter = '(binary(objects) & test(/^(work)::/))'\npriority = 90"), "{c}");
+        let c = priority_config(module("wait").unwrap());
+        assert!(c.contains("test(/^(handle::|wait::)/)"), "{c}");
+        let c = priority_config(module("io_registry").unwrap());
+        assert!(c.contains("test(/^(io::registry::)/)") && !c.contains("priority = 90"), "{c}");
     }
 
     #[test]
