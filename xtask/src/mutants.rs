@@ -60,8 +60,16 @@ pub const MODULES: &[Module] = &[
     Module {
         name: "work",
         files: &["src/work.rs"],
-        // cleanup_group: a member's release frees its context.
-        tests: &["lib", "objects::work", "objects::self_teardown", "objects::debug", "objects::cleanup_group"],
+        // cleanup_group: a member's release frees its context; pool:
+        // prewarm_default_pool.
+        tests: &[
+            "lib",
+            "objects::work",
+            "objects::self_teardown",
+            "objects::debug",
+            "objects::cleanup_group",
+            "objects::pool",
+        ],
         features: "fail-fast",
     },
     Module {
