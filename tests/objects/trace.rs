@@ -515,3 +515,37 @@ fn recording_keeps_the_last_error() {
         }
     });
 }
+
+/// A cleanup group's members record their release as a standalone object
+/// records its drop: begun, drained, closed, in that order, whichever kind.
+#[cfg(feature = "trace")]
+#[test]
+fn released_group_members_record_their_close() {
+    support::traced_child("trace::released_group_members_record_their_close", "work,timer,timer-periodic,wait", || {
+        use windows_threadpool::cleanup_group::CleanupGroup;
+        let group = CleanupGroup::new().unwrap();
+        let _ = group.create_work(|_| {}).unwrap();
+        let _ = group.create_timer(|_| {}).unwrap();
+        let _ = group.create_periodic_timer(std::time::Duration::from_secs(60), |_| {}).unwrap();
+        let _ = group.create_wait(windows_threadpool::Event::auto_reset().unwrap().into(), |_| {}).unwrap();
+        drop(group);
+        let rows = rows(&trace::dump());
+        for target in ["work", "timer", "timer-periodic", "wait"] {
+            // Each object of the target (the group's own work among them) by
+            // its first slot, the object.
+            let objects: Vec<u64> = rows.iter().filter(|r| r.is(target, "created")).map(|r| r.slots[0].1).collect();
+            assert!(!objects.is_empty(), "no {target} was created: {rows:#?}");
+            for object in objects {
+                let life: Vec<&str> = rows
+                    .iter()
+                    .filter(|r| r.target == target && r.slots.first().map(|s| s.1) == Some(object))
+                    .map(|r| r.event.as_str())
+                    .collect();
+                assert!(
+                    life.ends_with(&["drop-drained", "drop-closed"]) && life.contains(&"drop-begin"),
+                    "a {target} did not record its release: {life:?}"
+                );
+            }
+        }
+    });
+}

@@ -25,8 +25,8 @@ use crate::{LIB, WIN_TARGET};
 /// A module under mutation: its files, the tests that cover it (see
 /// [`target_args`] and [`filter`]), and the features its code
 /// needs to be observable: the objects' drain obligations are checked only
-/// with `fail-fast` (and recorded only with `trace`), so those modules are
-/// mutated with `fail-fast` on.
+/// with `fail-fast`, and some of their teardown is seen only in the trace's
+/// records, so those modules are mutated with `fail-fast` (and `trace`) on.
 pub struct Module {
     pub name: &'static str,
     pub files: &'static [&'static str],
@@ -69,20 +69,30 @@ pub const MODULES: &[Module] = &[
             "objects::debug",
             "objects::cleanup_group",
             "objects::pool",
+            "objects::trace",
         ],
-        features: "fail-fast",
+        // trace: a released group member's `drop-closed` record.
+        features: "fail-fast,trace",
     },
     Module {
         name: "timer",
         files: &["src/timer/mod.rs", "src/timer/timercore.rs", "src/timer/periodic.rs", "src/callback/arming.rs"],
-        tests: &["lib", "objects::timer", "objects::self_teardown", "objects::debug"],
-        features: "fail-fast",
+        tests: &["lib", "objects::timer", "objects::self_teardown", "objects::debug", "objects::trace"],
+        // trace: which target (one-shot or periodic) a timer's records name.
+        features: "fail-fast,trace",
     },
     Module {
         name: "wait",
         files: &["src/wait/mod.rs", "src/wait/waitcore.rs", "src/wait/future.rs", "src/handle.rs"],
-        tests: &["lib", "objects::wait", "tasks::async_wait", "objects::self_teardown", "objects::debug"],
-        features: "fail-fast",
+        tests: &[
+            "lib",
+            "objects::wait",
+            "tasks::async_wait",
+            "objects::self_teardown",
+            "objects::debug",
+            "objects::trace",
+        ],
+        features: "fail-fast,trace",
     },
     Module {
         name: "io",
