@@ -206,6 +206,26 @@ fn dropping_an_unfinished_future_does_not_block() {
     assert_eq!(woken.0.get(), 0);
 }
 
+/// An armed future whose callback has published (its waker was woken) is
+/// dropped in place, with no hand-off: its drain waits at most for a
+/// callback finishing its wake. In a child, so that no other test's
+/// hand-off is counted.
+#[test]
+fn a_future_dropped_after_its_wake_drops_its_wait_in_place() {
+    let out = support::child("async_wait::a_future_dropped_after_its_wake_drops_its_wait_in_place", &[], || {
+        let event = Event::manual_reset().unwrap();
+        let mut fut = wait::signalled(event.try_clone().unwrap(), Deadline::NEVER);
+        let (woken, w) = counting_waker();
+        assert!(poll_once(&mut fut, &w).is_pending());
+        event.set().unwrap();
+        woken.0.wait_for(1);
+        let before = windows_threadpool::handoffs();
+        drop(fut);
+        assert_eq!(windows_threadpool::handoffs(), before, "the drop of a settled wait was handed off");
+    });
+    out.assert_completed();
+}
+
 /// A future dropped before its event is set, then the event set: nothing
 /// breaks, under every executor.
 #[test]
