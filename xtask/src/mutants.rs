@@ -105,7 +105,9 @@ pub const MODULES: &[Module] = &[
             "src/io/op/mod.rs",
             "src/io/op/fs.rs",
         ],
-        tests: &["lib", "io::io", "async_io", "alloc", "objects::debug"],
+        // child_stdio, process: the pipes for a child's standard handles
+        // and the overlapped-handle checks they pass.
+        tests: &["lib", "io::io", "async_io", "alloc", "objects::debug", "io::child_stdio", "io::process"],
         features: "fail-fast",
     },
     // The registry is a plain data structure with its own unit tests (a
@@ -650,7 +652,7 @@ mod tests {
         );
         assert_eq!(
             filter(io.tests),
-            "kind(lib) | (binary(io) & test(/^(io)::/)) | binary(async_io) | binary(alloc) | (binary(objects) & test(/^(debug)::/))"
+            "kind(lib) | (binary(io) & test(/^(io|child_stdio|process)::/)) | binary(async_io) | binary(alloc) | (binary(objects) & test(/^(debug)::/))"
         );
     }
 
