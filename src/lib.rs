@@ -112,6 +112,8 @@ pub mod hyper;
 #[cfg(windows)]
 pub mod net;
 #[cfg(windows)]
+pub mod pipe;
+#[cfg(windows)]
 pub mod placement;
 #[cfg(windows)]
 pub mod pool;

@@ -228,6 +228,20 @@ fn debug_transfer<B, O, const W: bool>(
     f.debug_struct(name).field("offset", &fut.op().map(|t| t.offset)).field("issued", &fut.id()).finish()
 }
 
+impl<'a, B> ReadFuture<'a, B> {
+    /// The future of a read another async type issues.
+    pub(crate) fn new(op: OpFuture<'a, Transfer<B, false>, (io::Result<usize>, B)>) -> Self {
+        Self(op)
+    }
+}
+
+impl<'a, B> WriteFuture<'a, B> {
+    /// The future of a write another async type issues.
+    pub(crate) fn new(op: OpFuture<'a, Transfer<B, true>, (io::Result<usize>, B)>) -> Self {
+        Self(op)
+    }
+}
+
 impl<B> core::fmt::Debug for ReadFuture<'_, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         debug_transfer("ReadFuture", f, &self.0)

@@ -338,6 +338,24 @@ fn both_pipe_pair_ends_are_overlapped() {
     assert_a_read_with_nothing_to_read_pends(server);
 }
 
+/// `synchronous_io` tells the two kinds of file object apart: both ends of
+/// `pipe_pair` are overlapped, a file `std` opens is synchronous
+/// (`FILE_SYNCHRONOUS_IO_NONALERT`), as are the ends
+/// `inbound_pipe` and `outbound_pipe` make for a child.
+#[test]
+fn synchronous_io_tells_overlapped_from_synchronous_handles() {
+    use std::os::windows::io::AsRawHandle;
+    let (server, client) = pipe_pair().unwrap();
+    assert!(!synchronous_io(server.as_raw_handle()).unwrap(), "pipe_pair's server end is overlapped");
+    assert!(!synchronous_io(client.as_raw_handle()).unwrap(), "pipe_pair's client end is overlapped");
+    let file = std::fs::File::open(std::env::current_exe().unwrap()).unwrap();
+    assert!(synchronous_io(file.as_raw_handle()).unwrap(), "std opens files synchronously");
+    let (_ours, theirs) = inbound_pipe().unwrap();
+    assert!(synchronous_io(theirs.as_raw_handle()).unwrap(), "inbound_pipe's end for a child is synchronous");
+    let (_ours, theirs) = outbound_pipe().unwrap();
+    assert!(synchronous_io(theirs.as_raw_handle()).unwrap(), "outbound_pipe's end for a child is synchronous");
+}
+
 /// `issue_result` reads the thread's last error only for `FALSE`: pending and
 /// more-data are issued operations (a completion is queued), anything else
 /// is the error.

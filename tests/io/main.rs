@@ -27,4 +27,5 @@ mod child_stdio;
 mod compat;
 mod io;
 mod net;
+mod pipe;
 mod process;

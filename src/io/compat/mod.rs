@@ -13,7 +13,7 @@ mod sides;
 mod traits;
 
 pub use object::CompatIo;
-pub(crate) use object::{EngineOf, ReadOutput, Sealed, Start, Unsent, WriteOutput};
+pub(crate) use object::{EngineOf, FileLike, ReadOutput, Sealed, Start, Unsent, WriteOutput};
 use sides::{Reader, Writer, give_back};
 
 /// A [`TcpStream`](crate::net::TcpStream) or [`AsyncIo`](super::AsyncIo)

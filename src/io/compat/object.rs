@@ -72,9 +72,21 @@ pub trait CompatIo: Sealed {}
 
 impl CompatIo for AsyncIo {}
 
-impl Sealed for AsyncIo {
+/// The adapter's reads and writes of a file or pipe handle: what
+/// [`AsyncIo`] and [`PipeStream`](crate::pipe::PipeStream) both are.
+pub(crate) trait FileLike: Unpin {
+    fn file_engine(&self) -> &Engine;
+}
+
+impl FileLike for AsyncIo {
+    fn file_engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl<T: FileLike> Sealed for T {
     fn engine(&self) -> EngineOf<'_> {
-        EngineOf(&self.engine)
+        EngineOf(self.file_engine())
     }
     /// A zero-byte `ReadFile` does not wait for data: it completes at once
     /// (a pipe in byte mode) or reads a zero-length message.
@@ -85,10 +97,10 @@ impl Sealed for AsyncIo {
         false
     }
     fn start_read(&self, buf: Box<[u8]>) -> Start<ReadOutput> {
-        Start(self.engine.start(crate::io::op::fs::Transfer::<_, false>::new(buf, 0)))
+        Start(self.file_engine().start(crate::io::op::fs::Transfer::<_, false>::new(buf, 0)))
     }
     fn start_write(&self, buf: Unsent) -> Start<WriteOutput> {
-        Start(self.engine.start(crate::io::op::fs::Transfer::<_, true>::new(buf, 0)))
+        Start(self.file_engine().start(crate::io::op::fs::Transfer::<_, true>::new(buf, 0)))
     }
     /// A pipe has no half-close: its reader sees end of file once the
     /// handle closes.

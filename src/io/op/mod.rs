@@ -8,10 +8,11 @@
 //!   ([`issue_status`](super::issue_status));
 //! - `socket`: Winsock's accept, connect, send and receive (`AcceptEx`,
 //!   `ConnectEx`, `WSASend`, `WSARecv` and the datagram forms), classified
-//!   by `classify` there.
+//!   by `classify` there;
+//! - `pipe`: a named-pipe server instance's wait for its client
+//!   (`ConnectNamedPipe`).
 //!
-//! A new family of handles (named pipes' connect, say) adds one file here
-//! and nothing else: the engine, the object and the futures stay as they are.
+//! A new family of handles adds one file here and nothing else: the engine, the object and the futures stay as they are.
 //! Nothing here imports the engine or the I/O object, so families and
 //! engine meet only through [`AsyncOp`] and [`Issued`].
 
@@ -21,6 +22,7 @@ use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
 pub(crate) mod fs;
+pub(crate) mod pipe;
 pub(crate) mod socket;
 
 /// One kind of async operation.

@@ -1,0 +1,368 @@
+//! Named pipes: `pipe::PipeListener` and `pipe::PipeStream`, under the
+//! executors, with many clients, busy instances, peers that leave, accepts
+//! that are dropped, message mode, and a client no one here wrote (`cmd`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use windows_sys::Win32::Foundation::{ERROR_MORE_DATA, ERROR_SEM_TIMEOUT};
+use windows_threadpool::pipe::{PipeListener, PipeOptions, PipeStream};
+use windows_threadpool::task;
+
+use crate::counts::handle_count;
+use crate::executors::on_each_executor;
+
+/// A pipe name no other test (or process) uses.
+fn unique_name() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!(r"\\.\pipe\windows-threadpool-test-{}-{n}", std::process::id())
+}
+
+/// A connected pair: the server's stream and the client's.
+async fn pair(listener: &PipeListener, name: &str) -> (PipeStream, PipeStream) {
+    let (server, client) = futures::join!(listener.accept(), PipeStream::connect(name));
+    (server.unwrap(), client.unwrap())
+}
+
+async fn read_to_end(stream: &PipeStream) -> Vec<u8> {
+    let (mut out, mut buf) = (Vec::new(), vec![0u8; 4096]);
+    loop {
+        let (n, back) = stream.read(buf).await;
+        buf = back;
+        match n.unwrap() {
+            0 => return out,
+            n => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn an_echo_works_under_every_executor() {
+    on_each_executor(|| async {
+        let name = unique_name();
+        let listener = PipeListener::bind(&name).unwrap();
+        let (server, client) = pair(&listener, &name).await;
+        assert_eq!(server.client_process_id().unwrap(), std::process::id());
+        assert_eq!(client.server_process_id().unwrap(), std::process::id());
+        let (sent, _) = client.write_all(b"ping".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = server.read(vec![0u8; 16]).await;
+        let (sent, _) = server.write_all(buf[..n.unwrap()].to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = client.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"ping");
+    });
+}
+
+/// 64 clients connect at once, each to its own instance, and each gets its
+/// own bytes back.
+#[test]
+fn sixty_four_clients_are_served_at_once() {
+    const CLIENTS: usize = 64;
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    let server = task::spawn(async move {
+        let mut handlers = Vec::new();
+        for _ in 0..CLIENTS {
+            let stream = listener.accept().await.unwrap();
+            handlers.push(task::spawn(async move {
+                let (n, buf) = stream.read(vec![0u8; 64]).await;
+                let (sent, _) = stream.write_all(buf[..n.unwrap()].to_vec()).await;
+                sent.unwrap();
+            }));
+        }
+        for h in handlers {
+            h.await.unwrap();
+        }
+    });
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let name = name.clone();
+            task::spawn(async move {
+                let client = PipeStream::connect(&name).await.unwrap();
+                let message = format!("client {i}").into_bytes();
+                let (sent, message) = client.write_all(message).await;
+                sent.unwrap();
+                let (n, buf) = client.read(vec![0u8; 64]).await;
+                assert_eq!(&buf[..n.unwrap()], &message[..]);
+            })
+        })
+        .collect();
+    task::block_on(async {
+        for c in clients {
+            c.await.unwrap();
+        }
+        server.await.unwrap();
+    });
+}
+
+/// At the instance limit a client waits for an instance: `connect_timeout`
+/// of zero fails at once with `ERROR_SEM_TIMEOUT` (`TimedOut`), and a
+/// patient client connects once the busy instance is dropped.
+#[test]
+fn a_client_waits_while_every_instance_is_busy() {
+    let name = unique_name();
+    let listener = PipeOptions::new().max_instances(1).bind(&name).unwrap();
+    task::block_on(async {
+        let (server, client) = pair(&listener, &name).await;
+        let e = PipeStream::connect_timeout(&name, Duration::ZERO).await.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(ERROR_SEM_TIMEOUT as i32));
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        let patient = PipeStream::connect_timeout(&name, Duration::from_secs(30));
+        let accept = listener.accept();
+        let freed = async move {
+            windows_threadpool::time::sleep(Duration::from_millis(20)).await;
+            drop((server, client)); // the conversation ends: its instance is free
+        };
+        let (client, accepted, ()) = futures::join!(patient, accept, freed);
+        let (client, accepted) = (client.unwrap(), accepted.unwrap());
+        let (sent, _) = client.write_all(b"late".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = accepted.read(vec![0u8; 8]).await;
+        assert_eq!(&buf[..n.unwrap()], b"late");
+    });
+}
+
+#[test]
+fn a_name_without_a_server_is_not_found() {
+    let e = task::block_on(PipeStream::connect(unique_name())).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+}
+
+#[test]
+fn a_second_listener_of_a_name_is_addr_in_use() {
+    let name = unique_name();
+    let _first = PipeListener::bind(&name).unwrap();
+    let e = PipeListener::bind(&name).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+    // And while every instance of the name is connected.
+    let _busy = task::block_on(async {
+        let busy_name = unique_name();
+        let listener = PipeOptions::new().max_instances(1).bind(&busy_name).unwrap();
+        let connected = pair(&listener, &busy_name).await;
+        let e = PipeListener::bind(&busy_name).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+        (listener, connected)
+    });
+}
+
+#[test]
+fn a_name_with_a_nul_is_invalid_input() {
+    let e = PipeListener::bind("\\\\.\\pipe\\a\0b").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let e = task::block_on(PipeStream::connect("\\\\.\\pipe\\a\0b")).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+/// A peer that closes ends a read in flight with `Ok(0)`, after the data it
+/// wrote first, and a write after it with `BrokenPipe`; neither hangs.
+#[test]
+fn a_peer_that_leaves_ends_reads_and_writes() {
+    on_each_executor(|| async {
+        let name = unique_name();
+        let listener = PipeListener::bind(&name).unwrap();
+        let (server, client) = pair(&listener, &name).await;
+        let (sent, _) = client.write_all(b"last words".to_vec()).await;
+        sent.unwrap();
+        drop(client);
+        assert_eq!(read_to_end(&server).await, b"last words");
+        let (sent, _) = server.write_all(b"anyone?".to_vec()).await;
+        assert_eq!(sent.unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
+
+        // A read already in flight when the server leaves.
+        let (server, client) = pair(&listener, &name).await;
+        let read = client.read(vec![0u8; 16]);
+        let leave = async move {
+            windows_threadpool::time::sleep(Duration::from_millis(10)).await;
+            drop(server);
+        };
+        let ((n, _), ()) = futures::join!(read, leave);
+        assert_eq!(n.unwrap(), 0);
+    });
+}
+
+/// An accept dropped while it waits cancels its wait; the listener goes on
+/// serving, and nothing of the dropped accept stays open.
+#[test]
+fn an_accept_dropped_while_it_waits_leaves_the_listener_serving() {
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    task::block_on(async {
+        for _ in 0..3 {
+            let mut accept = listener.accept();
+            assert!(futures::poll!(&mut accept).is_pending(), "no client yet");
+            drop(accept);
+        }
+        let (server, client) = pair(&listener, &name).await;
+        let (sent, _) = client.write_all(b"still here".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = server.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"still here");
+
+        // A client that connects while the accept waits, just before the
+        // accept is dropped, is the next accept's: not lost on an instance
+        // closed under it.
+        let mut accept = listener.accept();
+        assert!(futures::poll!(&mut accept).is_pending(), "no client yet");
+        let client = PipeStream::connect(&name).await.unwrap();
+        drop(accept);
+        let limit = crate::support::PATIENCE;
+        let server = windows_threadpool::time::timeout(limit, listener.accept()).await.unwrap().unwrap();
+        let (sent, _) = client.write_all(b"not lost".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = server.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"not lost");
+    });
+}
+
+/// A client that opened the listening instance before any accept is
+/// returned by the next one at once.
+#[test]
+fn a_client_that_came_before_the_accept_is_accepted() {
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    task::block_on(async {
+        let client = PipeStream::connect(&name).await.unwrap();
+        let server = listener.accept().await.unwrap();
+        let (sent, _) = server.write_all(b"early".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = client.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"early");
+    });
+}
+
+/// Between two accepts the name always has a listening instance: a client
+/// that does not wait at all finds one after each accept.
+#[test]
+fn an_instance_listens_between_accepts() {
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    task::block_on(async {
+        let mut streams = Vec::new();
+        for i in 0..5u8 {
+            let client = PipeStream::connect_timeout(&name, Duration::ZERO).await.unwrap();
+            let server = listener.accept().await.unwrap();
+            let (sent, _) = client.write_all(vec![i]).await;
+            sent.unwrap();
+            let (n, buf) = server.read(vec![0u8; 4]).await;
+            assert_eq!(&buf[..n.unwrap()], [i]);
+            streams.push((client, server));
+        }
+    });
+}
+
+/// A client that came and went before its accept ends no accept: the
+/// accept goes on to the next client.
+#[test]
+fn a_client_that_came_and_went_ends_no_accept() {
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    task::block_on(async {
+        drop(PipeStream::connect(&name).await.unwrap()); // onto the listening instance, and gone
+        let (server, client) = pair(&listener, &name).await;
+        let (sent, _) = client.write_all(b"second".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = server.read(vec![0u8; 16]).await;
+        assert_eq!(&buf[..n.unwrap()], b"second");
+    });
+}
+
+/// In message mode a read returns one message; one longer than the buffer
+/// fills it and fails with `ERROR_MORE_DATA`, and the next read returns the
+/// rest. The client reads in message mode too.
+#[test]
+fn message_mode_reads_one_message_at_a_time() {
+    let name = unique_name();
+    let listener = PipeOptions::new().message_mode(true).bind(&name).unwrap();
+    task::block_on(async {
+        let (server, client) = pair(&listener, &name).await;
+        for m in [&b"hello"[..], b"world!!"] {
+            let (sent, _) = client.write(m.to_vec()).await;
+            assert_eq!(sent.unwrap(), m.len());
+        }
+        let (n, buf) = server.read(vec![0u8; 64]).await;
+        assert_eq!(&buf[..n.unwrap()], b"hello", "one message, not both");
+        let (n, buf) = server.read(vec![0u8; 3]).await;
+        assert_eq!(n.unwrap_err().raw_os_error(), Some(ERROR_MORE_DATA as i32));
+        assert_eq!(&buf, b"wor");
+        let (n, buf) = server.read(vec![0u8; 64]).await;
+        assert_eq!(&buf[..n.unwrap()], b"ld!!");
+        // And the other way, into the client's end.
+        let (sent, _) = server.write(b"reply".to_vec()).await;
+        sent.unwrap();
+        let (n, buf) = client.read(vec![0u8; 2]).await;
+        assert_eq!(n.unwrap_err().raw_os_error(), Some(ERROR_MORE_DATA as i32));
+        assert_eq!(&buf, b"re");
+    });
+}
+
+/// 2,000 connect, accept and close cycles leave no handle open (100,000
+/// in `cargo xtask stress`).
+#[test]
+fn connect_accept_close_cycles_leak_no_handle() {
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    let cycle = |n: usize| {
+        task::block_on(async {
+            for _ in 0..n {
+                let (server, client) = pair(&listener, &name).await;
+                let (sent, _) = client.write_all(b"x".to_vec()).await;
+                sent.unwrap();
+                drop(client);
+                assert_eq!(read_to_end(&server).await, b"x");
+            }
+        })
+    };
+    cycle(50); // warm: the pool's threads and the engine's caches
+    let before = handle_count();
+    cycle(2_000);
+    // Every stream was dropped with nothing in flight, so each was closed
+    // before its drop returned.
+    let after = handle_count();
+    assert!(after <= before + 8, "{before} handles before 2,000 cycles, {after} after");
+}
+
+/// A client no one here wrote: `cmd`'s redirection writes a line into the
+/// pipe, which the server reads.
+#[test]
+fn a_line_from_cmd_reaches_the_server() {
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    let mut child =
+        std::process::Command::new("cmd").args(["/c", &format!("echo hello from cmd>{name}")]).spawn().unwrap();
+    let got = task::block_on(async {
+        let server = listener.accept().await.unwrap();
+        read_to_end(&server).await
+    });
+    assert!(child.wait().unwrap().success());
+    assert_eq!(String::from_utf8_lossy(&got).trim_end(), "hello from cmd");
+}
+
+/// `io::Compat` gives a pipe stream tokio's traits, as it does a
+/// `TcpStream`.
+#[cfg(feature = "tokio")]
+#[test]
+fn compat_gives_a_pipe_stream_tokios_traits() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use windows_threadpool::io::Compat;
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    task::block_on(async {
+        let (server, client) = pair(&listener, &name).await;
+        let (mut server, mut client) = (Compat::new(server), Compat::new(client));
+        let message = vec![7u8; 200_000]; // more than one write buffer
+        let writer = async {
+            client.write_all(&message).await.unwrap();
+            client.flush().await.unwrap();
+            client // kept open until the reader is done
+        };
+        let mut got = vec![0u8; message.len()];
+        let (client, read) = futures::join!(writer, server.read_exact(&mut got));
+        read.unwrap();
+        assert_eq!(got, message);
+        drop(client);
+        let mut rest = Vec::new();
+        assert_eq!(server.read_to_end(&mut rest).await.unwrap(), 0, "end of file once the client is gone");
+    });
+}
