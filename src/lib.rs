@@ -120,6 +120,8 @@ pub mod pool;
 #[cfg(windows)]
 pub mod process;
 #[cfg(windows)]
+pub mod signal;
+#[cfg(windows)]
 mod sys;
 #[cfg(windows)]
 pub mod task;

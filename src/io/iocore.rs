@@ -244,8 +244,8 @@ impl IoCore {
     }
 
     /// Registers, starts and issues one operation. A synchronous failure, and
-    /// a synchronous success for which no completion is queued (a handle
-    /// with skip-on-success), balance the start with `CancelThreadpoolIo`
+    /// a synchronous success that queues no completion (skip-on-success, or
+    /// an error status meaning success), balance the start with `CancelThreadpoolIo`
     /// ([`unstart`](Self::unstart), the one place that does) and give the
     /// operation back.
     ///

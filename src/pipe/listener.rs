@@ -10,7 +10,7 @@ use std::os::windows::io::{FromRawHandle, OwnedHandle};
 use std::sync::{Mutex, PoisonError};
 
 use windows_sys::Win32::Foundation::{
-    ERROR_ACCESS_DENIED, ERROR_FILE_NOT_FOUND, ERROR_NO_DATA, ERROR_PIPE_BUSY, INVALID_HANDLE_VALUE,
+    ERROR_ACCESS_DENIED, ERROR_FILE_NOT_FOUND, ERROR_NO_DATA, ERROR_PIPE_BUSY, ERROR_SEM_TIMEOUT, INVALID_HANDLE_VALUE,
 };
 use windows_sys::Win32::System::Pipes::{CreateNamedPipeW, WaitNamedPipeW};
 
@@ -18,6 +18,7 @@ use super::busy::Backoff;
 use super::options::{CreateParams, PipeOptions, open_mode, wide};
 use super::stream::PipeStream;
 use crate::callback_env::CallbackEnviron;
+use crate::io::OverlappedHandle;
 use crate::io::engine::{InFlight, Started};
 use crate::io::op::pipe::Listen;
 use crate::time::Sleep;
@@ -37,8 +38,9 @@ pub struct PipeListener {
     name: Vec<u16>,
     params: CreateParams,
     env: Option<CallbackEnviron>,
-    /// The instance waiting for the next accept, when there is one.
-    listening: Mutex<Option<PipeStream>>,
+    /// Instances waiting for an accept: the one the listener keeps, and
+    /// those dropped accepts gave back (each may hold a client already).
+    listening: Mutex<Vec<PipeStream>>,
 }
 
 const _: () = {
@@ -66,7 +68,7 @@ impl PipeListener {
             other => other?,
         };
         let first = PipeStream::bind(first, env)?;
-        Ok(Self { name, params, env: env.cloned(), listening: Mutex::new(Some(first)) })
+        Ok(Self { name, params, env: env.cloned(), listening: Mutex::new(vec![first]) })
     }
 
     /// Accepts one client: resolves to its connected stream. Lazy: the wait
@@ -85,7 +87,7 @@ impl PipeListener {
     /// The listening instance, or a new one; `ERROR_PIPE_BUSY` at the
     /// instance limit.
     fn take_instance(&self) -> io::Result<PipeStream> {
-        if let Some(instance) = self.slot().take() {
+        if let Some(instance) = self.slot().pop() {
             return Ok(instance);
         }
         self.new_instance()
@@ -99,12 +101,12 @@ impl PipeListener {
     /// instance limit none can be opened; the next accept waits for one.
     fn refill(&self) {
         let mut slot = self.slot();
-        if slot.is_none() {
-            *slot = self.new_instance().ok();
+        if slot.is_empty() {
+            slot.extend(self.new_instance().ok());
         }
     }
 
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<PipeStream>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Vec<PipeStream>> {
         self.listening.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -134,7 +136,9 @@ fn name_taken() -> io::Error {
 /// instance of a taken name by itself (`FILE_FLAG_FIRST_PIPE_INSTANCE`);
 /// Wine ignores that flag (see `docs/wine.md`), so the name is probed
 /// first: `WaitNamedPipeW` fails with `ERROR_FILE_NOT_FOUND` at once when
-/// no instance exists.
+/// no instance exists. Under Wine two servers binding one name at the
+/// same moment can both pass the probe; on Windows the flag still refuses
+/// the second.
 fn refuse_taken(name: &[u16]) -> io::Result<()> {
     // SAFETY: `name` is NUL-terminated.
     if unsafe { WaitNamedPipeW(name.as_ptr(), 1) } != 0 {
@@ -143,14 +147,14 @@ fn refuse_taken(name: &[u16]) -> io::Result<()> {
     let e = io::Error::last_os_error();
     match e.raw_os_error().map(|c| c as u32) {
         Some(ERROR_FILE_NOT_FOUND) => Ok(()),
-        // An instance exists (busy, or the wait timed out on it).
-        Some(_) => Err(name_taken()),
-        None => Err(e),
+        // An instance exists: every one is busy, and the wait timed out.
+        Some(ERROR_SEM_TIMEOUT | ERROR_PIPE_BUSY) => Err(name_taken()),
+        _ => Err(e), // a name that is not a pipe's, say
     }
 }
 
 /// Creates one overlapped, duplex instance of the pipe `name`.
-fn create_instance(name: &[u16], p: &CreateParams, first: bool) -> io::Result<OwnedHandle> {
+fn create_instance(name: &[u16], p: &CreateParams, first: bool) -> io::Result<OverlappedHandle> {
     let attributes = p.security.as_ref().map(|sd| sd.attributes());
     let attributes = attributes.as_ref().map_or(core::ptr::null(), core::ptr::from_ref);
     // SAFETY: `name` is NUL-terminated; `attributes` is null or points to
@@ -171,7 +175,11 @@ fn create_instance(name: &[u16], p: &CreateParams, first: bool) -> io::Result<Ow
         return Err(io::Error::last_os_error());
     }
     // SAFETY: a fresh handle that nothing else owns.
-    Ok(unsafe { OwnedHandle::from_raw_handle(h) })
+    let handle = unsafe { OwnedHandle::from_raw_handle(h) };
+    // SAFETY: created with FILE_FLAG_OVERLAPPED (`open_mode`), not
+    // inheritable (`bInheritHandle` 0, or no attributes), fresh (so bound to
+    // no port) and without skip-on-success.
+    Ok(unsafe { OverlappedHandle::assume_overlapped(handle) })
 }
 
 /// The future of [`PipeListener::accept`]: the connected stream.
@@ -259,17 +267,14 @@ impl Drop for AcceptFuture<'_> {
     /// listener, still listening: closing it instead would leave it open
     /// until its cancelled completion arrives, and a client opening the
     /// name meanwhile could land on it and be lost. A client that connected
-    /// as the wait was cancelled is returned by the next accept (its
-    /// `ConnectNamedPipe` reports `ERROR_PIPE_CONNECTED`).
+    /// as the wait was cancelled is returned by the next accept (its wait
+    /// reports `STATUS_PIPE_CONNECTED` at once).
     fn drop(&mut self) {
         let Some(instance) = self.instance.take() else { return };
         if let Some(issued) = self.issued.take() {
             issued.cancel(instance.engine());
         }
-        let mut slot = self.listener.slot();
-        if slot.is_none() {
-            *slot = Some(instance);
-        }
+        self.listener.slot().push(instance);
     }
 }
 

@@ -30,7 +30,8 @@
 //! object, as a socket is: the same engine, operation blocks, registry of
 //! live operations, teardown and budget. Reads and writes are the file
 //! family's (`NtReadFile`, `NtWriteFile`); the one operation of its own is
-//! the server's wait for a client (`ConnectNamedPipe`, `io::op::pipe`).
+//! the server's wait for a client (`ConnectNamedPipe`'s request, issued as
+//! `NtFsControlFile` with `FSCTL_PIPE_LISTEN`: `io::op::pipe`).
 //! The futures borrow the stream (`&self`), so one task can read while
 //! another writes, and each takes a buffer and gives it back with its
 //! result.
@@ -88,10 +89,10 @@
 //! async type of the crate (see [`AsyncIo`](crate::io::AsyncIo#dropping)):
 //! what is in flight is cancelled and the instance closed once its
 //! completion has arrived. An accept future dropped after its first poll
-//! cancels its wait; a client that connected at that moment finds its
-//! instance closed (a broken pipe), as a TCP connection that races an
-//! accept's cancellation is reset. A listener cannot be dropped while one
-//! of its accepts is in flight: the future borrows it.
+//! cancels its wait and gives its instance back to the listener, still
+//! listening: a client that connected at that moment is returned by the
+//! next accept, not lost. A listener cannot be dropped while one of its
+//! accepts is in flight: the future borrows it.
 //!
 //! ```compile_fail,E0505
 //! use windows_threadpool::pipe::PipeListener;

@@ -23,7 +23,7 @@ use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{Engine, OpFuture, Unblocking};
 use crate::io::iocore::BoundHandle;
 use crate::io::op::fs::Transfer;
-use crate::io::{ReadFuture, WriteFuture};
+use crate::io::{OverlappedHandle, ReadFuture, WriteFuture};
 
 /// How long [`PipeStream::connect`] waits while every instance of the pipe
 /// is busy.
@@ -52,8 +52,8 @@ const _: () = {
 
 impl PipeStream {
     /// A pipe instance, bound to the pool (of `env`, or the default one).
-    pub(super) fn bind(handle: OwnedHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        Ok(Self { engine: Unblocking::new(Engine::bind(BoundHandle::File(handle), env)?) })
+    pub(super) fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        Ok(Self { engine: Unblocking::new(Engine::bind(BoundHandle::File(handle.into_owned()), env)?) })
     }
 
     pub(super) fn engine(&self) -> &Engine {
@@ -219,7 +219,7 @@ impl<B: AsRef<[u8]>> AsRef<[u8]> for Rest<B> {
 
 /// Opens `name` (NUL-terminated) as an overlapped client for reading and
 /// writing, at identification level, in the pipe's own read mode.
-fn open_client(name: &[u16]) -> io::Result<OwnedHandle> {
+fn open_client(name: &[u16]) -> io::Result<OverlappedHandle> {
     // SAFETY: `name` is NUL-terminated; the other arguments are plain values.
     let h = unsafe {
         CreateFileW(
@@ -257,7 +257,10 @@ fn open_client(name: &[u16]) -> io::Result<OwnedHandle> {
             unsafe { SetNamedPipeHandleState(handle.as_raw_handle(), &mode, core::ptr::null(), core::ptr::null()) };
         crate::sys::check(set)?;
     }
-    Ok(handle)
+    // SAFETY: opened with FILE_FLAG_OVERLAPPED, not inheritable (null
+    // security attributes), fresh (so bound to no port) and without
+    // skip-on-success.
+    Ok(unsafe { OverlappedHandle::assume_overlapped(handle) })
 }
 
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]

@@ -59,6 +59,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("io/op/fs.rs", include_str!("../io/op/fs.rs")),
     ("io/op/pipe.rs", include_str!("../io/op/pipe.rs")),
     ("pipe/mod.rs", include_str!("../pipe/mod.rs")),
+    ("signal.rs", include_str!("../signal.rs")),
     ("pipe/busy.rs", include_str!("../pipe/busy.rs")),
     ("pipe/listener.rs", include_str!("../pipe/listener.rs")),
     ("pipe/options.rs", include_str!("../pipe/options.rs")),

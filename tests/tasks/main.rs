@@ -19,4 +19,5 @@ mod async_task;
 mod async_teardown;
 mod async_time;
 mod async_wait;
+mod signal;
 mod spawn;

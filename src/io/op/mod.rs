@@ -10,7 +10,7 @@
 //!   `ConnectEx`, `WSASend`, `WSARecv` and the datagram forms), classified
 //!   by `classify` there;
 //! - `pipe`: a named-pipe server instance's wait for its client
-//!   (`ConnectNamedPipe`).
+//!   (`FSCTL_PIPE_LISTEN`, `ConnectNamedPipe`'s request, as `NtFsControlFile`).
 //!
 //! A new family of handles adds one file here and nothing else: the engine, the object and the futures stay as they are.
 //! Nothing here imports the engine or the I/O object, so families and
@@ -66,7 +66,9 @@ pub(crate) enum Issued {
     /// A completion will be queued for it.
     Queued,
     /// It completed synchronously, transferring this many bytes, and no
-    /// completion will be queued (skip-on-success is set on the handle).
+    /// completion will be queued: a success on a handle with
+    /// skip-on-success, or a status of the error class that means success
+    /// (`STATUS_PIPE_CONNECTED`).
     Completed(usize),
 }
 

@@ -1,51 +1,69 @@
 //! The named-pipe family: a server instance's wait for its client
-//! (`ConnectNamedPipe`). Reads and writes of a connected instance are the
-//! file family's.
+//! (`FSCTL_PIPE_LISTEN`, the request `ConnectNamedPipe` makes, issued as
+//! `NtFsControlFile` so that its status is classified exactly, as the file
+//! family's reads and writes are). Reads and writes of a connected instance
+//! are the file family's.
 
 use std::io;
 
-use windows_sys::Win32::Foundation::{ERROR_IO_PENDING, ERROR_PIPE_CONNECTED, GetLastError, HANDLE};
-use windows_sys::Win32::System::IO::OVERLAPPED;
-use windows_sys::Win32::System::Pipes::ConnectNamedPipe;
+use windows_sys::Wdk::Storage::FileSystem::{FSCTL_PIPE_LISTEN, NtFsControlFile};
+use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS, STATUS_PENDING, STATUS_PIPE_CONNECTED};
+use windows_sys::Win32::System::IO::{IO_STATUS_BLOCK, OVERLAPPED};
 
 use super::{AsyncOp, Issued};
+use crate::io::handles::issue_status;
 
 /// Waits for a client to open the server instance it is issued on.
 pub(crate) struct Listen;
 
-/// Classifies an overlapped `ConnectNamedPipe` that returned `ok`, or
-/// failed with `error`:
-/// - a success and `ERROR_IO_PENDING` queue a completion;
-/// - `ERROR_PIPE_CONNECTED` (a client opened the instance before the call,
-///   which the documentation calls a good connection) is a failure status
-///   underneath, so nothing is queued: connected at once;
-/// - any other error (`ERROR_NO_DATA`: a client came and went before the
-///   call) is a synchronous failure, with no completion.
-pub(crate) fn classify_listen(ok: bool, error: u32) -> io::Result<Issued> {
-    if ok {
-        return Ok(Issued::Queued);
+/// Classifies the status of an overlapped `FSCTL_PIPE_LISTEN`:
+/// - `STATUS_PIPE_CONNECTED` (a client opened the instance before the
+///   request; `ConnectNamedPipe`'s `ERROR_PIPE_CONNECTED`, which its
+///   documentation calls a good connection) is of the error class, so no
+///   completion is queued: connected at once;
+/// - any other status is classified by [`issue_status`]: a completion is
+///   queued for every status outside the error class (the handle never has
+///   skip-on-success, so a success queues one too), and an error
+///   (`STATUS_PIPE_CLOSING`, `ERROR_NO_DATA`: a client came and went before
+///   the request) fails with no completion.
+pub(crate) fn classify_listen(status: NTSTATUS) -> io::Result<Issued> {
+    if status == STATUS_PIPE_CONNECTED {
+        return Ok(Issued::Completed(0));
     }
-    match error {
-        ERROR_IO_PENDING => Ok(Issued::Queued),
-        ERROR_PIPE_CONNECTED => Ok(Issued::Completed(0)),
-        e => Err(io::Error::from_raw_os_error(e as i32)),
-    }
+    issue_status(status).map(|()| Issued::Queued)
 }
 
 impl AsyncOp for Listen {
     type Output = io::Result<()>;
 
     unsafe fn issue(_: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-        let (ok, error) = trace_call!("ConnectNamedPipe", handle, ov, {
-            // SAFETY: `ov` is the operation's zeroed OVERLAPPED, which stays
-            // in its block until the completion (the caller's contract);
-            // `handle` is the open server instance.
-            let ok = unsafe { ConnectNamedPipe(handle, ov) } != 0;
-            // SAFETY: no preconditions; read at once, before anything can
-            // overwrite the thread's last error.
-            (ok, if ok { 0 } else { unsafe { GetLastError() } })
+        // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until
+        // issued; `Internal` starts as STATUS_PENDING, as the Win32 calls
+        // leave it.
+        unsafe { (*ov).Internal = STATUS_PENDING as usize };
+        let iosb = ov.cast::<IO_STATUS_BLOCK>();
+        let context = ov.cast_const().cast();
+        let status = trace_call!("NtFsControlFile", handle, ov, {
+            // SAFETY: `ov` (and the IO_STATUS_BLOCK at its start) stays in
+            // its block until the completion (the caller's contract);
+            // `handle` is the open server instance; the request takes no
+            // buffers.
+            unsafe {
+                NtFsControlFile(
+                    handle,
+                    core::ptr::null_mut(),
+                    None,
+                    context,
+                    iosb,
+                    FSCTL_PIPE_LISTEN,
+                    core::ptr::null(),
+                    0,
+                    core::ptr::null_mut(),
+                    0,
+                )
+            }
         });
-        classify_listen(ok, error)
+        classify_listen(status)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -56,15 +74,18 @@ impl AsyncOp for Listen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use windows_sys::Win32::Foundation::{ERROR_INVALID_HANDLE, ERROR_NO_DATA};
+    use windows_sys::Win32::Foundation::{
+        ERROR_NO_DATA, ERROR_PIPE_CONNECTED, STATUS_BUFFER_OVERFLOW, STATUS_PIPE_CLOSING, STATUS_SUCCESS,
+    };
 
     #[test]
     fn a_listen_is_queued_connected_at_once_or_failed() {
-        assert_eq!(classify_listen(true, 0).unwrap(), Issued::Queued);
-        assert_eq!(classify_listen(false, ERROR_IO_PENDING).unwrap(), Issued::Queued);
-        assert_eq!(classify_listen(false, ERROR_PIPE_CONNECTED).unwrap(), Issued::Completed(0));
-        for e in [ERROR_NO_DATA, ERROR_INVALID_HANDLE] {
-            assert_eq!(classify_listen(false, e).unwrap_err().raw_os_error(), Some(e as i32));
+        for queued in [STATUS_PENDING, STATUS_SUCCESS, STATUS_BUFFER_OVERFLOW] {
+            assert_eq!(classify_listen(queued).unwrap(), Issued::Queued, "{queued:#x}");
         }
+        assert_eq!(classify_listen(STATUS_PIPE_CONNECTED).unwrap(), Issued::Completed(0));
+        let e = classify_listen(STATUS_PIPE_CLOSING).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(ERROR_NO_DATA as i32));
+        assert_ne!(e.raw_os_error(), Some(ERROR_PIPE_CONNECTED as i32));
     }
 }

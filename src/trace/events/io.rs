@@ -79,6 +79,6 @@ pub(crate) const EVENTS: &[EventInfo] = &[
     EventInfo { target: "syscall", event: "CancelIoEx", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtReadFile", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtWriteFile", slots: ["handle", "overlapped"], meaning: "" },
-    EventInfo { target: "syscall", event: "ConnectNamedPipe", slots: ["handle", "overlapped"], meaning: "" },
+    EventInfo { target: "syscall", event: "NtFsControlFile", slots: ["handle", "overlapped"], meaning: "" },
     EventInfo { target: "syscall", event: "NtSetInformationFile", slots: ["handle", "class"], meaning: "" },
 ];
