@@ -120,6 +120,8 @@ pub mod pool;
 #[cfg(windows)]
 pub mod process;
 #[cfg(windows)]
+pub mod service;
+#[cfg(windows)]
 pub mod signal;
 #[cfg(windows)]
 mod sys;

@@ -60,6 +60,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("io/op/pipe.rs", include_str!("../io/op/pipe.rs")),
     ("pipe/mod.rs", include_str!("../pipe/mod.rs")),
     ("signal.rs", include_str!("../signal.rs")),
+    ("service.rs", include_str!("../service.rs")),
     ("pipe/busy.rs", include_str!("../pipe/busy.rs")),
     ("pipe/listener.rs", include_str!("../pipe/listener.rs")),
     ("pipe/options.rs", include_str!("../pipe/options.rs")),

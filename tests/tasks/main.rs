@@ -19,5 +19,6 @@ mod async_task;
 mod async_teardown;
 mod async_time;
 mod async_wait;
+mod service;
 mod signal;
 mod spawn;

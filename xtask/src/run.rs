@@ -474,6 +474,20 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         }
         Err(why) => println!("xtask test: SKIPPED the curl check of examples/http_server: {why}"),
     }
+    match setup::http_tool("curl") {
+        Ok(curl) => match crate::service::check(&p, &curl) {
+            Ok(Some(line)) => {
+                println!("xtask test: {line}");
+                tally.check("examples/pipe_service under the SCM".into(), true);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                println!("xtask test: examples/pipe_service under the SCM: {e}");
+                tally.check("examples/pipe_service under the SCM".into(), false);
+            }
+        },
+        Err(why) => println!("xtask test: SKIPPED examples/pipe_service under the SCM: {why}"),
+    }
     idle_check(&p, &mut tally, "test", "debug", crate::idle::TEST_CONNS, crate::idle::Settle::Memory);
     let browser_skipped = match setup::browser() {
         Ok(browser) => {
@@ -816,6 +830,18 @@ pub fn curl_check(target: Option<&str>) -> Result<()> {
     let p = setup::setup(target)?;
     let curl = setup::http_tool("curl").map_err(|why| format!("SKIPPED: no curl: {why}"))?;
     println!("xtask demo: {}", crate::http::curl_check(&p, &curl)?);
+    Ok(())
+}
+
+/// `cargo xtask demo --service`: set up, then only the check of
+/// `examples/pipe_service.rs` under the service control manager.
+pub fn service_check(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
+    let curl = setup::http_tool("curl").map_err(|why| format!("SKIPPED: no curl: {why}"))?;
+    match crate::service::check(&p, &curl)? {
+        Some(line) => println!("xtask demo: {line}"),
+        None => println!("xtask demo: SKIPPED (see above)"),
+    }
     Ok(())
 }
 
