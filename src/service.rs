@@ -51,17 +51,17 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::windows::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{
     ERROR_CALL_NOT_IMPLEMENTED, ERROR_FAILED_SERVICE_CONTROLLER_CONNECT, ERROR_SERVICE_SPECIFIC_ERROR, NO_ERROR,
 };
 use windows_sys::Win32::System::Services::{
-    RegisterServiceCtrlHandlerExW, SERVICE_ACCEPT_SHUTDOWN, SERVICE_ACCEPT_STOP, SERVICE_CONTROL_INTERROGATE,
-    SERVICE_CONTROL_PRESHUTDOWN, SERVICE_CONTROL_SHUTDOWN, SERVICE_CONTROL_STOP, SERVICE_RUNNING,
-    SERVICE_START_PENDING, SERVICE_STATUS, SERVICE_STATUS_HANDLE, SERVICE_STOP_PENDING, SERVICE_STOPPED,
-    SERVICE_TABLE_ENTRYW, SERVICE_WIN32_OWN_PROCESS, SetServiceStatus, StartServiceCtrlDispatcherW,
+    RegisterServiceCtrlHandlerExW, SERVICE_ACCEPT_PRESHUTDOWN, SERVICE_ACCEPT_SHUTDOWN, SERVICE_ACCEPT_STOP,
+    SERVICE_CONTROL_INTERROGATE, SERVICE_CONTROL_PRESHUTDOWN, SERVICE_CONTROL_SHUTDOWN, SERVICE_CONTROL_STOP,
+    SERVICE_RUNNING, SERVICE_START_PENDING, SERVICE_STATUS, SERVICE_STATUS_HANDLE, SERVICE_STOP_PENDING,
+    SERVICE_STOPPED, SERVICE_TABLE_ENTRYW, SERVICE_WIN32_OWN_PROCESS, SetServiceStatus, StartServiceCtrlDispatcherW,
 };
 use windows_sys::core::PWSTR;
 
@@ -197,6 +197,14 @@ where
         }
         *slot = Some(Pending { name: wide.clone(), start: Some(start), outcome: None });
     }
+    // Another `run` may start once this one has returned, or unwound.
+    struct Vacate;
+    impl Drop for Vacate {
+        fn drop(&mut self) {
+            *pending().lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+    }
+    let _vacate = Vacate;
     let table = [
         SERVICE_TABLE_ENTRYW { lpServiceName: wide.as_mut_ptr(), lpServiceProc: Some(service_main) },
         SERVICE_TABLE_ENTRYW { lpServiceName: core::ptr::null_mut(), lpServiceProc: None },
@@ -216,8 +224,6 @@ where
         }
         Err(e) => Err(e),
     };
-    // Another `run` may start only now.
-    *pending().lock().unwrap_or_else(PoisonError::into_inner) = None;
     match outcome? {
         Some(Ok(result)) => result,
         Some(Err(panic)) => std::panic::resume_unwind(panic),
@@ -229,29 +235,46 @@ where
 /// by Ctrl+C, Ctrl+Break or the console's close.
 fn console(start: Start) -> std::thread::Result<io::Result<()>> {
     let control = Control::new(false);
+    // Marked stopping once the service has finished: ends the watcher.
+    let finished = Control::new(false);
     let watcher = {
-        let control = control.clone();
-        let (c, b, close) = (crate::signal::ctrl_c(), crate::signal::ctrl_break(), crate::signal::ctrl_close());
-        crate::task::spawn(async move {
-            let held = first_of([c, b, close]).await;
+        let (control, finished) = (control.clone(), finished.clone());
+        let listeners = [crate::signal::ctrl_c(), crate::signal::ctrl_break(), crate::signal::ctrl_close()];
+        crate::task::try_spawn(async move {
+            let held = first_of(listeners, finished.stopping()).await;
             control.stop();
             held // a close's `Signalled`, held until the service is done
         })
     };
-    let outcome = crate::task::spawn(start(control)).join();
-    drop(watcher); // the `Signalled` of a close, if one came, goes with it
+    let outcome = match crate::task::try_spawn(async move { start(control).await }) {
+        Ok(task) => task.join(),
+        Err(e) => Ok(Err(e)),
+    };
+    finished.stop();
+    if let Ok(watcher) = watcher {
+        // The `Signalled` of a close, if one came, is dropped with its output.
+        drop(watcher.join());
+    }
     outcome
 }
 
-/// What the first of `listeners` to resolve resolved to.
-async fn first_of<const N: usize>(mut listeners: [Listener; N]) -> Option<Signalled> {
+/// What the first of `listeners` to resolve resolved to, or `None` once
+/// `finished` resolves first. A listener that failed (its handler could not
+/// be registered) is left out.
+async fn first_of<const N: usize>(listeners: [Listener; N], mut finished: Stopping<'_>) -> Option<Signalled> {
+    let mut listeners = listeners.map(Some);
     core::future::poll_fn(move |cx| {
-        for l in &mut listeners {
-            if let Poll::Ready(r) = Pin::new(l).poll(cx) {
-                return Poll::Ready(r.ok());
+        for slot in &mut listeners {
+            if let Some(l) = slot
+                && let Poll::Ready(r) = Pin::new(l).poll(cx)
+            {
+                *slot = None;
+                if let Ok(signalled) = r {
+                    return Poll::Ready(Some(signalled));
+                }
             }
         }
-        Poll::Pending
+        Pin::new(&mut finished).poll(cx).map(|()| None)
     })
     .await
 }
@@ -272,9 +295,10 @@ struct Running {
     status: Mutex<Status>,
 }
 
-fn running() -> &'static OnceLock<Running> {
-    static RUNNING: OnceLock<Running> = OnceLock::new();
-    &RUNNING
+/// The run the control handler reaches: the latest one.
+fn current() -> &'static Mutex<Option<&'static Running>> {
+    static CURRENT: Mutex<Option<&'static Running>> = Mutex::new(None);
+    &CURRENT
 }
 
 impl Running {
@@ -296,8 +320,11 @@ impl Running {
             1
         };
         s.status.dwWaitHint = if pending { STOP_WAIT_HINT.as_millis() as u32 } else { 0 };
-        s.status.dwControlsAccepted =
-            if state == SERVICE_RUNNING { SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_SHUTDOWN } else { 0 };
+        s.status.dwControlsAccepted = if state == SERVICE_RUNNING {
+            SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_SHUTDOWN | SERVICE_ACCEPT_PRESHUTDOWN
+        } else {
+            0
+        };
         if let Some((win32, specific)) = exit {
             (s.status.dwWin32ExitCode, s.status.dwServiceSpecificExitCode) = (win32, specific);
         }
@@ -315,7 +342,8 @@ impl Running {
         }
         self.control.stop();
         self.report(SERVICE_STOP_PENDING, None);
-        drop(crate::task::spawn(async move {
+        // Without a task (the system refused one) the checkpoint stays at 1.
+        drop(crate::task::try_spawn(async move {
             loop {
                 crate::time::sleep(Duration::from_secs(1)).await;
                 let state = self.status.lock().unwrap_or_else(PoisonError::into_inner).status.dwCurrentState;
@@ -336,7 +364,9 @@ unsafe extern "system" fn control_handler(
     _: *mut core::ffi::c_void,
 ) -> u32 {
     crate::callback::unwind::or_abort("the service control handler", || {
-        let Some(running) = running().get() else { return ERROR_CALL_NOT_IMPLEMENTED };
+        let Some(running) = *current().lock().unwrap_or_else(PoisonError::into_inner) else {
+            return ERROR_CALL_NOT_IMPLEMENTED;
+        };
         match control {
             SERVICE_CONTROL_STOP | SERVICE_CONTROL_SHUTDOWN | SERVICE_CONTROL_PRESHUTDOWN => {
                 running.stop();
@@ -376,17 +406,31 @@ fn serve() {
             dwCheckPoint: 0,
             dwWaitHint: 0,
         };
-        let running = running()
-            .get_or_init(|| Running { control: Control::new(true), status: Mutex::new(Status { handle, status }) });
+        // One per run, for the life of the process: the control handler and
+        // the stop-pending task may outlive the run.
+        let running: &'static Running =
+            Box::leak(Box::new(Running { control: Control::new(true), status: Mutex::new(Status { handle, status }) }));
+        *current().lock().unwrap_or_else(PoisonError::into_inner) = Some(running);
         running.report(SERVICE_START_PENDING, None);
-        let future = start(running.control.clone());
-        let task: JoinHandle<io::Result<()>> = crate::task::spawn(async move {
+        let control = running.control.clone();
+        // The closure runs in the task too: its panic is the outcome's.
+        let task: io::Result<JoinHandle<io::Result<()>>> = crate::task::try_spawn(async move {
+            let future = start(control);
             running.report(SERVICE_RUNNING, None);
             future.await
         });
-        let outcome = task.join();
-        running.report(SERVICE_STOPPED, Some(exit_codes(&outcome)));
-        outcome
+        let outcome = match task {
+            Ok(task) => task.join(),
+            Err(e) => Ok(Err(e)),
+        };
+        let codes = exit_codes(&outcome);
+        // Stored before STOPPED is reported: the dispatcher may return, and
+        // `run` read the slot, as soon as it is.
+        if let Some(p) = pending().lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            p.outcome = Some(outcome);
+        }
+        running.report(SERVICE_STOPPED, Some(codes));
+        return;
     };
     if let Some(p) = pending().lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
         p.outcome = Some(outcome);

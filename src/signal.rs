@@ -153,7 +153,10 @@ struct Kind {
     alive: usize,
     wakers: Vec<(u64, Waker)>,
     next_id: u64,
-    /// Listeners and `Signalled`s a delivery still waits for.
+    /// What deliveries still wait for: each delivery counts every listener
+    /// alive then once; a listener alive across `d` deliveries gives back
+    /// `d` as it leaves (one of them through its `Signalled`, if it
+    /// resolved).
     held: usize,
 }
 
@@ -201,7 +204,8 @@ fn deliver(code: u32) -> bool {
         k.held += k.alive;
         core::mem::take(&mut k.wakers)
     };
-    // Woken with the lock released: a wake may poll its task at once, here.
+    // Woken with the lock released: a waker may run any code, dropping a
+    // `Listener` or a `Signalled` (which lock) among it.
     for (_, waker) in wakers {
         waker.wake();
     }
@@ -255,17 +259,22 @@ impl Listener {
         Self { kind, seen: Some(k.delivered), id: k.next_id, error: None }
     }
 
-    /// Leaves the kind's listeners: resolved (`to_guard`: its count moves
-    /// to the `Signalled`) or dropped.
-    fn leave(&mut self, kinds: &mut [Kind; 5], to_guard: bool) {
-        let Some(seen) = self.seen.take() else { return };
+    /// Leaves the kind's listeners: resolved (`to_guard`: one count moves
+    /// to the `Signalled`) or dropped. Returns its waker, to be dropped by
+    /// the caller once the lock is released (dropping a waker may run any
+    /// code, a `Listener`'s drop among it).
+    fn leave(&mut self, kinds: &mut [Kind; 5], to_guard: bool) -> Option<Waker> {
+        let seen = self.seen.take()?;
         let k = &mut kinds[self.kind.index()];
         k.alive -= 1;
-        k.wakers.retain(|(id, _)| *id != self.id);
-        if k.delivered > seen && !to_guard {
-            k.held -= 1;
+        let waker = k.wakers.iter().position(|(id, _)| *id == self.id).map(|i| k.wakers.swap_remove(i).1);
+        let counted = (k.delivered - seen) as usize;
+        let release = counted - usize::from(to_guard && counted > 0);
+        if release > 0 {
+            k.held -= release;
             registry().released.notify_all();
         }
+        waker
     }
 }
 
@@ -279,14 +288,21 @@ impl Future for Listener {
         let Some(seen) = self.seen else { panic!("a console control listener polled after it resolved") };
         let mut kinds = lock();
         if kinds[self.kind.index()].delivered > seen {
-            self.leave(&mut kinds, true);
+            let old = self.leave(&mut kinds, true);
+            drop(kinds);
+            drop(old);
             return Poll::Ready(Ok(Signalled { kind: self.kind }));
         }
         let wakers = &mut kinds[self.kind.index()].wakers;
-        match wakers.iter_mut().find(|(id, _)| *id == self.id) {
-            Some((_, w)) => w.clone_from(cx.waker()),
-            None => wakers.push((self.id, cx.waker().clone())),
-        }
+        let old = match wakers.iter_mut().find(|(id, _)| *id == self.id) {
+            Some((_, w)) => Some(core::mem::replace(w, cx.waker().clone())),
+            None => {
+                wakers.push((self.id, cx.waker().clone()));
+                None
+            }
+        };
+        drop(kinds);
+        drop(old); // with the lock released, as in `leave`
         Poll::Pending
     }
 }
@@ -294,14 +310,16 @@ impl Future for Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         if self.seen.is_some() {
-            self.leave(&mut lock(), false);
+            let old = self.leave(&mut lock(), false);
+            drop(old);
         }
     }
 }
 
 /// An event was delivered. For close, logoff and shutdown the handler (and
 /// so the process) waits until this is dropped (see [the module
-/// docs](self#close-logoff-and-shutdown-end-the-process)).
+/// docs](self#close-logoff-and-shutdown-end-the-process)); one forgotten
+/// (`mem::forget`) holds the handler until the system's own limit.
 #[must_use = "dropping it at once lets the system end the process (for close, logoff and shutdown)"]
 #[derive(Debug)]
 pub struct Signalled {

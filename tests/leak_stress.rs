@@ -74,6 +74,7 @@ fn main() -> std::process::ExitCode {
         async_io_read_at: 600,
         task_spawn: 600,
         tcp: 1800,
-        udp: 1800
+        udp: 1800,
+        pipe: 1800
     ))
 }

@@ -38,7 +38,8 @@ leak_tests!(
     async_io_read_at,
     task_spawn,
     tcp,
-    udp
+    udp,
+    pipe
 );
 
 /// The handle count is not vacuous (under Wine 8 `GetProcessHandleCount`

@@ -148,6 +148,7 @@ pub fn kinds() -> Vec<Kind> {
         k("task_spawn", spawn_cycle),
         socket("tcp", tcp_cycle, raw_tcp_cycle),
         socket("udp", udp_cycle, raw_udp_cycle),
+        with_raw("pipe", pipe_cycle, raw_io_cycle),
     ]
 }
 
@@ -307,6 +308,33 @@ fn tcp_cycle() {
         assert_eq!(n.unwrap(), 0, "the end of file after the server's close");
     };
     task::block_on(time::timeout(PATIENCE, cycle)).expect("a tcp cycle took longer than PATIENCE");
+}
+
+/// A named-pipe connection on a kept listener: a request and an answer,
+/// the server's end dropped and the client's end of file read. Its
+/// baseline is `raw_io_cycle`: the same two `TP_IO`s on a pipe's two ends.
+fn pipe_cycle() {
+    use windows_threadpool::pipe::{PipeListener, PipeStream};
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static LISTENER: std::sync::OnceLock<PipeListener> = std::sync::OnceLock::new();
+    let name = NAME.get_or_init(|| format!(r"\\.\pipe\windows-threadpool-leak-{}", std::process::id()));
+    let listener = LISTENER.get_or_init(|| PipeListener::bind(name).unwrap());
+    let cycle = async {
+        let (accepted, client) = futures::join!(listener.accept(), PipeStream::connect(name));
+        let (server, client) = (accepted.unwrap(), client.unwrap());
+        let (sent, _) = client.write_all(b"ping".to_vec()).await;
+        sent.unwrap();
+        let (n, _) = server.read(vec![0u8; 4]).await;
+        assert_eq!(n.unwrap(), 4);
+        let (sent, _) = server.write_all(b"pong".to_vec()).await;
+        sent.unwrap();
+        let (n, _) = client.read(vec![0u8; 4]).await;
+        assert_eq!(n.unwrap(), 4);
+        drop(server);
+        let (n, _) = client.read(vec![0u8; 1]).await;
+        assert_eq!(n.unwrap(), 0, "the end of file after the server's close");
+    };
+    task::block_on(time::timeout(PATIENCE, cycle)).expect("a pipe cycle took longer than PATIENCE");
 }
 
 /// Two sockets bound, a datagram each way, both dropped.

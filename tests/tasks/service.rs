@@ -5,7 +5,7 @@
 //! process. The run under the SCM is `cargo xtask test`'s, with
 //! `examples/pipe_service.rs` installed in the Wine prefix by `sc`.
 //!
-//! Under Wine the dispatcher takes about 10 s to report that no service
+//! Under Wine the dispatcher may take about 10 s to report that no service
 //! control manager started the process (`docs/wine.md`).
 
 use std::sync::mpsc;

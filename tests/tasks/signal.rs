@@ -136,3 +136,27 @@ fn a_listener_dropped_after_the_event_releases_the_handler() {
         }
     });
 }
+
+/// A listener counted by two deliveries before it resolves releases both
+/// handlers once its `Signalled` is dropped.
+#[test]
+fn a_listener_across_two_deliveries_releases_both_handlers() {
+    alone("signal::a_listener_across_two_deliveries_releases_both_handlers", || {
+        let mut listener = signal::ctrl_close();
+        let (done, returned) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let done = done.clone();
+            std::thread::spawn(move || done.send(deliver_as_the_system(CtrlEvent::Close)).unwrap());
+        }
+        // Both deliveries counted the listener before it is polled: its
+        // poll resolves only after a delivery, and a later one is likelier
+        // after the sleep.
+        std::thread::sleep(Duration::from_millis(50));
+        let closing = task::block_on(&mut listener).unwrap();
+        drop(closing);
+        drop(listener);
+        for _ in 0..2 {
+            assert!(returned.recv_timeout(support::PATIENCE).expect("a close handler never returned"));
+        }
+    });
+}
