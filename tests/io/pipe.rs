@@ -366,3 +366,60 @@ fn compat_gives_a_pipe_stream_tokios_traits() {
         assert_eq!(server.read_to_end(&mut rest).await.unwrap(), 0, "end of file once the client is gone");
     });
 }
+
+/// The impersonation level a server gets from its client, through
+/// `ImpersonateNamedPipeClient` (`SECURITY_IMPERSONATION_LEVEL`: 1 is
+/// identification, 2 impersonation). The server has read from the client
+/// first, as impersonating requires.
+fn level_seen_by(server: std::os::windows::io::RawHandle) -> i32 {
+    use windows_sys::Win32::Foundation::CloseHandle;
+    use windows_sys::Win32::Security::{GetTokenInformation, RevertToSelf, TOKEN_QUERY, TokenImpersonationLevel};
+    use windows_sys::Win32::System::Pipes::ImpersonateNamedPipeClient;
+    use windows_sys::Win32::System::Threading::{GetCurrentThread, OpenThreadToken};
+    // SAFETY: `server` is an open pipe handle; the token is closed and the
+    // impersonation reverted before returning; the out-pointers are valid.
+    unsafe {
+        assert_ne!(ImpersonateNamedPipeClient(server), 0, "{}", std::io::Error::last_os_error());
+        let mut token = core::ptr::null_mut();
+        let opened = OpenThreadToken(GetCurrentThread(), TOKEN_QUERY, 1, &mut token);
+        let (mut level, mut len) = (-1i32, 0u32);
+        let got = opened != 0
+            && GetTokenInformation(token, TokenImpersonationLevel, (&raw mut level).cast(), 4, &mut len) != 0;
+        if opened != 0 {
+            CloseHandle(token);
+        }
+        assert_ne!(RevertToSelf(), 0);
+        assert!(got, "the impersonation token: {}", std::io::Error::last_os_error());
+        level
+    }
+}
+
+/// A client opened by the crate (`PipeStream::connect`, and the client end
+/// of `io::pipe_pair`) asks for identification only (`SECURITY_SQOS_PRESENT |
+/// SECURITY_IDENTIFICATION`): its server can learn who it is, not act as
+/// it. Windows only: Wine ignores the client's level and always grants
+/// impersonation (2), which this asserts there (docs/wine.md).
+#[test]
+fn a_client_is_identified_not_impersonated_on_windows() {
+    use std::os::windows::io::AsRawHandle;
+    use windows_threadpool::io::{self, AsyncIo};
+    let expected = if crate::support::on_wine() { 2 } else { 1 };
+    let name = unique_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    task::block_on(async {
+        let (server, client) = pair(&listener, &name).await;
+        let (sent, _) = client.write_all(b"who".to_vec()).await;
+        sent.unwrap();
+        let (n, _) = server.read(vec![0u8; 3]).await;
+        assert_eq!(n.unwrap(), 3);
+        assert_eq!(level_seen_by(server.as_raw_handle()), expected, "PipeStream::connect");
+
+        let (server, client) = io::pipe_pair().unwrap();
+        let (server, client) = (AsyncIo::new(server).unwrap(), AsyncIo::new(client).unwrap());
+        let (sent, _) = client.write(b"who".to_vec()).await;
+        sent.unwrap();
+        let (n, _) = server.read(vec![0u8; 3]).await;
+        assert_eq!(n.unwrap(), 3);
+        assert_eq!(level_seen_by(server.as_raw_handle()), expected, "io::pipe_pair");
+    });
+}
