@@ -237,7 +237,7 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
     c.arg("--cargo-test-arg=--fail-fast");
     // The module's own tests first: a mutant they catch ends the run sooner.
     let priorities = out.join("nextest-priorities.toml");
-    if std::fs::write(&priorities, priority_config(m)).is_ok() {
+    if std::fs::write(&priorities, priority_config(m, timeout_s)).is_ok() {
         let path = std::path::absolute(&priorities).unwrap_or(priorities);
         c.arg("--cargo-test-arg=--tool-config-file").arg(format!("--cargo-test-arg=xtask-mutants:{}", path.display()));
     }
@@ -249,8 +249,10 @@ pub fn command(m: &Module, shard: Option<&str>, timeout_s: u32, target: &str, ou
 /// A nextest tool configuration that runs `m`'s own tests before the rest
 /// of its filter: the unit tests of its files, then the first area module
 /// it names (its integration tests). The order changes only how soon a
-/// caught mutant's run stops, never what is run.
-fn priority_config(m: &Module) -> String {
+/// caught mutant's run stops, never what is run. A test that hangs fails
+/// after half the run's `timeout` (seconds): a mutant that makes one hang
+/// is caught then, rather than by the whole run's timeout.
+fn priority_config(m: &Module, timeout: u32) -> String {
     let mut paths: Vec<String> = m
         .files
         .iter()
@@ -276,6 +278,10 @@ fn priority_config(m: &Module) -> String {
     if let Some(own) = m.tests.iter().find(|t| **t != "lib") {
         s += &format!("\n[[profile.default.overrides]]\nfilter = '{}'\npriority = 90\n", filter(&[own]));
     }
+    let period = (timeout / 4).max(1);
+    s += &format!(
+        "\n[[profile.default.overrides]]\nfilter = 'all()'\nslow-timeout = {{ period = \"{period}s\", terminate-after = 2 }}\n"
+    );
     s
 }
 
@@ -658,12 +664,14 @@ mod tests {
 
     #[test]
     fn a_module_runs_its_own_tests_first() {
-        let c = priority_config(module("ctx").unwrap());
+        let c = priority_config(module("ctx").unwrap(), 120);
         assert!(c.contains("filter = 'kind(lib) & test(/^(callback::ctx::)/)'\npriority = 100"), "{c}");
+        assert!(c.contains("filter = 'all()'\nslow-timeout = { period = \"30s\", terminate-after = 2 }"), "{c}");
         assert!(c.contains("filter = '(binary(objects) & test(/^(work)::/))'\npriority = 90"), "{c}");
-        let c = priority_config(module("wait").unwrap());
+        let c = priority_config(module("wait").unwrap(), 60);
+        assert!(c.contains("period = \"15s\""), "{c}");
         assert!(c.contains("test(/^(handle::|wait::)/)"), "{c}");
-        let c = priority_config(module("io_registry").unwrap());
+        let c = priority_config(module("io_registry").unwrap(), 120);
         assert!(c.contains("test(/^(io::registry::)/)") && !c.contains("priority = 90"), "{c}");
     }
 
