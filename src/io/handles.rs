@@ -283,23 +283,7 @@ fn connected_pipe(access: u32, client_access: u32, client_flags: u32) -> io::Res
             return Err(err);
         }
     };
-    // SAFETY: `name` is NUL-terminated; the other arguments are plain values.
-    let c = unsafe {
-        CreateFileW(
-            name.as_ptr(),
-            client_access,
-            0,
-            core::ptr::null(),
-            OPEN_EXISTING,
-            client_flags | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
-            core::ptr::null_mut(),
-        )
-    };
-    if c == INVALID_HANDLE_VALUE {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh handle that nothing else owns.
-    let client = unsafe { OwnedHandle::from_raw_handle(c) };
+    let client = open_pipe_client(&name, client_access, client_flags)?;
     // The client's open connected the pipe: `ConnectNamedPipe` would only
     // report `ERROR_PIPE_CONNECTED`, which its documentation calls a good
     // connection.
@@ -388,4 +372,29 @@ pub fn issue_status(status: NTSTATUS) -> io::Result<()> {
 /// the operation synchronously.
 pub(crate) const fn queues_completion(status: NTSTATUS) -> bool {
     (status as u32) >> 30 != 0b11
+}
+
+/// Opens the pipe `name` (NUL-terminated) as a client with `access` and
+/// `flags` (`FILE_FLAG_OVERLAPPED` or not), not inheritable, and for
+/// identification only (`SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION`):
+/// its server can learn who the client is, not act as it. Every pipe
+/// client the crate opens is opened here.
+pub(crate) fn open_pipe_client(name: &[u16], access: u32, flags: u32) -> io::Result<OwnedHandle> {
+    // SAFETY: `name` is NUL-terminated; the other arguments are plain values.
+    let h = unsafe {
+        CreateFileW(
+            name.as_ptr(),
+            access,
+            0,
+            core::ptr::null(),
+            OPEN_EXISTING,
+            flags | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
+            core::ptr::null_mut(),
+        )
+    };
+    if h == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns.
+    Ok(unsafe { OwnedHandle::from_raw_handle(h) })
 }

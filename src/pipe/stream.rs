@@ -3,15 +3,11 @@
 use core::future::Future;
 use std::ffi::OsStr;
 use std::io;
-use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+use std::os::windows::io::{AsRawHandle, RawHandle};
 use std::time::{Duration, Instant};
 
-use windows_sys::Win32::Foundation::{
-    ERROR_PIPE_BUSY, ERROR_SEM_TIMEOUT, GENERIC_READ, GENERIC_WRITE, HANDLE, INVALID_HANDLE_VALUE,
-};
-use windows_sys::Win32::Storage::FileSystem::{
-    CreateFileW, FILE_FLAG_OVERLAPPED, OPEN_EXISTING, SECURITY_IDENTIFICATION, SECURITY_SQOS_PRESENT,
-};
+use windows_sys::Win32::Foundation::{ERROR_PIPE_BUSY, ERROR_SEM_TIMEOUT, GENERIC_READ, GENERIC_WRITE, HANDLE};
+use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
 use windows_sys::Win32::System::Pipes::{
     GetNamedPipeClientProcessId, GetNamedPipeInfo, GetNamedPipeServerProcessId, PIPE_READMODE_MESSAGE,
     PIPE_TYPE_MESSAGE, SetNamedPipeHandleState,
@@ -21,6 +17,7 @@ use super::busy::Backoff;
 use super::options::wide;
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{Engine, OpFuture, Unblocking};
+use crate::io::handles::open_pipe_client;
 use crate::io::iocore::BoundHandle;
 use crate::io::op::fs::Transfer;
 use crate::io::{OverlappedHandle, ReadFuture, WriteFuture};
@@ -220,23 +217,7 @@ impl<B: AsRef<[u8]>> AsRef<[u8]> for Rest<B> {
 /// Opens `name` (NUL-terminated) as an overlapped client for reading and
 /// writing, at identification level, in the pipe's own read mode.
 fn open_client(name: &[u16]) -> io::Result<OverlappedHandle> {
-    // SAFETY: `name` is NUL-terminated; the other arguments are plain values.
-    let h = unsafe {
-        CreateFileW(
-            name.as_ptr(),
-            GENERIC_READ | GENERIC_WRITE,
-            0,
-            core::ptr::null(),
-            OPEN_EXISTING,
-            FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION,
-            core::ptr::null_mut(),
-        )
-    };
-    if h == INVALID_HANDLE_VALUE {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh handle that nothing else owns.
-    let handle = unsafe { OwnedHandle::from_raw_handle(h) };
+    let handle = open_pipe_client(name, GENERIC_READ | GENERIC_WRITE, FILE_FLAG_OVERLAPPED)?;
     let mut flags = 0;
     // SAFETY: `handle` is an open pipe handle; the pointers not wanted are null.
     let info = unsafe {
