@@ -227,6 +227,14 @@ pub fn deliver_as_the_system(event: CtrlEvent) -> bool {
     std::thread::spawn(move || deliver(event.code())).join().expect("the handler does not unwind")
 }
 
+/// How many events of `event`'s kind have been delivered to listeners (a
+/// kind no one listened for counts none). A test hook, not API.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub fn delivered(event: CtrlEvent) -> u64 {
+    lock()[event.index()].delivered
+}
+
 /// A listener for the next event of its kind, made by [`ctrl_c`] and its
 /// siblings: a future resolving to a [`Signalled`], or to the error of the
 /// handler's registration.
@@ -319,8 +327,9 @@ impl Drop for Listener {
 /// An event was delivered. For close, logoff and shutdown the handler (and
 /// so the process) waits until this is dropped (see [the module
 /// docs](self#close-logoff-and-shutdown-end-the-process)); one forgotten
-/// (`mem::forget`) holds the handler until the system's own limit.
-#[must_use = "dropping it at once lets the system end the process (for close, logoff and shutdown)"]
+/// (`mem::forget`) holds the handler until the system's own limit. Not
+/// `must_use`: for Ctrl+C and Ctrl+Break it holds nothing, and
+/// `signal::ctrl_c().await?;` discards it.
 #[derive(Debug)]
 pub struct Signalled {
     kind: CtrlEvent,

@@ -6,7 +6,9 @@ use std::io;
 use std::os::windows::io::{AsRawHandle, OwnedHandle, RawHandle};
 
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
-use crate::io::compat::{EngineOf, ReadOutput, Sealed, Start, Unsent, WriteOutput};
+use crate::io::compat::FileLike;
+#[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
+use crate::io::engine::Engine;
 use crate::io::{AsyncIo, OverlappedHandle, ReadFuture, WriteFuture};
 
 /// Binds the parent's end of a pipe `std` made for a child.
@@ -145,24 +147,9 @@ macro_rules! common {
         impl crate::io::CompatIo for $t {}
 
         #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
-        impl Sealed for $t {
-            fn engine(&self) -> EngineOf<'_> {
-                Sealed::engine(&self.io)
-            }
-            fn start_wait(&self) -> Option<Start<io::Result<()>>> {
-                Sealed::start_wait(&self.io)
-            }
-            fn start_read(&self, buf: Box<[u8]>) -> Start<ReadOutput> {
-                Sealed::start_read(&self.io, buf)
-            }
-            fn start_write(&self, buf: Unsent) -> Start<WriteOutput> {
-                Sealed::start_write(&self.io, buf)
-            }
-            fn close_write(&self) -> io::Result<()> {
-                Sealed::close_write(&self.io)
-            }
-            fn waits_for_data(&self) -> bool {
-                Sealed::waits_for_data(&self.io)
+        impl FileLike for $t {
+            fn file_engine(&self) -> &Engine {
+                self.io.file_engine()
             }
         }
     };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use windows_sys::Win32::System::Console::{CTRL_C_EVENT, GenerateConsoleCtrlEvent};
 use windows_sys::Win32::System::Threading::CREATE_NEW_CONSOLE;
-use windows_threadpool::signal::{self, CtrlEvent, deliver_as_the_system};
+use windows_threadpool::signal::{self, CtrlEvent, deliver_as_the_system, delivered};
 use windows_threadpool::task;
 
 use crate::executors::on_each_executor;
@@ -37,6 +37,16 @@ fn generate_ctrl_c() {
     // SAFETY: no pointers; group 0 is every process on this console.
     let ok = unsafe { GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0) };
     assert_ne!(ok, 0, "GenerateConsoleCtrlEvent: {}", std::io::Error::last_os_error());
+}
+
+/// Waits until `n` events of `kind` have been delivered (the handler's
+/// threads are then inside it); fails after `PATIENCE`.
+fn wait_for_deliveries(kind: CtrlEvent, n: u64) {
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while delivered(kind) < n {
+        assert!(std::time::Instant::now() < deadline, "{kind:?}: {} of {n} deliveries", delivered(kind));
+        std::thread::yield_now();
+    }
 }
 
 /// A real Ctrl+C resolves the listener, and the process goes on.
@@ -127,7 +137,7 @@ fn a_listener_dropped_after_the_event_releases_the_handler() {
                 let handled = deliver_as_the_system(kind);
                 (handled, seen.load(Ordering::SeqCst))
             });
-            std::thread::sleep(Duration::from_millis(50)); // the event is likelier delivered by now
+            wait_for_deliveries(kind, 1); // the listener is counted: the handler waits for it
             released.store(true, Ordering::SeqCst);
             drop(listener);
             let (handled, after_drop) = system.join().unwrap();
@@ -148,10 +158,8 @@ fn a_listener_across_two_deliveries_releases_both_handlers() {
             let done = done.clone();
             std::thread::spawn(move || done.send(deliver_as_the_system(CtrlEvent::Close)).unwrap());
         }
-        // Both deliveries counted the listener before it is polled: its
-        // poll resolves only after a delivery, and a later one is likelier
-        // after the sleep.
-        std::thread::sleep(Duration::from_millis(50));
+        // Both deliveries count the listener before it is polled.
+        wait_for_deliveries(CtrlEvent::Close, 2);
         let closing = task::block_on(&mut listener).unwrap();
         drop(closing);
         drop(listener);
