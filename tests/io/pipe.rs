@@ -2,7 +2,6 @@
 //! executors, with many clients, busy instances, peers that leave, accepts
 //! that are dropped, message mode, and a client no one here wrote (`cmd`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{ERROR_MORE_DATA, ERROR_SEM_TIMEOUT};
@@ -11,13 +10,6 @@ use windows_threadpool::task;
 
 use crate::counts::handle_count;
 use crate::executors::on_each_executor;
-
-/// A pipe name no other test (or process) uses.
-fn unique_name() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!(r"\\.\pipe\windows-threadpool-test-{}-{n}", std::process::id())
-}
 
 /// A connected pair: the server's stream and the client's.
 async fn pair(listener: &PipeListener, name: &str) -> (PipeStream, PipeStream) {
@@ -40,7 +32,7 @@ async fn read_to_end(stream: &PipeStream) -> Vec<u8> {
 #[test]
 fn an_echo_works_under_every_executor() {
     on_each_executor(|| async {
-        let name = unique_name();
+        let name = crate::support::unique_pipe_name();
         let listener = PipeListener::bind(&name).unwrap();
         let (server, client) = pair(&listener, &name).await;
         assert_eq!(server.client_process_id().unwrap(), std::process::id());
@@ -60,7 +52,7 @@ fn an_echo_works_under_every_executor() {
 #[test]
 fn sixty_four_clients_are_served_at_once() {
     const CLIENTS: usize = 64;
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     let server = task::spawn(async move {
         let mut handlers = Vec::new();
@@ -102,7 +94,7 @@ fn sixty_four_clients_are_served_at_once() {
 /// patient client connects once the busy instance is dropped.
 #[test]
 fn a_client_waits_while_every_instance_is_busy() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeOptions::new().max_instances(1).bind(&name).unwrap();
     task::block_on(async {
         let (server, client) = pair(&listener, &name).await;
@@ -126,19 +118,19 @@ fn a_client_waits_while_every_instance_is_busy() {
 
 #[test]
 fn a_name_without_a_server_is_not_found() {
-    let e = task::block_on(PipeStream::connect(unique_name())).unwrap_err();
+    let e = task::block_on(PipeStream::connect(crate::support::unique_pipe_name())).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
 }
 
 #[test]
 fn a_second_listener_of_a_name_is_addr_in_use() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let _first = PipeListener::bind(&name).unwrap();
     let e = PipeListener::bind(&name).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
     // And while every instance of the name is connected.
     let _busy = task::block_on(async {
-        let busy_name = unique_name();
+        let busy_name = crate::support::unique_pipe_name();
         let listener = PipeOptions::new().max_instances(1).bind(&busy_name).unwrap();
         let connected = pair(&listener, &busy_name).await;
         let e = PipeListener::bind(&busy_name).unwrap_err();
@@ -160,7 +152,7 @@ fn a_name_with_a_nul_is_invalid_input() {
 #[test]
 fn a_peer_that_leaves_ends_reads_and_writes() {
     on_each_executor(|| async {
-        let name = unique_name();
+        let name = crate::support::unique_pipe_name();
         let listener = PipeListener::bind(&name).unwrap();
         let (server, client) = pair(&listener, &name).await;
         let (sent, _) = client.write_all(b"last words".to_vec()).await;
@@ -186,7 +178,7 @@ fn a_peer_that_leaves_ends_reads_and_writes() {
 /// serving, and nothing of the dropped accept stays open.
 #[test]
 fn an_accept_dropped_while_it_waits_leaves_the_listener_serving() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     task::block_on(async {
         for _ in 0..3 {
@@ -220,7 +212,7 @@ fn an_accept_dropped_while_it_waits_leaves_the_listener_serving() {
 /// returned by the next one at once.
 #[test]
 fn a_client_that_came_before_the_accept_is_accepted() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     task::block_on(async {
         let client = PipeStream::connect(&name).await.unwrap();
@@ -236,7 +228,7 @@ fn a_client_that_came_before_the_accept_is_accepted() {
 /// that does not wait at all finds one after each accept.
 #[test]
 fn an_instance_listens_between_accepts() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     task::block_on(async {
         let mut streams = Vec::new();
@@ -256,7 +248,7 @@ fn an_instance_listens_between_accepts() {
 /// accept goes on to the next client.
 #[test]
 fn a_client_that_came_and_went_ends_no_accept() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     task::block_on(async {
         drop(PipeStream::connect(&name).await.unwrap()); // onto the listening instance, and gone
@@ -273,7 +265,7 @@ fn a_client_that_came_and_went_ends_no_accept() {
 /// rest. The client reads in message mode too.
 #[test]
 fn message_mode_reads_one_message_at_a_time() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeOptions::new().message_mode(true).bind(&name).unwrap();
     task::block_on(async {
         let (server, client) = pair(&listener, &name).await;
@@ -301,7 +293,7 @@ fn message_mode_reads_one_message_at_a_time() {
 /// in `cargo xtask stress`).
 #[test]
 fn connect_accept_close_cycles_leak_no_handle() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     let cycle = |n: usize| {
         task::block_on(async {
@@ -327,7 +319,7 @@ fn connect_accept_close_cycles_leak_no_handle() {
 /// pipe, which the server reads.
 #[test]
 fn a_line_from_cmd_reaches_the_server() {
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     let mut child =
         std::process::Command::new("cmd").args(["/c", &format!("echo hello from cmd>{name}")]).spawn().unwrap();
@@ -346,7 +338,7 @@ fn a_line_from_cmd_reaches_the_server() {
 fn compat_gives_a_pipe_stream_tokios_traits() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use windows_threadpool::io::Compat;
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     task::block_on(async {
         let (server, client) = pair(&listener, &name).await;
@@ -404,7 +396,7 @@ fn a_client_is_identified_not_impersonated_on_windows() {
     use std::os::windows::io::AsRawHandle;
     use windows_threadpool::io::{self, AsyncIo};
     let expected = if crate::support::on_wine() { 2 } else { 1 };
-    let name = unique_name();
+    let name = crate::support::unique_pipe_name();
     let listener = PipeListener::bind(&name).unwrap();
     task::block_on(async {
         let (server, client) = pair(&listener, &name).await;

@@ -9,8 +9,8 @@
 //!
 //! `PROPTEST_CASES` sets the number of cases per model (default
 //! `engine::DEFAULT_CASES`; `cargo xtask stress` runs many more); the
-//! sockets model, whose cases cost more, runs a fixed share of it
-//! (`net::config`). A failing
+//! sockets and named pipes models, whose cases cost more, run a fixed share
+//! of it (`engine::config_share`). A failing
 //! case is shrunk and its seed kept in `lifecycle/<model>.proptest-regressions`,
 //! committed: proptest replays those seeds first on every run.
 //!
@@ -26,6 +26,7 @@ mod group;
 mod io;
 mod net;
 mod periodic;
+mod pipe;
 mod timer;
 mod wait;
 mod work;

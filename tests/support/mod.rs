@@ -342,6 +342,14 @@ pub fn traced_child_setup(
 /// How long a test waits for something that must happen before failing.
 pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// A pipe name no other test (or process) uses: the process id and a
+/// count (a listener's name stays taken while an instance it accepted lives).
+pub fn unique_pipe_name() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(r"\\.\pipe\windows-threadpool-test-{}-{n}", std::process::id())
+}
+
 /// A gate callbacks can block on until the test opens it.
 #[derive(Default)]
 pub struct Gate {

@@ -75,6 +75,19 @@ pub fn config(regressions: &'static str) -> Config {
     }
 }
 
+/// [`config`] for a model whose cases cost several of the others': `cases`
+/// cases, or with `PROPTEST_CASES` set (`cargo xtask stress`) its
+/// [`DEFAULT_CASES`]-relative share (`PROPTEST_CASES * cases /
+/// DEFAULT_CASES`), so stress scales it as it does the others.
+pub fn config_share(regressions: &'static str, cases: u32) -> Config {
+    let mut c = config(regressions);
+    c.cases = match std::env::var("PROPTEST_CASES").ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+        Some(n) => (u64::from(n) * u64::from(cases) / u64::from(DEFAULT_CASES)).max(1) as u32,
+        None => cases,
+    };
+    c
+}
+
 /// One step: operations with the thread (0..THREADS) that issues each.
 pub type Step<Op> = Vec<(usize, Op)>;
 

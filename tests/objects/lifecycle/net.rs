@@ -65,18 +65,13 @@ pub const PAIRS: usize = engine::SLOTS;
 /// cases took 2.5 to 6 s under Wine here, depending on the machine's load).
 pub const DEFAULT_CASES: u32 = 40;
 
-/// The proptest configuration: [`DEFAULT_CASES`], or with `PROPTEST_CASES`
-/// set (`cargo xtask stress`), its [`engine::DEFAULT_CASES`]-relative share
-/// (`PROPTEST_CASES * DEFAULT_CASES / engine::DEFAULT_CASES`), so stress
-/// scales this model as it does the others.
+/// The proptest configuration: [`DEFAULT_CASES`], or its share of
+/// `PROPTEST_CASES` ([`engine::config_share`]).
 fn config() -> proptest::test_runner::Config {
-    let mut c =
-        engine::config(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/objects/lifecycle/net.proptest-regressions"));
-    c.cases = match std::env::var("PROPTEST_CASES").ok().and_then(|s| s.trim().parse::<u32>().ok()) {
-        Some(n) => (u64::from(n) * u64::from(DEFAULT_CASES) / u64::from(engine::DEFAULT_CASES)).max(1) as u32,
-        None => DEFAULT_CASES,
-    };
-    c
+    engine::config_share(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/objects/lifecycle/net.proptest-regressions"),
+        DEFAULT_CASES,
+    )
 }
 
 /// Where a stream's last owner is dropped.
