@@ -78,7 +78,8 @@ pub fn config(regressions: &'static str) -> Config {
 /// [`config`] for a model whose cases cost several of the others': `cases`
 /// cases, or with `PROPTEST_CASES` set (`cargo xtask stress`) its
 /// [`DEFAULT_CASES`]-relative share (`PROPTEST_CASES * cases /
-/// DEFAULT_CASES`), so stress scales it as it does the others.
+/// DEFAULT_CASES`), so stress scales it as it does the others. Run it with
+/// [`run_cases`]: the `proptest!` macro sets `PROPTEST_CASES` over it.
 pub fn config_share(regressions: &'static str, cases: u32) -> Config {
     let mut c = config(regressions);
     c.cases = match std::env::var("PROPTEST_CASES").ok().and_then(|s| s.trim().parse::<u32>().ok()) {
@@ -86,6 +87,23 @@ pub fn config_share(regressions: &'static str, cases: u32) -> Config {
         None => cases,
     };
     c
+}
+
+/// Runs `test` on values of `strategy` with `config` as it is (the
+/// `proptest!` macro would apply the `PROPTEST_*` variables over it); a
+/// failure panics with the shrunk value, persisted as `config` says.
+#[track_caller]
+pub fn run_cases<S: Strategy>(config: Config, strategy: S, test: impl Fn(S::Value))
+where
+    S::Value: Debug,
+{
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    if let Err(e) = runner.run(&strategy, |v| {
+        test(v);
+        Ok(())
+    }) {
+        panic!("{e}");
+    }
 }
 
 /// One step: operations with the thread (0..THREADS) that issues each.

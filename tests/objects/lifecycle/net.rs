@@ -663,12 +663,8 @@ impl Model for NetModel {
     }
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    fn net_lifecycle_cases(steps in engine::steps(op(), 12)) {
-        engine::run("net", NetModel::new, &steps);
-    }
+fn net_lifecycle_cases() {
+    engine::run_cases(config(), engine::steps(op(), 12), |steps| engine::run("net", NetModel::new, &steps));
 }
 
 /// Creates the process's one timer driver (a context, kept for good), which

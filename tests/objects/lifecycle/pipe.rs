@@ -714,12 +714,9 @@ impl Model for PipeModel {
     }
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    fn pipe_lifecycle_cases(meets in prop::array::uniform(meet()), steps in engine::steps(op(), MAX_STEPS)) {
-        engine::run("pipe", || PipeModel::new(meets), &steps);
-    }
+fn pipe_lifecycle_cases() {
+    let cases = (prop::array::uniform(meet()), engine::steps(op(), MAX_STEPS));
+    engine::run_cases(config(), cases, |(meets, steps)| engine::run("pipe", || PipeModel::new(meets), &steps));
 }
 
 /// Creates the process's one timer driver (a context, kept for good), which
