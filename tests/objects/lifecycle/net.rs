@@ -35,8 +35,10 @@
 //! A write resolves to the bytes it took (`write`: 1 to all; `write_all`:
 //! all), appended to the flow; after the own `shutdown(Write)` it fails; to
 //! a dropped peer it may succeed or fail with a reset (nothing is counted).
-//! A drop with a read forgotten must hand its rundown off
-//! ([`windows_threadpool::handoffs`] grows): the read cannot settle in place.
+//! A drop with a read forgotten cannot settle the read in place: with
+//! in-place polling on, the cancelled read's own completion drops the
+//! stream; with it off, the rundown is handed off
+//! ([`windows_threadpool::handoffs`] grows).
 //! At the end every surviving end shuts its writing side down and reads
 //! its flow to the end, so every byte is accounted for, then everything is
 //! dropped, and the engine waits for the contexts and operation blocks to
