@@ -28,6 +28,9 @@ mod executors;
 #[path = "support/hostile.rs"]
 mod hostile;
 #[cfg(all(windows, feature = "hyper"))]
+#[path = "support/rounds.rs"]
+mod rounds;
+#[cfg(all(windows, feature = "hyper"))]
 #[path = "support/server.rs"]
 mod server;
 
@@ -51,7 +54,7 @@ fn main() -> std::process::ExitCode {
     use std::time::Duration;
     use stress::{Ctx, Scenario};
 
-    fn report(ctx: &Ctx, r: hostile::Report) {
+    fn report(ctx: &Ctx, r: rounds::Report) {
         ctx.report("result", r);
     }
     let s = |name, run: fn(&Ctx)| Scenario { name, deadline: Duration::from_secs(900), run };

@@ -21,6 +21,8 @@ mod client;
 mod hostile;
 #[path = "support/rng.rs"]
 mod rng;
+#[path = "support/rounds.rs"]
+mod rounds;
 #[path = "support/server.rs"]
 mod server;
 #[path = "../examples/http_server/service.rs"]
@@ -338,7 +340,7 @@ fn the_pool_timer_sleeps_and_resets() {
     });
 }
 
-// ---- hostile clients (support/hostile.rs; their full versions in tests/http_stress.rs)
+// ---- hostile clients (support/hostile.rs and rounds.rs; their full versions in tests/http_stress.rs)
 /// Every scenario of `support/hostile.rs` at bounded numbers, in one
 /// process of its own (they read the process's threads, handles, private
 /// bytes and heap blocks): each scenario's warm-up round, one wait for the
@@ -352,7 +354,7 @@ fn the_pool_timer_sleeps_and_resets() {
 #[test]
 fn hostile_clients_leave_the_server_serving_and_nothing_behind() {
     support::alone("hostile_clients_leave_the_server_serving_and_nothing_behind", || {
-        drop(hostile::run_all(vec![
+        drop(rounds::run_all(vec![
             hostile::bad_heads(5, 1, 1),
             hostile::half_close(5, 1),
             hostile::oversized_heads(2, 1),

@@ -14,18 +14,28 @@ mod support;
 // Shared helpers, compiled once for the modules that use them.
 #[path = "../support/executors.rs"]
 mod executors;
-// `process` is the test module; the process counts keep its old name for them.
-#[path = "../support/process.rs"]
-mod counts;
+// `process` is the test module; the process counts (`leak`'s, which holds
+// them) keep its old name for them.
+use leak as counts;
 #[cfg(feature = "trace")]
 #[path = "../support/rows.rs"]
 mod rows;
 #[path = "../support/sockets.rs"]
 mod sockets;
+// The hostile-client rounds of `pipe_hostile`.
+#[path = "../support/hostile_pipe.rs"]
+mod hostile_pipe;
+#[path = "../support/leak.rs"]
+mod leak;
+#[path = "../support/pipe_server.rs"]
+mod pipe_server;
+#[path = "../support/rounds.rs"]
+mod rounds;
 
 mod child_stdio;
 mod compat;
 mod io;
 mod net;
 mod pipe;
+mod pipe_hostile;
 mod process;

@@ -246,9 +246,10 @@ const ALL_STRESS: &str = "binary(/_stress$/) & !binary(http_stress)";
 const HTTP_STRESS: &str = "binary(http_stress)";
 /// What `cargo xtask test` runs at scale 1: every stress binary but the long
 /// ones, the leak checks (100,000 cycles per type; `tests/objects/leaks.rs` is their
-/// short version) and the hostile HTTP clients (minutes; `tests/hyper.rs`
-/// has their bounded versions), which the ordinary tests run.
-const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress) & !binary(http_stress)";
+/// short version) and the hostile HTTP and named-pipe clients (minutes;
+/// `tests/hyper.rs` and `tests/io/pipe_hostile.rs` have their bounded
+/// versions), which the ordinary tests run.
+const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress) & !binary(http_stress) & !binary(pipe_stress)";
 
 /// Cases per lifecycle model (`tests/objects/lifecycle.rs`) that `cargo xtask
 /// stress` runs, times the scale; the ordinary tests run a few hundred.
