@@ -12,7 +12,7 @@ use std::os::windows::fs::OpenOptionsExt as _;
 use std::os::windows::io::{AsRawHandle as _, FromRawHandle as _, OwnedHandle};
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use futures::future::{Either, select};
@@ -61,12 +61,6 @@ impl PipeStats {
     }
 }
 
-/// A pipe name no other server uses.
-pub fn unique_name() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    format!(r"\\.\pipe\windows-threadpool-hostile-{}-{}", std::process::id(), NEXT.fetch_add(1, SeqCst))
-}
-
 /// The server on a pipe name of its own, stopped by [`PipeServer::stop`].
 pub struct PipeServer {
     pub name: Arc<str>,
@@ -80,7 +74,7 @@ impl PipeServer {
     /// is answered by a task of its own; an accept error is counted and
     /// never ends the loop.
     pub fn start() -> Self {
-        let name: Arc<str> = unique_name().into();
+        let name: Arc<str> = crate::support::unique_pipe_name().into();
         let listener = PipeListener::bind(&*name).unwrap();
         let stats = Arc::new(PipeStats::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
