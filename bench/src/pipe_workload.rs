@@ -72,11 +72,12 @@ fn impls() -> [(Option<usize>, Box<dyn Pipe>); 7] {
     ]
 }
 
-/// The row name a cell's progress and failure are reported under.
-fn row_of(row: &'static str, col: Option<usize>) -> (String, usize) {
+/// The row and column a cell's progress and failure are reported under:
+/// `rows.1` and the crate's for `pipe_pair`.
+fn row_of(rows: (&'static str, &'static str), col: Option<usize>) -> (&'static str, usize) {
     match col {
-        Some(c) => (row.to_string(), c),
-        None => (format!("{row}b"), CRATE),
+        Some(c) => (rows.0, c),
+        None => (rows.1, CRATE),
     }
 }
 
@@ -108,8 +109,8 @@ fn ping_pong(cfg: &Config, table: &mut Table, want: &dyn Fn(&str) -> bool) {
             if failed[i] {
                 continue;
             }
-            let (row, c) = row_of("N7 pipe ping-pong", *col);
-            match measure(&row, c, || imp.ping_pong(unique_name(), trips)) {
+            let (row, c) = row_of(("N7 pipe ping-pong", "N7b pipe_pair ping-pong"), *col);
+            match measure(row, c, || imp.ping_pong(unique_name(), trips)) {
                 Some(s) => v[i].push(s),
                 None => failed[i] = true,
             }
@@ -156,8 +157,8 @@ fn streaming(cfg: &Config, table: &mut Table, want: &dyn Fn(&str) -> bool) {
             if failed[i] {
                 continue;
             }
-            let (row, c) = row_of("N8 pipe streaming", *col);
-            match measure(&row, c, || imp.stream(unique_name(), total, chunk)) {
+            let (row, c) = row_of(("N8 pipe streaming", "N8b pipe_pair streaming"), *col);
+            match measure(row, c, || imp.stream(unique_name(), total, chunk)) {
                 Some(secs) if round > 0 => mbs[i].push(total as f64 / secs / 1e6),
                 Some(_) => {}
                 None => failed[i] = true,
