@@ -8,7 +8,8 @@
 //! `--quick` runs fewer trials and samples (a smoke run); `--only-io` runs
 //! just the I/O workload (6); `--only-create` just create + drop (7);
 //! `--only-tasks` just the one-off tasks (10 to 13 and 20); `--only-async` just the
-//! async rows (14 to 18); `--only-net` just the socket table (N1 to N6, no marker);
+//! async rows (14 to 18); `--only-net` just the socket table (N1 to N8, no marker;
+//! `WTP_BENCH_NET_ROWS=N7,N7b` picks its rows);
 //! `--only-inplace` just the in-place rows (P1 to P4), each in place and in
 //! a child with in-place polling off (not part of the full run);
 //! `--only-trace` runs just the trace-cost workload
@@ -26,6 +27,10 @@ mod inplace_workload;
 mod io_workload;
 #[cfg(windows)]
 mod net_workload;
+#[cfg(windows)]
+mod pipe_workload;
+#[cfg(windows)]
+mod raw_tpio;
 /// Starting a process, Wine's start-up failures started once more: the
 /// tests' definition.
 #[cfg(windows)]

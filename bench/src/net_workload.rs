@@ -2,10 +2,13 @@
 //! ways a Rust user would serve sockets on Windows. Both ends of every
 //! connection live in this process, on 127.0.0.1; each implementation runs
 //! its client and its server side in its own runtime (the raw column: both
-//! sides are callback-driven state machines on the pool, so no thread is
-//! woken per operation but the callback's own). TCP sockets set
+//! sides are callback-driven state machines on the pool, `raw_tpio`, so no
+//! thread is woken per operation but the callback's own). TCP sockets set
 //! `TCP_NODELAY` everywhere. A cell that fails is n/a, with the reason on
 //! stderr. Every run is bounded in count and, by a watchdog, in time.
+//! After N6 come the named-pipe rows, N7 to N8b (`pipe_workload`), on this
+//! module's columns and helpers: each column's echo, ping, sink and source
+//! are written once here, over its socket and pipe types alike.
 
 use std::future::Future;
 use std::io;
@@ -25,22 +28,22 @@ pub const COLUMNS: [&str; 6] = [
     "tokio current-thread",
     "std blocking, two threads",
 ];
-const CRATE: usize = 0;
+pub(crate) const CRATE: usize = 0;
 pub const RAW: usize = 1;
-const COMPIO: usize = 2;
-const TOKIO_MT: usize = 3;
-const TOKIO_CT: usize = 4;
-const STD: usize = 5;
+pub(crate) const COMPIO: usize = 2;
+pub(crate) const TOKIO_MT: usize = 3;
+pub(crate) const TOKIO_CT: usize = 4;
+pub(crate) const STD: usize = 5;
 
 /// Bytes per ping and per pong.
-const MSG: usize = 64;
+pub(crate) const MSG: usize = 64;
 /// The longest one cell may take before the watchdog ends the program.
-const LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const LIMIT: Duration = Duration::from_secs(120);
 /// The longest one run in a tokio runtime may take: it then fails (and its
 /// tasks are dropped with the runtime), leaving the cell n/a.
 const TOKIO_LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs every row, or only those `WTP_BENCH_NET_ROWS` names (`N1,N4`).
+/// Runs every row, or only those `WTP_BENCH_NET_ROWS` names (`N1,N4`, `N7b`).
 pub fn run(cfg: &Config, table: &mut Table) {
     let only = std::env::var("WTP_BENCH_NET_ROWS").ok();
     let want = |row: &str| only.as_deref().is_none_or(|o| o.split(',').any(|r| r.trim() == row));
@@ -61,6 +64,7 @@ pub fn run(cfg: &Config, table: &mut Table) {
     if want("N6") {
         file_reads(cfg, table);
     }
+    crate::pipe_workload::run(cfg, table, &want);
 }
 
 /// Ends the program if it is not dropped within [`LIMIT`].
@@ -81,7 +85,7 @@ fn watchdog(what: String) -> Watchdog {
 
 /// Runs one cell's measurement under the watchdog; a failure is reported
 /// on stderr and leaves the cell n/a.
-fn measure<T>(row: &str, column: usize, f: impl FnOnce() -> io::Result<T>) -> Option<T> {
+pub(crate) fn measure<T>(row: &str, column: usize, f: impl FnOnce() -> io::Result<T>) -> Option<T> {
     let what = format!("{row} / {}", COLUMNS[column]);
     let _dog = watchdog(what.clone());
     let t = Instant::now();
@@ -97,23 +101,23 @@ fn measure<T>(row: &str, column: usize, f: impl FnOnce() -> io::Result<T>) -> Op
     }
 }
 
-fn us(t: Instant) -> f64 {
+pub(crate) fn us(t: Instant) -> f64 {
     t.elapsed().as_nanos() as f64 / 1000.0
 }
 
-fn eof() -> io::Error {
+pub(crate) fn eof() -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed early")
 }
 
-fn joined<T>(r: Result<io::Result<T>, impl std::fmt::Debug>) -> io::Result<T> {
+pub(crate) fn joined<T>(r: Result<io::Result<T>, impl std::fmt::Debug>) -> io::Result<T> {
     r.map_err(|e| io::Error::other(format!("a task failed: {e:?}")))?
 }
 
-fn tokio_current() -> io::Result<tokio::runtime::Runtime> {
+pub(crate) fn tokio_current() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
-fn tokio_multi() -> io::Result<tokio::runtime::Runtime> {
+pub(crate) fn tokio_multi() -> io::Result<tokio::runtime::Runtime> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build()
 }
@@ -145,10 +149,15 @@ fn impls() -> [(usize, Box<dyn Net>); 6] {
 }
 
 /// Latency samples with the first tenth dropped (connection warm-up).
-fn warm(mut v: Vec<f64>) -> Cell {
+pub(crate) fn warmed(mut v: Vec<f64>) -> Vec<f64> {
     let skip = v.len() / 10;
     v.drain(..skip);
-    Cell::latency(v)
+    v
+}
+
+/// [`warmed`] samples' median and p99.
+fn warm(v: Vec<f64>) -> Cell {
+    Cell::latency(warmed(v))
 }
 
 /// N1's measurement for this crate alone (the in-place rows): `n` round
@@ -347,10 +356,17 @@ fn file_reads(cfg: &Config, table: &mut Table) {
 
 /// An owned buffer whose `start..end` is what an operation of this crate
 /// sees (a partial read continues where the last one ended).
-struct Window {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
+pub(crate) struct Window {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl Window {
+    pub(crate) fn whole(buf: Vec<u8>) -> Self {
+        let end = buf.len();
+        Self { buf, start: 0, end }
+    }
 }
 
 impl AsRef<[u8]> for Window {
@@ -367,7 +383,7 @@ impl AsMut<[u8]> for Window {
 
 /// Runs `f` in a fresh multi-thread or current-thread tokio runtime, for
 /// at most [`TOKIO_LIMIT`].
-fn in_tokio<T>(
+pub(crate) fn in_tokio<T>(
     rt: fn() -> io::Result<tokio::runtime::Runtime>,
     f: impl Future<Output = io::Result<T>>,
 ) -> io::Result<T> {
@@ -381,7 +397,7 @@ fn in_tokio<T>(
     r
 }
 
-mod wtp {
+pub(crate) mod wtp {
     //! This crate: `task::block_on` awaiting tasks spawned on the pool.
     use super::*;
     use std::sync::Arc;
@@ -390,9 +406,27 @@ mod wtp {
 
     pub struct Wtp;
 
-    async fn read_exact(s: &TcpStream, buf: Vec<u8>) -> io::Result<Vec<u8>> {
-        let end = buf.len();
-        let mut w = Window { buf, start: 0, end };
+    /// A byte stream of this crate whose reads and writes take the buffer
+    /// by value (a socket, a pipe, an `AsyncIo`).
+    pub(crate) trait Stream: Send + Sync + 'static {
+        fn read(&self, w: Window) -> impl Future<Output = (io::Result<usize>, Window)> + Send + '_;
+        fn write_all(&self, w: Window) -> impl Future<Output = (io::Result<()>, Window)> + Send + '_;
+    }
+
+    impl Stream for TcpStream {
+        fn read(&self, w: Window) -> impl Future<Output = (io::Result<usize>, Window)> + Send + '_ {
+            TcpStream::read(self, w)
+        }
+
+        fn write_all(&self, w: Window) -> impl Future<Output = (io::Result<()>, Window)> + Send + '_ {
+            TcpStream::write_all(self, w)
+        }
+    }
+
+    /// Reads the whole buffer.
+    async fn read_exact(s: &impl Stream, mut w: Window) -> io::Result<Window> {
+        let end = w.buf.len();
+        (w.start, w.end) = (0, end);
         while w.start < end {
             let (r, b) = s.read(w).await;
             w = b;
@@ -401,13 +435,13 @@ mod wtp {
                 n => w.start += n,
             }
         }
-        Ok(w.buf)
+        w.start = 0;
+        Ok(w)
     }
 
     /// Echoes until end of file (at most `reads` reads); returns the bytes echoed.
-    async fn echo(s: TcpStream, cap: usize, reads: usize) -> io::Result<usize> {
-        s.set_nodelay(true)?;
-        let mut w = Window { buf: vec![0; cap], start: 0, end: cap };
+    pub(crate) async fn echo(s: impl Stream, cap: usize, reads: usize) -> io::Result<usize> {
+        let mut w = Window::whole(vec![0; cap]);
         let mut total = 0;
         for _ in 0..reads {
             w.end = cap;
@@ -426,17 +460,44 @@ mod wtp {
         Err(io::Error::other("echo: more reads than its bound"))
     }
 
-    async fn ping(c: &TcpStream, trips: usize) -> io::Result<Vec<f64>> {
-        let mut buf = vec![1u8; MSG];
+    /// `trips` round trips of [`MSG`] bytes: µs each.
+    pub(crate) async fn ping(c: &impl Stream, trips: usize) -> io::Result<Vec<f64>> {
+        let mut w = Window::whole(vec![1u8; MSG]);
         let mut v = Vec::with_capacity(trips);
         for _ in 0..trips {
             let t = Instant::now();
-            let (r, b) = c.write_all(buf).await;
+            let (r, b) = c.write_all(w).await;
             r?;
-            buf = read_exact(c, b).await?;
+            w = read_exact(c, b).await?;
             v.push(us(t));
         }
         Ok(v)
+    }
+
+    /// Reads `total` bytes in reads of `chunk`.
+    pub(crate) async fn sink(s: impl Stream, total: usize, chunk: usize) -> io::Result<()> {
+        let mut w = Window::whole(vec![0u8; chunk]);
+        let mut got = 0;
+        while got < total {
+            let (r, b) = s.read(w).await;
+            w = b;
+            match r? {
+                0 => return Err(eof()),
+                n => got += n,
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `total` bytes in writes of `chunk`.
+    pub(crate) async fn source(c: impl Stream, total: usize, chunk: usize) -> io::Result<()> {
+        let mut w = Window::whole(vec![1u8; chunk]);
+        for _ in 0..total / chunk {
+            let (r, b) = c.write_all(w).await;
+            r?;
+            w = b;
+        }
+        Ok(())
     }
 
     async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
@@ -445,12 +506,18 @@ mod wtp {
         Ok(c)
     }
 
+    async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+        let s = listener.accept().await?.0;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
     impl Net for Wtp {
         fn ping_pong(&self, trips: usize) -> io::Result<Vec<f64>> {
             task::block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0")?;
                 let addr = listener.local_addr()?;
-                let server = task::spawn(async move { echo(listener.accept().await?.0, MSG, trips * MSG + 1).await });
+                let server = task::spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
                 let client = task::spawn(async move { ping(&connect(addr).await?, trips).await });
                 let v = joined(client.await)?;
                 joined(server.await)?;
@@ -461,31 +528,11 @@ mod wtp {
         fn stream(&self, total: usize, chunk: usize) -> io::Result<f64> {
             task::block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0")?;
-                let (c, a) = futures::future::join(connect(listener.local_addr()?), listener.accept()).await;
-                let (c, s) = (c?, a?.0);
+                let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
+                let (c, s) = (c?, s?);
                 let t = Instant::now();
-                let sink = task::spawn(async move {
-                    let mut buf = vec![0u8; chunk];
-                    let mut got = 0;
-                    while got < total {
-                        let (r, b) = s.read(buf).await;
-                        buf = b;
-                        match r? {
-                            0 => return Err(eof()),
-                            n => got += n,
-                        }
-                    }
-                    Ok(())
-                });
-                let source = task::spawn(async move {
-                    let mut buf = vec![1u8; chunk];
-                    for _ in 0..total / chunk {
-                        let (r, b) = c.write_all(buf).await;
-                        r?;
-                        buf = b;
-                    }
-                    Ok(())
-                });
+                let sink = task::spawn(sink(s, total, chunk));
+                let source = task::spawn(source(c, total, chunk));
                 joined(source.await)?;
                 joined(sink.await)?;
                 Ok(t.elapsed().as_secs_f64())
@@ -500,8 +547,7 @@ mod wtp {
                 let server = task::spawn(async move {
                     let mut echoes = Vec::with_capacity(conns);
                     for _ in 0..conns {
-                        let s = listener.accept().await?.0;
-                        echoes.push(task::spawn(echo(s, MSG, trips * MSG + 1)));
+                        echoes.push(task::spawn(echo(accept(&listener).await?, MSG, trips * MSG + 1)));
                     }
                     for e in echoes {
                         joined(e.await)?;
@@ -556,11 +602,11 @@ mod wtp {
     }
 }
 
-mod cmp {
+pub(crate) mod cmp {
     //! compio: one runtime on this thread (its IOCP driver), the sides as its tasks.
     use super::*;
     use compio::BufResult;
-    use compio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+    use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
     use compio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
     use compio::runtime::spawn;
 
@@ -570,8 +616,8 @@ mod cmp {
         compio::runtime::Runtime::new()?.block_on(f)
     }
 
-    async fn echo(mut s: TcpStream, cap: usize, reads: usize) -> io::Result<usize> {
-        s.set_nodelay(true)?;
+    /// Echoes until end of file (at most `reads` reads); returns the bytes echoed.
+    pub(crate) async fn echo(mut s: impl AsyncRead + AsyncWrite, cap: usize, reads: usize) -> io::Result<usize> {
         let mut buf = Vec::with_capacity(cap);
         let mut total = 0;
         for _ in 0..reads {
@@ -589,7 +635,8 @@ mod cmp {
         Err(io::Error::other("echo: more reads than its bound"))
     }
 
-    async fn ping(mut c: TcpStream, trips: usize) -> io::Result<Vec<f64>> {
+    /// `trips` round trips of [`MSG`] bytes: µs each.
+    pub(crate) async fn ping(mut c: impl AsyncRead + AsyncWrite, trips: usize) -> io::Result<Vec<f64>> {
         let mut buf = vec![1u8; MSG];
         let mut v = Vec::with_capacity(trips);
         for _ in 0..trips {
@@ -605,6 +652,39 @@ mod cmp {
         Ok(v)
     }
 
+    /// Reads `total` bytes in reads of `chunk`.
+    pub(crate) async fn sink(mut s: impl AsyncRead, total: usize, chunk: usize) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(chunk);
+        let mut got = 0;
+        while got < total {
+            buf.clear();
+            let BufResult(r, b) = s.read(buf).await;
+            buf = b;
+            match r? {
+                0 => return Err(eof()),
+                n => got += n,
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `total` bytes in writes of `chunk`.
+    pub(crate) async fn source(mut c: impl AsyncWrite, total: usize, chunk: usize) -> io::Result<()> {
+        let mut buf = vec![1u8; chunk];
+        for _ in 0..total / chunk {
+            let BufResult(r, b) = c.write_all(buf).await;
+            r?;
+            buf = b;
+        }
+        Ok(())
+    }
+
+    async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+        let s = listener.accept().await?.0;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
     async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
         let c = TcpStream::connect(addr).await?;
         c.set_nodelay(true)?;
@@ -616,7 +696,7 @@ mod cmp {
             block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let addr = listener.local_addr()?;
-                let server = spawn(async move { echo(listener.accept().await?.0, MSG, trips * MSG + 1).await });
+                let server = spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
                 let client = spawn(async move { ping(connect(addr).await?, trips).await });
                 let v = joined(client.await)?;
                 joined(server.await)?;
@@ -627,32 +707,11 @@ mod cmp {
         fn stream(&self, total: usize, chunk: usize) -> io::Result<f64> {
             block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
-                let (c, a) = futures::future::join(connect(listener.local_addr()?), listener.accept()).await;
-                let (mut c, mut s) = (c?, a?.0);
+                let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
+                let (c, s) = (c?, s?);
                 let t = Instant::now();
-                let sink = spawn(async move {
-                    let mut buf = Vec::with_capacity(chunk);
-                    let mut got = 0;
-                    while got < total {
-                        buf.clear();
-                        let BufResult(r, b) = s.read(buf).await;
-                        buf = b;
-                        match r? {
-                            0 => return Err(eof()),
-                            n => got += n,
-                        }
-                    }
-                    Ok(())
-                });
-                let source = spawn(async move {
-                    let mut buf = vec![1u8; chunk];
-                    for _ in 0..total / chunk {
-                        let BufResult(r, b) = c.write_all(buf).await;
-                        r?;
-                        buf = b;
-                    }
-                    Ok(())
-                });
+                let sink = spawn(sink(s, total, chunk));
+                let source = spawn(source(c, total, chunk));
                 joined(source.await)?;
                 joined(sink.await)?;
                 Ok(t.elapsed().as_secs_f64())
@@ -671,8 +730,7 @@ mod cmp {
                 let server = spawn(async move {
                     let mut echoes = Vec::with_capacity(conns);
                     for _ in 0..conns {
-                        let s = listener.accept().await?.0;
-                        echoes.push(spawn(echo(s, MSG, trips * MSG + 1)));
+                        echoes.push(spawn(echo(accept(&listener).await?, MSG, trips * MSG + 1)));
                     }
                     for e in echoes {
                         joined(e.await)?;
@@ -729,18 +787,22 @@ mod cmp {
     }
 }
 
-mod tok {
+pub(crate) mod tok {
     //! tokio: a fresh runtime per measurement, the sides as `tokio::spawn`ed tasks.
     use super::*;
     use std::sync::Arc;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream, UdpSocket};
     use tokio::spawn;
 
     pub struct Tokio(pub fn() -> io::Result<tokio::runtime::Runtime>);
 
-    async fn echo(mut s: TcpStream, cap: usize, reads: usize) -> io::Result<usize> {
-        s.set_nodelay(true)?;
+    /// Echoes until end of file (at most `reads` reads); returns the bytes echoed.
+    pub(crate) async fn echo(
+        mut s: impl AsyncRead + AsyncWrite + Unpin,
+        cap: usize,
+        reads: usize,
+    ) -> io::Result<usize> {
         let mut buf = vec![0u8; cap];
         let mut total = 0;
         for _ in 0..reads {
@@ -754,7 +816,8 @@ mod tok {
         Err(io::Error::other("echo: more reads than its bound"))
     }
 
-    async fn ping(mut c: TcpStream, trips: usize) -> io::Result<Vec<f64>> {
+    /// `trips` round trips of [`MSG`] bytes: µs each.
+    pub(crate) async fn ping(mut c: impl AsyncRead + AsyncWrite + Unpin, trips: usize) -> io::Result<Vec<f64>> {
         let mut buf = vec![1u8; MSG];
         let mut v = Vec::with_capacity(trips);
         for _ in 0..trips {
@@ -764,6 +827,34 @@ mod tok {
             v.push(us(t));
         }
         Ok(v)
+    }
+
+    /// Reads `total` bytes in reads of `chunk`.
+    pub(crate) async fn sink(mut s: impl AsyncRead + Unpin, total: usize, chunk: usize) -> io::Result<()> {
+        let mut buf = vec![0u8; chunk];
+        let mut got = 0;
+        while got < total {
+            match s.read(&mut buf).await? {
+                0 => return Err(eof()),
+                n => got += n,
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `total` bytes in writes of `chunk`.
+    pub(crate) async fn source(mut c: impl AsyncWrite + Unpin, total: usize, chunk: usize) -> io::Result<()> {
+        let buf = vec![1u8; chunk];
+        for _ in 0..total / chunk {
+            c.write_all(&buf).await?;
+        }
+        Ok(())
+    }
+
+    async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+        let s = listener.accept().await?.0;
+        s.set_nodelay(true)?;
+        Ok(s)
     }
 
     async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
@@ -777,7 +868,7 @@ mod tok {
             in_tokio(self.0, async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let addr = listener.local_addr()?;
-                let server = spawn(async move { echo(listener.accept().await?.0, MSG, trips * MSG + 1).await });
+                let server = spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
                 let client = spawn(async move { ping(connect(addr).await?, trips).await });
                 let v = joined(client.await)?;
                 joined(server.await)?;
@@ -788,27 +879,11 @@ mod tok {
         fn stream(&self, total: usize, chunk: usize) -> io::Result<f64> {
             in_tokio(self.0, async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
-                let (c, a) = futures::future::join(connect(listener.local_addr()?), listener.accept()).await;
-                let (mut c, mut s) = (c?, a?.0);
+                let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
+                let (c, s) = (c?, s?);
                 let t = Instant::now();
-                let sink = spawn(async move {
-                    let mut buf = vec![0u8; chunk];
-                    let mut got = 0;
-                    while got < total {
-                        match s.read(&mut buf).await? {
-                            0 => return Err(eof()),
-                            n => got += n,
-                        }
-                    }
-                    Ok(())
-                });
-                let source = spawn(async move {
-                    let buf = vec![1u8; chunk];
-                    for _ in 0..total / chunk {
-                        c.write_all(&buf).await?;
-                    }
-                    Ok(())
-                });
+                let sink = spawn(sink(s, total, chunk));
+                let source = spawn(source(c, total, chunk));
                 joined(source.await)?;
                 joined(sink.await)?;
                 Ok(t.elapsed().as_secs_f64())
@@ -824,8 +899,7 @@ mod tok {
                 let server = spawn(async move {
                     let mut echoes = Vec::with_capacity(conns);
                     for _ in 0..conns {
-                        let s = listener.accept().await?.0;
-                        echoes.push(spawn(echo(s, MSG, trips * MSG + 1)));
+                        echoes.push(spawn(echo(accept(&listener).await?, MSG, trips * MSG + 1)));
                     }
                     for e in echoes {
                         joined(e.await)?;
@@ -874,7 +948,7 @@ mod tok {
     }
 }
 
-mod blocking {
+pub(crate) mod blocking {
     //! Blocking `std` sockets: the client on this thread, the server on another.
     use super::*;
     use std::io::{Read, Write};
@@ -903,54 +977,75 @@ mod blocking {
         move || h.join().map_err(|_| io::Error::other("a thread panicked"))?
     }
 
+    /// `trips` round trips of [`MSG`] bytes from `c` on this thread to the
+    /// echo `s` on another: µs each.
+    pub(crate) fn ping_pong(
+        mut c: impl Read + Write,
+        mut s: impl Read + Write + Send + 'static,
+        trips: usize,
+    ) -> io::Result<Vec<f64>> {
+        let server = on_thread(move || {
+            let mut buf = [0u8; MSG];
+            for _ in 0..trips * MSG + 1 {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                s.write_all(&buf[..n])?;
+            }
+            Err(io::Error::other("echo: more reads than its bound"))
+        });
+        let mut buf = [1u8; MSG];
+        let mut v = Vec::with_capacity(trips);
+        for _ in 0..trips {
+            let t = Instant::now();
+            c.write_all(&buf)?;
+            c.read_exact(&mut buf)?;
+            v.push(us(t));
+        }
+        drop(c);
+        server()?;
+        Ok(v)
+    }
+
+    /// `total` bytes from `c` on another thread to `s` on this one, in writes
+    /// and reads of `chunk`: seconds.
+    pub(crate) fn stream(
+        mut c: impl Write + Send + 'static,
+        mut s: impl Read,
+        total: usize,
+        chunk: usize,
+    ) -> io::Result<f64> {
+        let t = Instant::now();
+        let source = on_thread(move || {
+            let buf = vec![1u8; chunk];
+            for _ in 0..total / chunk {
+                c.write_all(&buf)?;
+            }
+            Ok(())
+        });
+        let mut buf = vec![0u8; chunk];
+        let mut got = 0;
+        while got < total {
+            match s.read(&mut buf)? {
+                0 => return Err(eof()),
+                n => got += n,
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        source()?;
+        Ok(secs)
+    }
+
     impl Net for Std {
         fn ping_pong(&self, trips: usize) -> io::Result<Vec<f64>> {
-            let (mut c, mut s) = pair()?;
-            let server = on_thread(move || {
-                let mut buf = [0u8; MSG];
-                for _ in 0..trips * MSG + 1 {
-                    let n = s.read(&mut buf)?;
-                    if n == 0 {
-                        return Ok(());
-                    }
-                    s.write_all(&buf[..n])?;
-                }
-                Err(io::Error::other("echo: more reads than its bound"))
-            });
-            let mut buf = [1u8; MSG];
-            let mut v = Vec::with_capacity(trips);
-            for _ in 0..trips {
-                let t = Instant::now();
-                c.write_all(&buf)?;
-                c.read_exact(&mut buf)?;
-                v.push(us(t));
-            }
-            drop(c);
-            server()?;
-            Ok(v)
+            let (c, s) = pair()?;
+            ping_pong(c, s, trips)
         }
 
         fn stream(&self, total: usize, chunk: usize) -> io::Result<f64> {
-            let (mut c, mut s) = pair()?;
-            let t = Instant::now();
-            let source = on_thread(move || {
-                let buf = vec![1u8; chunk];
-                for _ in 0..total / chunk {
-                    c.write_all(&buf)?;
-                }
-                Ok(())
-            });
-            let mut buf = vec![0u8; chunk];
-            let mut got = 0;
-            while got < total {
-                match s.read(&mut buf)? {
-                    0 => return Err(eof()),
-                    n => got += n,
-                }
-            }
-            let secs = t.elapsed().as_secs_f64();
-            source()?;
-            Ok(secs)
+            let (c, s) = pair()?;
+            stream(c, s, total, chunk)
         }
 
         fn many(&self, _: usize, _: usize) -> io::Result<f64> {
@@ -987,374 +1082,12 @@ mod blocking {
 }
 
 mod raw {
-    //! The floor: overlapped sockets (std's) bound to a `TP_IO` each, with
-    //! `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`; every connection end is a
-    //! state machine advanced by its completion callback (and, for
-    //! operations that complete at once, inline by whoever issued them).
+    //! The floor: std's overlapped sockets on `raw_tpio`'s state machines.
     use super::*;
-    use std::os::windows::io::{AsRawSocket, OwnedSocket};
-    use std::sync::{Arc, Condvar, Mutex};
-
-    use windows_sys::Win32::Foundation::HANDLE;
-    use windows_sys::Win32::Networking::WinSock::{
-        AF_INET, IN_ADDR, IN_ADDR_0, SD_SEND, SOCKADDR, SOCKADDR_IN, SOCKADDR_STORAGE, SOCKET, WSA_IO_PENDING, WSABUF,
-        WSAGetLastError, WSARecv, WSARecvFrom, WSASend, WSASendTo, shutdown,
-    };
-    use windows_sys::Win32::Storage::FileSystem::SetFileCompletionNotificationModes;
-    use windows_sys::Win32::System::IO::OVERLAPPED;
-    use windows_sys::Win32::System::Threading::{
-        CancelThreadpoolIo, CloseThreadpoolIo, CreateThreadpoolIo, PTP_CALLBACK_INSTANCE, PTP_IO, StartThreadpoolIo,
-        WaitForThreadpoolIoCallbacks,
-    };
-
-    /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE`.
-    const SKIP_ON_SUCCESS: u8 = 1 | 2;
+    use crate::raw_tpio::{Conn, Done, End, Role, run_all};
+    use std::os::windows::io::OwnedSocket;
 
     pub struct Raw;
-
-    /// What a connection end does.
-    enum Role {
-        /// Echoes what it reads: until end of file, or (UDP) `left` datagrams.
-        Echo { left: Option<usize> },
-        /// Sends [`MSG`] bytes and reads them back, `left` times, timing each.
-        Ping { left: usize, t0: Instant, samples: Vec<f64> },
-        /// Reads until `left` bytes have arrived.
-        Sink { left: usize },
-        /// Writes `left` bytes in writes of the buffer's length.
-        Source { left: usize },
-    }
-
-    #[derive(Clone, Copy)]
-    enum Step {
-        Recv { from: usize, to: usize },
-        Send { from: usize, to: usize },
-    }
-
-    /// What comes after an operation.
-    enum Next {
-        Op(Step),
-        Done(io::Result<()>),
-    }
-
-    struct Udp {
-        /// Where sends go.
-        peer: SOCKADDR_STORAGE,
-        /// Where the last datagram came from (written by `WSARecvFrom`).
-        from: SOCKADDR_STORAGE,
-        from_len: i32,
-    }
-
-    struct State {
-        role: Role,
-        step: Step,
-        buf: Vec<u8>,
-        ov: OVERLAPPED,
-        flags: u32,
-        udp: Option<Udp>,
-        outcome: Option<io::Result<()>>,
-    }
-
-    impl State {
-        fn first(&mut self) -> Next {
-            let cap = self.buf.len();
-            match &mut self.role {
-                Role::Echo { .. } | Role::Sink { .. } => Next::Op(Step::Recv { from: 0, to: cap }),
-                Role::Ping { t0, .. } => {
-                    *t0 = Instant::now();
-                    Next::Op(Step::Send { from: 0, to: MSG })
-                }
-                Role::Source { left } => Next::Op(Step::Send { from: 0, to: cap.min(*left) }),
-            }
-        }
-
-        /// The next step after the current one moved `n` bytes.
-        fn after(&mut self, n: usize) -> Next {
-            let cap = self.buf.len();
-            let udp = self.udp.is_some();
-            match (&mut self.role, self.step) {
-                (_, Step::Send { from, to }) if from + n < to && !udp => Next::Op(Step::Send { from: from + n, to }),
-                (Role::Echo { left }, Step::Send { .. }) => match left {
-                    Some(0) => Next::Done(Ok(())),
-                    _ => Next::Op(Step::Recv { from: 0, to: cap }),
-                },
-                (Role::Echo { left }, Step::Recv { .. }) => {
-                    if n == 0 && !udp {
-                        return Next::Done(Ok(()));
-                    }
-                    if let Some(left) = left {
-                        *left -= 1;
-                    }
-                    if let Some(u) = &mut self.udp {
-                        u.peer = u.from;
-                    }
-                    Next::Op(Step::Send { from: 0, to: n })
-                }
-                (Role::Ping { .. }, Step::Send { .. }) => Next::Op(Step::Recv { from: 0, to: MSG }),
-                (Role::Ping { .. }, Step::Recv { .. }) if n == 0 => Next::Done(Err(eof())),
-                (Role::Ping { .. }, Step::Recv { from, to }) if from + n < to && !udp => {
-                    Next::Op(Step::Recv { from: from + n, to })
-                }
-                (Role::Ping { left, t0, samples }, Step::Recv { .. }) => {
-                    samples.push(us(*t0));
-                    *left -= 1;
-                    if *left == 0 {
-                        return Next::Done(Ok(()));
-                    }
-                    *t0 = Instant::now();
-                    Next::Op(Step::Send { from: 0, to: MSG })
-                }
-                (Role::Sink { .. }, Step::Recv { .. }) if n == 0 => Next::Done(Err(eof())),
-                (Role::Sink { left }, Step::Recv { .. }) => {
-                    *left = left.saturating_sub(n);
-                    if *left == 0 { Next::Done(Ok(())) } else { Next::Op(Step::Recv { from: 0, to: cap }) }
-                }
-                (Role::Source { left }, Step::Send { to, .. }) => {
-                    *left -= to;
-                    if *left == 0 { Next::Done(Ok(())) } else { Next::Op(Step::Send { from: 0, to: cap.min(*left) }) }
-                }
-                (Role::Source { .. }, Step::Recv { .. }) => unreachable!("a source only sends"),
-                (Role::Sink { .. }, Step::Send { .. }) => unreachable!("a sink only reads"),
-            }
-        }
-    }
-
-    /// Counts connection ends still running.
-    struct Done {
-        left: Mutex<usize>,
-        cv: Condvar,
-    }
-
-    impl Done {
-        fn new(n: usize) -> Arc<Self> {
-            Arc::new(Self { left: Mutex::new(n), cv: Condvar::new() })
-        }
-
-        fn finish(&self) {
-            *self.left.lock().unwrap() -= 1;
-            self.cv.notify_all();
-        }
-
-        fn wait(&self) -> io::Result<()> {
-            let (left, timeout) =
-                self.cv.wait_timeout_while(self.left.lock().unwrap(), LIMIT, |left| *left > 0).unwrap();
-            if timeout.timed_out() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{} ends still running", *left)));
-            }
-            Ok(())
-        }
-    }
-
-    /// One connection end: a socket, its `TP_IO`, and its role's state.
-    struct Conn {
-        socket: SOCKET,
-        io: PTP_IO,
-        tcp: bool,
-        state: Mutex<State>,
-        done: Arc<Done>,
-        _owner: OwnedSocket,
-    }
-
-    // SAFETY: `io` is a thread-pool object, usable from any thread; the rest
-    // is Send + Sync.
-    unsafe impl Send for Conn {}
-    // SAFETY: as above; the state is behind a mutex.
-    unsafe impl Sync for Conn {}
-
-    unsafe extern "system" fn on_io(
-        _: PTP_CALLBACK_INSTANCE,
-        ctx: *mut core::ffi::c_void,
-        _: *mut core::ffi::c_void,
-        result: u32,
-        bytes: usize,
-        _: PTP_IO,
-    ) {
-        // SAFETY: ctx is the `Conn`, which outlives its TP_IO's callbacks
-        // (its drop waits for them before closing it).
-        let conn = unsafe { &*(ctx as *const Conn) };
-        let outcome = if result == 0 { Ok(bytes) } else { Err(io::Error::from_raw_os_error(result as i32)) };
-        let mut st = conn.state.lock().unwrap();
-        conn.advance(&mut st, Some(outcome));
-    }
-
-    fn sockaddr(a: SocketAddr) -> SOCKADDR_STORAGE {
-        let SocketAddr::V4(a) = a else { panic!("the bench uses 127.0.0.1") };
-        let sin = SOCKADDR_IN {
-            sin_family: AF_INET,
-            sin_port: a.port().to_be(),
-            sin_addr: IN_ADDR { S_un: IN_ADDR_0 { S_addr: u32::from_ne_bytes(a.ip().octets()) } },
-            sin_zero: [0; 8],
-        };
-        // SAFETY: all-zero is a valid SOCKADDR_STORAGE.
-        let mut s: SOCKADDR_STORAGE = unsafe { core::mem::zeroed() };
-        // SAFETY: SOCKADDR_STORAGE is larger than SOCKADDR_IN and as aligned.
-        unsafe { core::ptr::write((&raw mut s).cast::<SOCKADDR_IN>(), sin) };
-        s
-    }
-
-    impl Conn {
-        /// Binds `owner` to a new `TP_IO` (std's sockets are overlapped).
-        fn new(
-            owner: OwnedSocket,
-            tcp: bool,
-            role: Role,
-            cap: usize,
-            peer: Option<SocketAddr>,
-            done: &Arc<Done>,
-        ) -> io::Result<Arc<Self>> {
-            let socket = owner.as_raw_socket() as SOCKET;
-            // SAFETY: a valid socket handle.
-            if unsafe { SetFileCompletionNotificationModes(socket as HANDLE, SKIP_ON_SUCCESS) } == 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let udp = peer.map(|p| Udp {
-                peer: sockaddr(p),
-                from: sockaddr(p),
-                from_len: core::mem::size_of::<SOCKADDR_STORAGE>() as i32,
-            });
-            let state = State {
-                role,
-                step: Step::Recv { from: 0, to: 0 },
-                buf: vec![1u8; cap],
-                // SAFETY: all-zero is a valid OVERLAPPED.
-                ov: unsafe { core::mem::zeroed() },
-                flags: 0,
-                udp,
-                outcome: None,
-            };
-            let mut conn =
-                Arc::new(Conn { socket, io: 0, tcp, state: Mutex::new(state), done: done.clone(), _owner: owner });
-            let ctx = Arc::as_ptr(&conn) as *mut core::ffi::c_void;
-            // SAFETY: the Conn outlives the TP_IO (closed in its drop).
-            let io = unsafe { CreateThreadpoolIo(socket as HANDLE, Some(on_io), ctx, core::ptr::null()) };
-            if io == 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Arc::get_mut(&mut conn).expect("not shared yet").io = io;
-            Ok(conn)
-        }
-
-        fn start(&self) {
-            let mut st = self.state.lock().unwrap();
-            self.advance(&mut st, None);
-        }
-
-        /// Feeds the outcome of the operation that completed (`None`: none
-        /// yet) to the role and issues the next, for as long as operations
-        /// complete at once.
-        fn advance(&self, st: &mut State, mut outcome: Option<io::Result<usize>>) {
-            loop {
-                let next = match outcome.take() {
-                    None => st.first(),
-                    Some(Err(e)) => Next::Done(Err(e)),
-                    Some(Ok(n)) => st.after(n),
-                };
-                match next {
-                    Next::Done(r) => {
-                        if self.tcp && matches!(st.role, Role::Ping { .. } | Role::Source { .. }) {
-                            // The peer's echo or sink reads end of file.
-                            // SAFETY: a valid socket.
-                            unsafe { shutdown(self.socket, SD_SEND) };
-                        }
-                        st.outcome = Some(r);
-                        self.done.finish();
-                        return;
-                    }
-                    Next::Op(step) => {
-                        st.step = step;
-                        match self.issue(st) {
-                            None => return,
-                            inline => outcome = inline,
-                        }
-                    }
-                }
-            }
-        }
-
-        /// Issues `st.step`: `None` if it is pending (its callback follows),
-        /// else its outcome (no callback follows).
-        fn issue(&self, st: &mut State) -> Option<io::Result<usize>> {
-            let (Step::Recv { from, to } | Step::Send { from, to }) = st.step;
-            let recv = matches!(st.step, Step::Recv { .. });
-            let wsabuf = WSABUF { len: (to - from) as u32, buf: st.buf[from..].as_mut_ptr() };
-            st.ov = OVERLAPPED::default();
-            st.flags = 0;
-            let mut n = 0u32;
-            // SAFETY: the buffer, OVERLAPPED, flags and addresses live in the
-            // state, which outlives the operation (nothing else touches them
-            // until its completion: the next step is issued from there).
-            let rc = unsafe {
-                StartThreadpoolIo(self.io);
-                match (&mut st.udp, recv) {
-                    (None, true) => WSARecv(self.socket, &wsabuf, 1, &mut n, &mut st.flags, &mut st.ov, None),
-                    (None, false) => WSASend(self.socket, &wsabuf, 1, &mut n, 0, &mut st.ov, None),
-                    (Some(u), true) => {
-                        u.from_len = core::mem::size_of::<SOCKADDR_STORAGE>() as i32;
-                        WSARecvFrom(
-                            self.socket,
-                            &wsabuf,
-                            1,
-                            &mut n,
-                            &mut st.flags,
-                            (&raw mut u.from).cast::<SOCKADDR>(),
-                            &mut u.from_len,
-                            &mut st.ov,
-                            None,
-                        )
-                    }
-                    (Some(u), false) => WSASendTo(
-                        self.socket,
-                        &wsabuf,
-                        1,
-                        &mut n,
-                        0,
-                        (&raw const u.peer).cast::<SOCKADDR>(),
-                        core::mem::size_of::<SOCKADDR_IN>() as i32,
-                        &mut st.ov,
-                        None,
-                    ),
-                }
-            };
-            if rc == 0 {
-                // Completed at once: with the skip flag no callback follows.
-                // SAFETY: balances the StartThreadpoolIo above.
-                unsafe { CancelThreadpoolIo(self.io) };
-                return Some(Ok(n as usize));
-            }
-            // SAFETY: no preconditions.
-            let e = unsafe { WSAGetLastError() };
-            if e == WSA_IO_PENDING {
-                return None;
-            }
-            // SAFETY: failed at once: no callback follows.
-            unsafe { CancelThreadpoolIo(self.io) };
-            Some(Err(io::Error::from_raw_os_error(e)))
-        }
-
-        fn outcome(&self) -> io::Result<()> {
-            self.state.lock().unwrap().outcome.take().unwrap_or_else(|| Err(io::Error::other("still running")))
-        }
-
-        fn samples(&self) -> Vec<f64> {
-            match &mut self.state.lock().unwrap().role {
-                Role::Ping { samples, .. } => std::mem::take(samples),
-                _ => Vec::new(),
-            }
-        }
-    }
-
-    impl Drop for Conn {
-        fn drop(&mut self) {
-            if self.io == 0 {
-                return;
-            }
-            // SAFETY: every end is done (no operation pending) before its
-            // last reference goes; this waits for a callback still returning.
-            unsafe {
-                WaitForThreadpoolIoCallbacks(self.io, 0);
-                CloseThreadpoolIo(self.io);
-            }
-        }
-    }
 
     fn pair(listener: &std::net::TcpListener) -> io::Result<(OwnedSocket, OwnedSocket)> {
         let c = std::net::TcpStream::connect(listener.local_addr()?)?;
@@ -1364,22 +1097,14 @@ mod raw {
         Ok((c.into(), s.into()))
     }
 
-    /// Starts every end, waits for all, and checks their outcomes.
-    fn run_all(ends: &[Arc<Conn>], done: &Done) -> io::Result<()> {
-        ends.iter().for_each(|e| e.start());
-        done.wait()?;
-        ends.iter().try_for_each(|e| e.outcome())
-    }
-
     impl Net for Raw {
         fn ping_pong(&self, trips: usize) -> io::Result<Vec<f64>> {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
             let (c, s) = pair(&listener)?;
             let done = Done::new(2);
-            let ping = Role::Ping { left: trips, t0: Instant::now(), samples: Vec::with_capacity(trips) };
             let ends = [
-                Conn::new(s, true, Role::Echo { left: None }, MSG, None, &done)?,
-                Conn::new(c, true, ping, MSG, None, &done)?,
+                Conn::new(End::Tcp(s), Role::Echo { left: None }, MSG, &done)?,
+                Conn::new(End::Tcp(c), Role::ping(trips), MSG, &done)?,
             ];
             run_all(&ends, &done)?;
             Ok(ends[1].samples())
@@ -1390,8 +1115,8 @@ mod raw {
             let (c, s) = pair(&listener)?;
             let done = Done::new(2);
             let ends = [
-                Conn::new(s, true, Role::Sink { left: total }, chunk, None, &done)?,
-                Conn::new(c, true, Role::Source { left: total }, chunk, None, &done)?,
+                Conn::new(End::Tcp(s), Role::Sink { left: total }, chunk, &done)?,
+                Conn::new(End::Tcp(c), Role::Source { left: total }, chunk, &done)?,
             ];
             let t = Instant::now();
             run_all(&ends, &done)?;
@@ -1407,10 +1132,9 @@ mod raw {
             let t = Instant::now();
             for _ in 0..conns {
                 let (c, s) = pair(&listener)?;
-                let ping = Role::Ping { left: trips, t0: Instant::now(), samples: Vec::with_capacity(trips) };
                 for end in [
-                    Conn::new(s, true, Role::Echo { left: None }, MSG, None, &done)?,
-                    Conn::new(c, true, ping, MSG, None, &done)?,
+                    Conn::new(End::Tcp(s), Role::Echo { left: None }, MSG, &done)?,
+                    Conn::new(End::Tcp(c), Role::ping(trips), MSG, &done)?,
                 ] {
                     end.start();
                     ends.push(end);
@@ -1427,10 +1151,9 @@ mod raw {
             let client = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let (to, back) = (server.local_addr()?, client.local_addr()?);
             let done = Done::new(2);
-            let ping = Role::Ping { left: trips, t0: Instant::now(), samples: Vec::with_capacity(trips) };
             let ends = [
-                Conn::new(server.into(), false, Role::Echo { left: Some(trips) }, MSG, Some(back), &done)?,
-                Conn::new(client.into(), false, ping, MSG, Some(to), &done)?,
+                Conn::new(End::Udp(server.into(), back), Role::Echo { left: Some(trips) }, MSG, &done)?,
+                Conn::new(End::Udp(client.into(), to), Role::ping(trips), MSG, &done)?,
             ];
             run_all(&ends, &done)?;
             Ok(ends[1].samples())
