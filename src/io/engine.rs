@@ -9,9 +9,10 @@
 //! kind's payload as one type, `Erased`, and finishes it through a trait
 //! object: three allocations per operation (the block, the box, the `Arc`).
 //!
-//! Where the handle has skip-on-success (sockets), an operation that
-//! completes at once is finished inline by the future's first poll: no
-//! completion is queued, and `IoCore::submit_op` balances its start.
+//! Where the handle has skip-on-success (stream sockets, byte-mode pipes),
+//! an operation that completes at once is finished inline by the future's
+//! first poll: no completion is queued, and `IoCore::submit_op` balances
+//! its start.
 //!
 //! # Teardown without waiting
 //! An engine whose owner is dropped with operations in flight (a dropped

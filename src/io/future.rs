@@ -154,7 +154,8 @@ impl AsyncIo {
     where
         B: BufferFor<WRITE> + Send + 'static,
     {
-        OpFuture::new(&self.engine, Transfer::new(buf, offset))
+        // The handle has no skip-on-success (`OverlappedHandle`'s contract).
+        OpFuture::new(&self.engine, Transfer::new(buf, offset, false))
     }
 
     /// Reads into `buf` from byte `offset` of a file. Resolves to the bytes

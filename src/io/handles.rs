@@ -9,17 +9,21 @@ use std::path::Path;
 
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_BUSY, GENERIC_READ, GENERIC_WRITE,
-    GetHandleInformation, HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
+    GetHandleInformation, HANDLE, HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
+    STATUS_PENDING,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES,
     OPEN_EXISTING, PIPE_ACCESS_DUPLEX, PIPE_ACCESS_INBOUND, PIPE_ACCESS_OUTBOUND, SECURITY_IDENTIFICATION,
-    SECURITY_SQOS_PRESENT,
+    SECURITY_SQOS_PRESENT, SetFileCompletionNotificationModes,
 };
 use windows_sys::Win32::System::Pipes::{
     CreateNamedPipeW, PIPE_READMODE_BYTE, PIPE_REJECT_REMOTE_CLIENTS, PIPE_TYPE_BYTE, PIPE_WAIT,
 };
 use windows_sys::Win32::System::Threading::GetCurrentProcessId;
+use windows_sys::Win32::System::WindowsProgramming::{
+    FILE_SKIP_COMPLETION_PORT_ON_SUCCESS, FILE_SKIP_SET_EVENT_ON_HANDLE,
+};
 use windows_sys::core::BOOL;
 
 /// An owned handle known to be fit for [`Io::new`](crate::io::Io::new): opened by this
@@ -372,6 +376,27 @@ pub fn issue_status(status: NTSTATUS) -> io::Result<()> {
 /// the operation synchronously.
 pub(crate) const fn queues_completion(status: NTSTATUS) -> bool {
     (status as u32) >> 30 != 0b11
+}
+
+/// Whether an overlapped call on a handle with skip-on-success that
+/// returned `status` completed at once with no completion queued: a
+/// success (`NT_SUCCESS`: the success and informational classes) other
+/// than `STATUS_PENDING`, which is what the Win32 calls report as `TRUE`.
+/// A warning status still queues a completion (the Win32 calls fail it,
+/// with `ERROR_MORE_DATA` say), so only handles that cannot return one
+/// (byte-mode pipes, stream sockets) are given the flag.
+pub(crate) const fn completed_at_once(status: NTSTATUS) -> bool {
+    status >= 0 && status != STATUS_PENDING
+}
+
+/// Sets skip-on-success on `h` (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`,
+/// and `FILE_SKIP_SET_EVENT_ON_HANDLE`: nothing waits on the handle): a
+/// synchronous success then queues no completion, and its operation is
+/// finished inline.
+pub(crate) fn skip_completion_port_on_success(h: HANDLE) -> io::Result<()> {
+    let flags = (FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) as u8;
+    // SAFETY: `h` is an open handle (the caller's); the call takes no pointers.
+    crate::sys::check(unsafe { SetFileCompletionNotificationModes(h, flags) })
 }
 
 /// Opens the pipe `name` (NUL-terminated) as a client with `access` and

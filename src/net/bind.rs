@@ -5,10 +5,6 @@ use std::io;
 use std::os::windows::io::{AsRawSocket, OwnedSocket};
 
 use windows_sys::Win32::Foundation::HANDLE;
-use windows_sys::Win32::Storage::FileSystem::SetFileCompletionNotificationModes;
-use windows_sys::Win32::System::WindowsProgramming::{
-    FILE_SKIP_COMPLETION_PORT_ON_SUCCESS, FILE_SKIP_SET_EVENT_ON_HANDLE,
-};
 
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::Unblocking;
@@ -53,10 +49,7 @@ pub(crate) fn bind_socket(
 ) -> io::Result<(Unblocking, bool)> {
     let inline = transport == Transport::Stream && ifs_provider(&socket)?;
     if inline {
-        let h = socket.as_raw_socket() as HANDLE;
-        let flags = (FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) as u8;
-        // SAFETY: `h` is an open socket, owned by `socket`.
-        crate::sys::check(unsafe { SetFileCompletionNotificationModes(h, flags) })?;
+        crate::io::handles::skip_completion_port_on_success(socket.as_raw_socket() as HANDLE)?;
     }
     Ok((Unblocking::bind_socket(socket, env)?, inline))
 }

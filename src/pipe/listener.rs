@@ -20,7 +20,6 @@ use super::stream::PipeStream;
 use crate::callback_env::CallbackEnviron;
 use crate::io::OverlappedHandle;
 use crate::io::engine::{InFlight, Started};
-use crate::io::op::pipe::Listen;
 use crate::time::Sleep;
 
 /// A named pipe served on the pool: [`accept`](Self::accept) resolves to
@@ -67,7 +66,7 @@ impl PipeListener {
             Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => return Err(name_taken()),
             other => other?,
         };
-        let first = PipeStream::bind(first, env)?;
+        let first = PipeStream::bind(first, env, params.message())?;
         Ok(Self { name, params, env: env.cloned(), listening: Mutex::new(vec![first]) })
     }
 
@@ -94,7 +93,7 @@ impl PipeListener {
     }
 
     fn new_instance(&self) -> io::Result<PipeStream> {
-        PipeStream::bind(create_instance(&self.name, &self.params, false)?, self.env.as_ref())
+        PipeStream::bind(create_instance(&self.name, &self.params, false)?, self.env.as_ref(), self.params.message())
     }
 
     /// Opens the next listening instance unless one is there. At the
@@ -223,7 +222,7 @@ impl Future for AcceptFuture<'_> {
                     }
                     Err(e) => return Poll::Ready(Err(e)),
                 },
-                (Some(instance), None) => match instance.engine().start(Listen) {
+                (Some(instance), None) => match instance.engine().start(instance.listen()) {
                     Started::Done(result) => result,
                     Started::InFlight(f) => {
                         this.issued = Some(f);

@@ -32,6 +32,11 @@
 //! family's (`NtReadFile`, `NtWriteFile`); the one operation of its own is
 //! the server's wait for a client (`ConnectNamedPipe`'s request, issued as
 //! `NtFsControlFile` with `FSCTL_PIPE_LISTEN`: `io::op::pipe`).
+//! A byte-mode instance (either end) has skip-on-success, as a TCP socket
+//! has: a read of data the pipe already holds, or a write it has room for,
+//! completes at the future's first poll with no trip through the pool. A
+//! message-mode one does not: a read of part of a message ends with a
+//! warning status, whose completion is queued all the same.
 //! The futures borrow the stream (`&self`), so one task can read while
 //! another writes, and each takes a buffer and gives it back with its
 //! result.

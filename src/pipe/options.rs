@@ -185,6 +185,13 @@ pub(super) struct CreateParams {
     pub(super) security: Option<SecurityDescriptor>,
 }
 
+impl CreateParams {
+    /// Whether the instances are of message type.
+    pub(super) fn message(&self) -> bool {
+        self.pipe_mode & PIPE_TYPE_MESSAGE != 0
+    }
+}
+
 /// A self-relative security descriptor allocated by
 /// `ConvertStringSecurityDescriptorToSecurityDescriptorW`, freed with
 /// `LocalFree`.

@@ -17,9 +17,10 @@ use super::busy::Backoff;
 use super::options::wide;
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{Engine, OpFuture, Unblocking};
-use crate::io::handles::open_pipe_client;
+use crate::io::handles::{open_pipe_client, skip_completion_port_on_success};
 use crate::io::iocore::BoundHandle;
 use crate::io::op::fs::Transfer;
+use crate::io::op::pipe::Listen;
 use crate::io::{OverlappedHandle, ReadFuture, WriteFuture};
 
 /// How long [`PipeStream::connect`] waits while every instance of the pipe
@@ -40,6 +41,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct PipeStream {
     pub(super) engine: Unblocking,
+    /// The instance has skip-on-success (byte mode): a read of data already
+    /// in the pipe, or a write the pipe has room for, completes inline.
+    inline: bool,
 }
 
 const _: () = {
@@ -49,12 +53,26 @@ const _: () = {
 
 impl PipeStream {
     /// A pipe instance, bound to the pool (of `env`, or the default one).
-    pub(super) fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
-        Ok(Self { engine: Unblocking::new(Engine::bind(BoundHandle::File(handle.into_owned()), env)?) })
+    /// A byte-mode one gets skip-on-success; a message-mode one does not: a
+    /// read of part of a message ends with a warning status, whose
+    /// completion is queued all the same, so each operation completes
+    /// through the pool.
+    pub(super) fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>, message: bool) -> io::Result<Self> {
+        let handle = handle.into_owned();
+        let inline = !message;
+        if inline {
+            skip_completion_port_on_success(handle.as_raw_handle())?;
+        }
+        Ok(Self { engine: Unblocking::new(Engine::bind(BoundHandle::File(handle), env)?), inline })
     }
 
     pub(super) fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The wait for a client, on a server's instance.
+    pub(super) fn listen(&self) -> Listen {
+        Listen(self.inline)
     }
 
     fn raw(&self) -> HANDLE {
@@ -106,7 +124,7 @@ impl PipeStream {
         let mut seen_busy = false;
         loop {
             let e = match open_client(&name) {
-                Ok(handle) => return Self::bind(handle, env.as_ref()),
+                Ok((handle, message)) => return Self::bind(handle, env.as_ref(), message),
                 Err(e) => e,
             };
             // Once seen busy, the name may be between instances (the last
@@ -132,7 +150,7 @@ impl PipeStream {
     where
         B: AsMut<[u8]> + Send + 'static,
     {
-        ReadFuture::new(OpFuture::new(&self.engine, Transfer::new(buf, 0)))
+        ReadFuture::new(OpFuture::new(&self.engine, Transfer::new(buf, 0, self.inline)))
     }
 
     /// Writes from `buf` (in message mode, one message); resolves to the
@@ -142,7 +160,7 @@ impl PipeStream {
     where
         B: AsRef<[u8]> + Send + 'static,
     {
-        WriteFuture::new(OpFuture::new(&self.engine, Transfer::new(buf, 0)))
+        WriteFuture::new(OpFuture::new(&self.engine, Transfer::new(buf, 0, self.inline)))
     }
 
     /// Writes all of `buf`, in as many writes as it takes; resolves to the
@@ -156,7 +174,7 @@ impl PipeStream {
         async move {
             let mut rest = Rest { buf, start: 0 };
             while rest.start < rest.buf.as_ref().len() {
-                let (r, back) = OpFuture::new(&self.engine, Transfer::<_, true>::new(rest, 0)).await;
+                let (r, back) = OpFuture::new(&self.engine, Transfer::<_, true>::new(rest, 0, self.inline)).await;
                 rest = back;
                 match r {
                     Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), rest.buf),
@@ -215,8 +233,9 @@ impl<B: AsRef<[u8]>> AsRef<[u8]> for Rest<B> {
 }
 
 /// Opens `name` (NUL-terminated) as an overlapped client for reading and
-/// writing, at identification level, in the pipe's own read mode.
-fn open_client(name: &[u16]) -> io::Result<OverlappedHandle> {
+/// writing, at identification level, in the pipe's own read mode; and
+/// whether that is message mode.
+fn open_client(name: &[u16]) -> io::Result<(OverlappedHandle, bool)> {
     let handle = open_pipe_client(name, GENERIC_READ | GENERIC_WRITE, FILE_FLAG_OVERLAPPED)?;
     let mut flags = 0;
     // SAFETY: `handle` is an open pipe handle; the pointers not wanted are null.
@@ -230,7 +249,8 @@ fn open_client(name: &[u16]) -> io::Result<OverlappedHandle> {
         )
     };
     crate::sys::check(info)?;
-    if flags & PIPE_TYPE_MESSAGE != 0 {
+    let message = flags & PIPE_TYPE_MESSAGE != 0;
+    if message {
         // A client end starts in byte read mode whatever the pipe's type.
         let mode = PIPE_READMODE_MESSAGE;
         // SAFETY: `mode` outlives the call; the other pointers are null (unchanged).
@@ -241,13 +261,16 @@ fn open_client(name: &[u16]) -> io::Result<OverlappedHandle> {
     // SAFETY: opened with FILE_FLAG_OVERLAPPED, not inheritable (null
     // security attributes), fresh (so bound to no port) and without
     // skip-on-success.
-    Ok(unsafe { OverlappedHandle::assume_overlapped(handle) })
+    Ok((unsafe { OverlappedHandle::assume_overlapped(handle) }, message))
 }
 
 #[cfg(any(feature = "futures-io", feature = "tokio", feature = "hyper"))]
 impl crate::io::compat::FileLike for PipeStream {
     fn file_engine(&self) -> &Engine {
         &self.engine
+    }
+    fn completes_inline(&self) -> bool {
+        self.inline
     }
 }
 

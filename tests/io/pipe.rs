@@ -2,14 +2,16 @@
 //! executors, with many clients, busy instances, peers that leave, accepts
 //! that are dropped, message mode, and a client no one here wrote (`cmd`).
 
+use std::os::windows::io::AsRawHandle as _;
+use std::task::Poll;
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{ERROR_MORE_DATA, ERROR_SEM_TIMEOUT};
 use windows_threadpool::pipe::{PipeListener, PipeOptions, PipeStream};
-use windows_threadpool::task;
+use windows_threadpool::{io, task};
 
 use crate::counts::handle_count;
-use crate::executors::on_each_executor;
+use crate::executors::{counting_waker, on_each_executor, poll_once};
 
 /// A connected pair: the server's stream and the client's.
 async fn pair(listener: &PipeListener, name: &str) -> (PipeStream, PipeStream) {
@@ -286,6 +288,95 @@ fn message_mode_reads_one_message_at_a_time() {
         let (n, buf) = client.read(vec![0u8; 2]).await;
         assert_eq!(n.unwrap_err().raw_os_error(), Some(ERROR_MORE_DATA as i32));
         assert_eq!(&buf, b"re");
+    });
+}
+
+/// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE`.
+const SKIP_ON_SUCCESS: u32 = 1 | 2;
+
+/// `h`'s completion notification modes (`FileIoCompletionNotificationInformation`:
+/// what `SetFileCompletionNotificationModes` set).
+fn completion_modes(h: std::os::windows::io::RawHandle) -> u32 {
+    use windows_sys::Wdk::Storage::FileSystem::{FileIoCompletionNotificationInformation, NtQueryInformationFile};
+    use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
+    // SAFETY: all zeroes is a valid IO_STATUS_BLOCK (integers and a pointer).
+    let mut iosb: IO_STATUS_BLOCK = unsafe { core::mem::zeroed() };
+    let mut flags = 0u32;
+    // SAFETY: `h` is an open handle; both out-pointers are valid for their
+    // sizes (FILE_IO_COMPLETION_NOTIFICATION_INFORMATION is one u32).
+    let status = unsafe {
+        NtQueryInformationFile(h, &mut iosb, (&raw mut flags).cast(), 4, FileIoCompletionNotificationInformation)
+    };
+    assert_eq!(status, 0, "NtQueryInformationFile(FileIoCompletionNotificationInformation): {status:#x}");
+    flags
+}
+
+/// In byte mode, a read of data the pipe holds and a write the pipe has
+/// room for complete inline (the instance has skip-on-success): ready at
+/// their first poll, with no completion delivered, on both ends. Dropping
+/// the streams afterwards must return: an inline completion whose start
+/// were not balanced would leave the drain waiting forever.
+#[test]
+fn byte_mode_operations_that_complete_at_once_complete_inline() {
+    crate::support::alone("pipe::byte_mode_operations_that_complete_at_once_complete_inline", || {
+        let name = crate::support::unique_pipe_name();
+        let listener = PipeListener::bind(&name).unwrap();
+        let (server, client) = task::block_on(pair(&listener, &name));
+        for end in [&server, &client] {
+            assert_eq!(completion_modes(end.as_raw_handle()), SKIP_ON_SUCCESS, "a byte-mode end's modes");
+        }
+        let (_woken, w) = counting_waker();
+        let before = io::async_completions();
+        for (from, to) in [(&client, &server), (&server, &client)] {
+            let mut write = from.write(b"abc".to_vec());
+            match poll_once(&mut write, &w) {
+                Poll::Ready((n, _)) => assert_eq!(n.unwrap(), 3),
+                Poll::Pending => panic!("a write the pipe had room for was not ready at its first poll"),
+            }
+            for want in *b"abc" {
+                let mut read = to.read(vec![0u8; 1]);
+                match poll_once(&mut read, &w) {
+                    Poll::Ready((n, buf)) => assert_eq!((n.unwrap(), buf[0]), (1, want)),
+                    Poll::Pending => panic!("a read of data the pipe held was not ready at its first poll"),
+                }
+            }
+        }
+        assert_eq!(io::async_completions(), before, "an operation that completed at once delivered a completion");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop((server, client, listener));
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(crate::support::PATIENCE).expect("dropping the streams never returned");
+    });
+}
+
+/// In message mode every operation completes through the pool, those that
+/// complete at once among them: a message-mode instance has no
+/// skip-on-success, since a read of part of a message ends with a warning
+/// status whose completion is queued all the same.
+#[test]
+fn message_mode_operations_complete_through_the_pool() {
+    crate::support::alone("pipe::message_mode_operations_complete_through_the_pool", || {
+        let name = crate::support::unique_pipe_name();
+        let listener = PipeOptions::new().message_mode(true).bind(&name).unwrap();
+        let (server, client) = task::block_on(pair(&listener, &name));
+        for end in [&server, &client] {
+            assert_eq!(completion_modes(end.as_raw_handle()), 0, "a message-mode end's modes");
+        }
+        let before = io::async_completions();
+        let mut ops = 0;
+        for (from, to) in [(&client, &server), (&server, &client)] {
+            let (sent, _) = task::block_on(from.write(b"message".to_vec()));
+            assert_eq!(sent.unwrap(), 7);
+            let (n, buf) = task::block_on(to.read(vec![0u8; 4]));
+            assert_eq!(n.unwrap_err().raw_os_error(), Some(ERROR_MORE_DATA as i32));
+            assert_eq!(&buf, b"mess");
+            let (n, buf) = task::block_on(to.read(vec![0u8; 64]));
+            assert_eq!(&buf[..n.unwrap()], b"age");
+            ops += 3;
+        }
+        assert_eq!(io::async_completions() - before, ops, "a message-mode operation completed inline");
     });
 }
 

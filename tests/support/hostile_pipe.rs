@@ -227,8 +227,8 @@ pub fn idle(clients: usize, idle: Duration, rounds: usize) -> Scenario {
 /// they close, and each answer in flight ends with `BrokenPipe`, which
 /// ends its task.
 pub fn never_reads(clients: usize, rounds: usize) -> Scenario {
-    scenario("pipe_never_reads", rounds, support::PATIENCE * 3, move |t, round| async move {
-        let (broken, writing) = (t.get(|s| &s.broken), t.get(|s| &s.writing));
+    scenario("pipe_never_reads", rounds, support::PATIENCE * 3 + SETTLE, move |t, round| async move {
+        let (broken, writing, closed) = (t.get(|s| &s.broken), t.get(|s| &s.writing), t.get(|s| &s.closed));
         let threads = process::thread_ids().len();
         let target = t.clone();
         let open = off_pool(move || {
@@ -257,16 +257,30 @@ pub fn never_reads(clients: usize, rounds: usize) -> Scenario {
             })
         })
         .await;
-        let stuck = process::thread_ids().len();
+        let mut stuck = process::thread_ids().len();
         let mut slowest = Duration::ZERO;
         for _ in 0..5 {
             slowest = slowest.max(pipe_server::promptly(&t.name, &t.stats, "beside clients that never read").await);
         }
+        // A ping's answer counts as writing until its task sees the write
+        // return, which may be after the ping has read it: wait for the
+        // pings' tasks to end before counting the stuck ones.
+        t.reaches(&format!("round {round}: every ping's close seen"), support::PATIENCE, |s| &s.closed, closed + 5)
+            .await;
         assert_eq!(t.get(|s| &s.writing), writing + clients as u64, "round {round}: {:?}", t.stats);
-        assert!(
-            stuck < threads + clients / 2,
-            "round {round}: {stuck} threads with {clients} clients stuck (from {threads}): a thread held for each?"
-        );
+        // Wine's pool starts a thread for each callback queued while all
+        // are busy (docs/wine.md), and the clients' burst may leave more
+        // than the bound, idle: they exit within IDLE_OUT, a held one never.
+        let bound = threads + clients / 2;
+        if stuck >= bound {
+            let (settled, seen) = settle(|n, _| n < bound, SETTLE);
+            stuck = seen.last().map_or(stuck, |&(_, n)| n);
+            assert!(
+                settled,
+                "round {round}: {stuck} threads with {clients} clients stuck (from {threads}): a thread held for \
+                 each? (ms, threads): {seen:?}"
+            );
+        }
         let most = open.iter().map(|(_, n)| *n).max().unwrap_or(0);
         drop(open);
         let all = broken + clients as u64;

@@ -76,6 +76,11 @@ impl CompatIo for AsyncIo {}
 /// [`AsyncIo`] and [`PipeStream`](crate::pipe::PipeStream) both are.
 pub(crate) trait FileLike: Unpin {
     fn file_engine(&self) -> &Engine;
+    /// Whether the handle has skip-on-success (a synchronous success
+    /// completes inline).
+    fn completes_inline(&self) -> bool {
+        false
+    }
 }
 
 impl FileLike for AsyncIo {
@@ -97,10 +102,10 @@ impl<T: FileLike> Sealed for T {
         false
     }
     fn start_read(&self, buf: Box<[u8]>) -> Start<ReadOutput> {
-        Start(self.file_engine().start(crate::io::op::fs::Transfer::<_, false>::new(buf, 0)))
+        Start(self.file_engine().start(crate::io::op::fs::Transfer::<_, false>::new(buf, 0, self.completes_inline())))
     }
     fn start_write(&self, buf: Unsent) -> Start<WriteOutput> {
-        Start(self.file_engine().start(crate::io::op::fs::Transfer::<_, true>::new(buf, 0)))
+        Start(self.file_engine().start(crate::io::op::fs::Transfer::<_, true>::new(buf, 0, self.completes_inline())))
     }
     /// A pipe has no half-close: its reader sees end of file once the
     /// handle closes.

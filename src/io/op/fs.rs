@@ -6,11 +6,11 @@ use core::ffi::c_void;
 use std::io;
 
 use windows_sys::Wdk::Storage::FileSystem::{NtReadFile, NtWriteFile};
-use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, HANDLE, STATUS_PENDING};
+use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, HANDLE, NTSTATUS, STATUS_PENDING};
 use windows_sys::Win32::System::IO::{IO_STATUS_BLOCK, OVERLAPPED};
 
 use super::{AsyncOp, BufPtr, BufferFor, Issued, transfer_at};
-use crate::io::handles::issue_status;
+use crate::io::handles::{completed_at_once, issue_status};
 
 /// A read's result: end of file (`ERROR_HANDLE_EOF`) and a pipe whose
 /// writer has gone (`ERROR_BROKEN_PIPE`) read 0 bytes, as `std`'s reads do.
@@ -29,11 +29,15 @@ pub(crate) struct Transfer<B, const WRITE: bool> {
     pub(crate) offset: u64,
     /// The buffer's pointer and length, taken by `prepare`.
     parts: (BufPtr, u32),
+    /// The handle has skip-on-success: a synchronous success completes inline.
+    inline: bool,
 }
 
 impl<B, const WRITE: bool> Transfer<B, WRITE> {
-    pub(crate) fn new(buf: B, offset: u64) -> Self {
-        Self { buf, offset, parts: (BufPtr::NULL, 0) }
+    /// A transfer at byte `offset` (0 for a pipe); `inline` when the handle
+    /// has skip-on-success ([`skip_completion_port_on_success`](crate::io::handles::skip_completion_port_on_success)).
+    pub(crate) fn new(buf: B, offset: u64, inline: bool) -> Self {
+        Self { buf, offset, parts: (BufPtr::NULL, 0), inline }
     }
 }
 
@@ -48,11 +52,17 @@ impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transf
 
     unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
         // SAFETY: read before the operation is issued (the caller's contract).
-        let ((BufPtr(ptr), len), offset) = unsafe { ((*this).parts, (*this).offset) };
+        let ((BufPtr(ptr), len), offset, inline) = unsafe { ((*this).parts, (*this).offset, (*this).inline) };
         // SAFETY: `ptr..ptr + len` is the buffer in `*this`, which stays in
-        // place until the completion (the caller's contract); the handle has
-        // no skip-on-success, so every success queues a completion.
-        unsafe { issue_read_write::<WRITE>(handle, ov, ptr, len, offset) }.map(|()| Issued::Queued)
+        // place until the completion (the caller's contract).
+        let status = unsafe { nt_read_write::<WRITE>(handle, ov, ptr, len, offset) };
+        if inline && completed_at_once(status) {
+            // SAFETY: the call completed synchronously and queued nothing, so
+            // the kernel wrote the status block (`InternalHigh`: the bytes
+            // transferred) before returning and will not touch `ov` again.
+            return Ok(Issued::Completed(unsafe { (*ov).InternalHigh }));
+        }
+        issue_status(status).map(|()| Issued::Queued)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -61,13 +71,12 @@ impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transf
 }
 
 /// Issues one `NtReadFile` (`WRITE = false`) or `NtWriteFile` of `len`
-/// bytes at `ptr`, at byte `offset`, with the completion context `ov`;
-/// `Ok` exactly when a completion is queued ([`issue_status`]).
+/// bytes at `ptr`, at byte `offset`, with the completion context `ov`, on a
+/// handle without skip-on-success; `Ok` exactly when a completion is queued
+/// ([`issue_status`]).
 ///
 /// # Safety
-/// `ov` is a zeroed `OVERLAPPED` the caller owns until the completion, and
-/// `ptr..ptr + len` memory that stays valid (and, for a read, unaliased)
-/// until then; `handle` is open. `offset` passed [`transfer_at`]'s check.
+/// As [`nt_read_write`].
 pub(crate) unsafe fn issue_read_write<const WRITE: bool>(
     handle: HANDLE,
     ov: *mut OVERLAPPED,
@@ -75,6 +84,25 @@ pub(crate) unsafe fn issue_read_write<const WRITE: bool>(
     len: u32,
     offset: u64,
 ) -> io::Result<()> {
+    // SAFETY: the caller's contract.
+    issue_status(unsafe { nt_read_write::<WRITE>(handle, ov, ptr, len, offset) })
+}
+
+/// Issues one `NtReadFile` (`WRITE = false`) or `NtWriteFile` of `len`
+/// bytes at `ptr`, at byte `offset`, with the completion context `ov`;
+/// returns the call's status.
+///
+/// # Safety
+/// `ov` is a zeroed `OVERLAPPED` the caller owns until the completion, and
+/// `ptr..ptr + len` memory that stays valid (and, for a read, unaliased)
+/// until then; `handle` is open. `offset` passed [`transfer_at`]'s check.
+unsafe fn nt_read_write<const WRITE: bool>(
+    handle: HANDLE,
+    ov: *mut OVERLAPPED,
+    ptr: *mut u8,
+    len: u32,
+    offset: u64,
+) -> NTSTATUS {
     // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until issued.
     // `Internal` starts as STATUS_PENDING, as ReadFile leaves it; the offset
     // is recorded where ReadFile would have put it.
@@ -94,16 +122,12 @@ pub(crate) unsafe fn issue_read_write<const WRITE: bool>(
         trace_call!("NtWriteFile", handle, ov, {
             // SAFETY: the caller's contract; `position` is read before the
             // call returns.
-            issue_status(unsafe {
-                NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
-            })
+            unsafe { NtWriteFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null()) }
         })
     } else {
         trace_call!("NtReadFile", handle, ov, {
             // SAFETY: as above.
-            issue_status(unsafe {
-                NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null())
-            })
+            unsafe { NtReadFile(handle, event, None, context, iosb, ptr.cast(), len, &position, core::ptr::null()) }
         })
     }
 }

@@ -11,23 +11,25 @@ use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS, STATUS_PENDING, STATUS_PI
 use windows_sys::Win32::System::IO::{IO_STATUS_BLOCK, OVERLAPPED};
 
 use super::{AsyncOp, Issued};
-use crate::io::handles::issue_status;
+use crate::io::handles::{completed_at_once, issue_status};
 
-/// Waits for a client to open the server instance it is issued on.
-pub(crate) struct Listen;
+/// Waits for a client to open the server instance it is issued on; `true`
+/// when the instance has skip-on-success.
+pub(crate) struct Listen(pub(crate) bool);
 
 /// Classifies the status of an overlapped `FSCTL_PIPE_LISTEN`:
 /// - `STATUS_PIPE_CONNECTED` (a client opened the instance before the
 ///   request; `ConnectNamedPipe`'s `ERROR_PIPE_CONNECTED`, which its
 ///   documentation calls a good connection) is of the error class, so no
 ///   completion is queued: connected at once;
+/// - a success on an instance with skip-on-success (`inline`) queues no
+///   completion: connected at once;
 /// - any other status is classified by [`issue_status`]: a completion is
-///   queued for every status outside the error class (the handle never has
-///   skip-on-success, so a success queues one too), and an error
+///   queued for every status outside the error class, and an error
 ///   (`STATUS_PIPE_CLOSING`, `ERROR_NO_DATA`: a client came and went before
 ///   the request) fails with no completion.
-pub(crate) fn classify_listen(status: NTSTATUS) -> io::Result<Issued> {
-    if status == STATUS_PIPE_CONNECTED {
+pub(crate) fn classify_listen(status: NTSTATUS, inline: bool) -> io::Result<Issued> {
+    if status == STATUS_PIPE_CONNECTED || (inline && completed_at_once(status)) {
         return Ok(Issued::Completed(0));
     }
     issue_status(status).map(|()| Issued::Queued)
@@ -36,7 +38,9 @@ pub(crate) fn classify_listen(status: NTSTATUS) -> io::Result<Issued> {
 impl AsyncOp for Listen {
     type Output = io::Result<()>;
 
-    unsafe fn issue(_: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+    unsafe fn issue(this: *mut Self, handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
+        // SAFETY: read before the operation is issued (the caller's contract).
+        let inline = unsafe { (*this).0 };
         // SAFETY: `ov` is the operation's zeroed OVERLAPPED, ours until
         // issued; `Internal` starts as STATUS_PENDING, as the Win32 calls
         // leave it.
@@ -63,7 +67,7 @@ impl AsyncOp for Listen {
                 )
             }
         });
-        classify_listen(status)
+        classify_listen(status, inline)
     }
 
     fn finish(self, result: io::Result<usize>) -> Self::Output {
@@ -81,11 +85,19 @@ mod tests {
     #[test]
     fn a_listen_is_queued_connected_at_once_or_failed() {
         for queued in [STATUS_PENDING, STATUS_SUCCESS, STATUS_BUFFER_OVERFLOW] {
-            assert_eq!(classify_listen(queued).unwrap(), Issued::Queued, "{queued:#x}");
+            assert_eq!(classify_listen(queued, false).unwrap(), Issued::Queued, "{queued:#x}");
         }
-        assert_eq!(classify_listen(STATUS_PIPE_CONNECTED).unwrap(), Issued::Completed(0));
-        let e = classify_listen(STATUS_PIPE_CLOSING).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(ERROR_NO_DATA as i32));
-        assert_ne!(e.raw_os_error(), Some(ERROR_PIPE_CONNECTED as i32));
+        for inline in [false, true] {
+            assert_eq!(classify_listen(STATUS_PIPE_CONNECTED, inline).unwrap(), Issued::Completed(0));
+            let e = classify_listen(STATUS_PIPE_CLOSING, inline).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(ERROR_NO_DATA as i32));
+            assert_ne!(e.raw_os_error(), Some(ERROR_PIPE_CONNECTED as i32));
+        }
+        // With skip-on-success a success queues nothing; a pending wait and
+        // a warning still queue their completion.
+        assert_eq!(classify_listen(STATUS_SUCCESS, true).unwrap(), Issued::Completed(0));
+        for queued in [STATUS_PENDING, STATUS_BUFFER_OVERFLOW] {
+            assert_eq!(classify_listen(queued, true).unwrap(), Issued::Queued, "{queued:#x}");
+        }
     }
 }
