@@ -1084,7 +1084,7 @@ pub(crate) mod blocking {
 mod raw {
     //! The floor: std's overlapped sockets on `raw_tpio`'s state machines.
     use super::*;
-    use crate::raw_tpio::{Conn, Done, End, Role, run_all};
+    use crate::raw_tpio::{Conn, Done, End, Ends, Role, run_all};
     use std::os::windows::io::OwnedSocket;
 
     pub struct Raw;
@@ -1106,7 +1106,7 @@ mod raw {
                 Conn::new(End::Tcp(s), Role::Echo { left: None }, MSG, &done)?,
                 Conn::new(End::Tcp(c), Role::ping(trips), MSG, &done)?,
             ];
-            run_all(&ends, &done)?;
+            let ends = run_all(ends, &done)?;
             Ok(ends[1].samples())
         }
 
@@ -1119,7 +1119,7 @@ mod raw {
                 Conn::new(End::Tcp(c), Role::Source { left: total }, chunk, &done)?,
             ];
             let t = Instant::now();
-            run_all(&ends, &done)?;
+            let _ends = run_all(ends, &done)?;
             Ok(t.elapsed().as_secs_f64())
         }
 
@@ -1128,7 +1128,8 @@ mod raw {
             // before the next, so it never fills.
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
             let done = Done::new(2 * conns);
-            let mut ends = Vec::with_capacity(2 * conns);
+            // On an early return, its drop stops the ends started so far.
+            let mut ends = Ends::with_capacity(2 * conns);
             let t = Instant::now();
             for _ in 0..conns {
                 let (c, s) = pair(&listener)?;
@@ -1136,14 +1137,11 @@ mod raw {
                     Conn::new(End::Tcp(s), Role::Echo { left: None }, MSG, &done)?,
                     Conn::new(End::Tcp(c), Role::ping(trips), MSG, &done)?,
                 ] {
-                    end.start();
-                    ends.push(end);
+                    ends.start(end);
                 }
             }
-            done.wait()?;
-            let secs = t.elapsed().as_secs_f64();
-            ends.iter().try_for_each(|e| e.outcome())?;
-            Ok(secs)
+            ends.wait(&done)?;
+            Ok(t.elapsed().as_secs_f64())
         }
 
         fn udp(&self, trips: usize) -> io::Result<Vec<f64>> {
@@ -1155,7 +1153,7 @@ mod raw {
                 Conn::new(End::Udp(server.into(), back), Role::Echo { left: Some(trips) }, MSG, &done)?,
                 Conn::new(End::Udp(client.into(), to), Role::ping(trips), MSG, &done)?,
             ];
-            run_all(&ends, &done)?;
+            let ends = run_all(ends, &done)?;
             Ok(ends[1].samples())
         }
     }

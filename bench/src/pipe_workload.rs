@@ -353,7 +353,7 @@ mod raw {
             let done = Done::new(2);
             let ends =
                 [Conn::new(s, Role::Echo { left: None }, MSG, &done)?, Conn::new(c, Role::ping(trips), MSG, &done)?];
-            run_all(&ends, &done)?;
+            let ends = run_all(ends, &done)?;
             Ok(ends[1].samples())
         }
 
@@ -365,7 +365,7 @@ mod raw {
                 Conn::new(c, Role::Source { left: total }, chunk, &done)?,
             ];
             let t = Instant::now();
-            run_all(&ends, &done)?;
+            let _ends = run_all(ends, &done)?;
             Ok(t.elapsed().as_secs_f64())
         }
     }

@@ -1,23 +1,33 @@
 //! The raw `windows-sys` column of the socket table, shared by its socket
 //! rows (`net_workload`) and its pipe rows (`pipe_workload`): overlapped
 //! handles (std's sockets, named-pipe instances) bound to a `TP_IO` each,
-//! with `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`; every connection end is a
-//! state machine advanced by its completion callback (and, for operations
-//! that complete at once, inline by whoever issued them).
+//! with `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS` where the handle allows it
+//! (pipes; sockets of an IFS provider); every connection end is a state
+//! machine advanced by its completion callback (and, for operations that
+//! complete at once with the skip flag, inline by whoever issued them).
+//!
+//! An end is started only inside an [`Ends`], whose drop (on every return,
+//! early or not) cancels and closes every end and waits, bounded, for each
+//! pending operation's callback; an end whose callback does not come in
+//! time is leaked, since the kernel may still write its buffer and
+//! `OVERLAPPED`. So a [`Conn`] is freed only with no operation pending and
+//! no callback running.
 
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::os::windows::io::{AsRawHandle, AsRawSocket, OwnedHandle, OwnedSocket};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_IO_PENDING, ERROR_PIPE_CONNECTED, HANDLE};
 use windows_sys::Win32::Networking::WinSock::{
-    AF_INET, IN_ADDR, IN_ADDR_0, SD_SEND, SOCKADDR, SOCKADDR_IN, SOCKADDR_STORAGE, SOCKET, WSABUF, WSAGetLastError,
-    WSARecv, WSARecvFrom, WSASend, WSASendTo, shutdown,
+    AF_INET, IN_ADDR, IN_ADDR_0, SD_SEND, SO_PROTOCOL_INFOW, SOCKADDR, SOCKADDR_IN, SOCKADDR_STORAGE, SOCKET,
+    SOCKET_ERROR, SOL_SOCKET, WSABUF, WSAGetLastError, WSAPROTOCOL_INFOW, WSARecv, WSARecvFrom, WSASend, WSASendTo,
+    XP1_IFS_HANDLES, getsockopt, shutdown,
 };
 use windows_sys::Win32::Storage::FileSystem::{ReadFile, SetFileCompletionNotificationModes, WriteFile};
-use windows_sys::Win32::System::IO::OVERLAPPED;
+use windows_sys::Win32::System::IO::{CancelIoEx, OVERLAPPED};
 use windows_sys::Win32::System::Pipes::ConnectNamedPipe;
 use windows_sys::Win32::System::Threading::{
     CancelThreadpoolIo, CloseThreadpoolIo, CreateThreadpoolIo, PTP_CALLBACK_INSTANCE, PTP_IO, StartThreadpoolIo,
@@ -28,6 +38,9 @@ use crate::net_workload::{LIMIT, MSG, eof, us};
 
 /// `FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE`.
 const SKIP_ON_SUCCESS: u8 = 1 | 2;
+
+/// How long [`Ends`]' drop waits for the callbacks of cancelled operations.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
 
 /// What a connection end does.
 pub enum Role {
@@ -112,8 +125,11 @@ struct State {
     flags: u32,
     udp: Option<Udp>,
     outcome: Option<io::Result<()>>,
-    /// `None` once a pipe end closed its handle at its end (its peer's read
-    /// then sees end of file).
+    /// An operation was issued and its callback has not run yet.
+    pending: bool,
+    /// `None` once the handle is closed: a pipe end closes it once done
+    /// (its peer's read then sees end of file), [`Ends`] once stopping.
+    /// No operation is issued after.
     owner: Option<Owner>,
 }
 
@@ -201,7 +217,7 @@ impl Done {
         self.cv.notify_all();
     }
 
-    pub fn wait(&self) -> io::Result<()> {
+    fn wait(&self) -> io::Result<()> {
         let (left, timeout) = self.cv.wait_timeout_while(self.left.lock().unwrap(), LIMIT, |left| *left > 0).unwrap();
         if timeout.timed_out() {
             return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{} ends still running", *left)));
@@ -214,15 +230,21 @@ impl Done {
 pub struct Conn {
     handle: HANDLE,
     kind: Kind,
+    /// A synchronous success queues no completion (the skip flag is set).
+    inline: bool,
     io: PTP_IO,
     state: Mutex<State>,
+    /// Signalled when an operation's callback has run with none issued after.
+    idle: Condvar,
     done: Arc<Done>,
 }
 
-// SAFETY: `io` and `handle` are thread-pool and kernel objects, usable from
-// any thread; the rest is Send + Sync.
+// SAFETY: `handle` and `io` are kernel and pool objects, valid on any thread
+// and only read after `new`. `State`'s raw pointers (the `OVERLAPPED`'s, all
+// null or unused by this code) and its handles are touched only under the
+// mutex, by one thread at a time.
 unsafe impl Send for Conn {}
-// SAFETY: as above; the state is behind a mutex.
+// SAFETY: as above: shared access reads `handle`/`io` or takes the mutex.
 unsafe impl Sync for Conn {}
 
 unsafe extern "system" fn on_io(
@@ -233,12 +255,33 @@ unsafe extern "system" fn on_io(
     bytes: usize,
     _: PTP_IO,
 ) {
-    // SAFETY: ctx is the `Conn`, which outlives its TP_IO's callbacks
-    // (its drop waits for them before closing it).
+    // SAFETY: ctx is the `Conn`, and this callback is for an operation it
+    // issued: `Ends` frees a started `Conn` only after this callback has
+    // returned (or leaks it), and an unstarted one has no callbacks.
     let conn = unsafe { &*(ctx as *const Conn) };
     let mut st = conn.state.lock().unwrap();
+    st.pending = false;
     let outcome = conn.settle(&st, if result == 0 { Ok(bytes) } else { Err(result as i32) });
     conn.advance(&mut st, Some(outcome));
+    if !st.pending {
+        conn.idle.notify_all();
+    }
+}
+
+/// Whether `socket`'s provider hands out real file handles
+/// (`XP1_IFS_HANDLES`): the condition Microsoft documents for
+/// skip-on-success on a socket (the crate's `sys::winsock::ifs_provider`).
+fn ifs_provider(socket: &OwnedSocket) -> io::Result<bool> {
+    // SAFETY: all-zero is a valid value of this plain-data struct.
+    let mut info: WSAPROTOCOL_INFOW = unsafe { core::mem::zeroed() };
+    let mut len = core::mem::size_of::<WSAPROTOCOL_INFOW>() as i32;
+    let s = socket.as_raw_socket() as SOCKET;
+    // SAFETY: `info` has room for `len` bytes, the option's type.
+    if unsafe { getsockopt(s, SOL_SOCKET, SO_PROTOCOL_INFOW, (&raw mut info).cast(), &mut len) } == SOCKET_ERROR {
+        // SAFETY: no preconditions.
+        return Err(io::Error::from_raw_os_error(unsafe { WSAGetLastError() }));
+    }
+    Ok(info.dwServiceFlags1 & XP1_IFS_HANDLES != 0)
 }
 
 fn sockaddr(a: SocketAddr) -> SOCKADDR_STORAGE {
@@ -258,7 +301,7 @@ fn sockaddr(a: SocketAddr) -> SOCKADDR_STORAGE {
 
 impl Conn {
     /// Binds `end` (an overlapped handle) to a new `TP_IO`, with
-    /// skip-on-success; `cap` is its buffer's size.
+    /// skip-on-success where allowed; `cap` is its buffer's size.
     pub fn new(end: End, role: Role, cap: usize, done: &Arc<Done>) -> io::Result<Arc<Self>> {
         let (kind, owner, peer, listening) = match end {
             End::Tcp(s) => (Kind::Tcp, Owner::Socket(s), None, false),
@@ -270,8 +313,15 @@ impl Conn {
             Owner::Socket(s) => s.as_raw_socket() as HANDLE,
             Owner::Handle(h) => h.as_raw_handle(),
         };
+        // Pipes are file handles; a socket only if its provider is IFS.
+        // (UDP too: the truncation that makes the flag unsafe on datagram
+        // sockets cannot happen here, see `issue`.)
+        let inline = match &owner {
+            Owner::Socket(s) => ifs_provider(s)?,
+            Owner::Handle(_) => true,
+        };
         // SAFETY: a valid handle.
-        if unsafe { SetFileCompletionNotificationModes(handle, SKIP_ON_SUCCESS) } == 0 {
+        if inline && unsafe { SetFileCompletionNotificationModes(handle, SKIP_ON_SUCCESS) } == 0 {
             return Err(io::Error::last_os_error());
         }
         let udp = peer.map(|p| Udp {
@@ -289,9 +339,12 @@ impl Conn {
             flags: 0,
             udp,
             outcome: None,
+            pending: false,
             owner: Some(owner),
         };
-        let mut conn = Arc::new(Conn { handle, kind, io: 0, state: Mutex::new(state), done: done.clone() });
+        let conn =
+            Conn { handle, kind, inline, io: 0, state: Mutex::new(state), idle: Condvar::new(), done: done.clone() };
+        let mut conn = Arc::new(conn);
         let ctx = Arc::as_ptr(&conn) as *mut core::ffi::c_void;
         // SAFETY: the Conn outlives the TP_IO (closed in its drop).
         let io = unsafe { CreateThreadpoolIo(handle, Some(on_io), ctx, core::ptr::null()) };
@@ -302,9 +355,41 @@ impl Conn {
         Ok(conn)
     }
 
-    pub fn start(&self) {
+    /// Only through [`Ends`], which makes the pending operation safe to
+    /// drop.
+    fn start(&self) {
         let mut st = self.state.lock().unwrap();
         self.advance(&mut st, None);
+    }
+
+    /// Closes the handle, cancelling a pending operation (its callback
+    /// still follows, with an error), and stops issuing more.
+    fn stop(&self) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(owner) = st.owner.take() {
+            if st.pending {
+                // SAFETY: the handle is open (`owner` holds it); a null
+                // OVERLAPPED cancels every operation on it.
+                unsafe { CancelIoEx(self.handle, core::ptr::null()) };
+            }
+            drop(owner);
+        }
+    }
+
+    /// After [`stop`](Self::stop): waits until no operation is pending and
+    /// no callback runs, or `deadline` passes (`false`).
+    fn quiesce(&self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let st = self.state.lock().unwrap();
+        let (st, _) = self.idle.wait_timeout_while(st, left, |st| st.pending).unwrap();
+        if st.pending {
+            return false;
+        }
+        drop(st);
+        // SAFETY: a TP_IO of this Conn, open until its drop; this is not
+        // one of its callbacks. Waits for a callback still returning.
+        unsafe { WaitForThreadpoolIoCallbacks(self.io, 0) };
+        true
     }
 
     /// The outcome of `st.step` from its Win32 error code: a pipe's read
@@ -331,7 +416,7 @@ impl Conn {
             };
             match next {
                 Next::Done(r) => {
-                    if matches!(st.role, Role::Ping { .. } | Role::Source { .. }) {
+                    if st.owner.is_some() && matches!(st.role, Role::Ping { .. } | Role::Source { .. }) {
                         // The peer's echo or sink reads end of file.
                         match self.kind {
                             Kind::Tcp => {
@@ -348,6 +433,9 @@ impl Conn {
                     self.done.finish();
                     return;
                 }
+                Next::Op(_) if st.owner.is_none() => {
+                    outcome = Some(Err(io::Error::new(io::ErrorKind::Interrupted, "stopped")));
+                }
                 Next::Op(step) => {
                     st.step = step;
                     match self.issue(st) {
@@ -361,6 +449,7 @@ impl Conn {
 
     /// Issues `st.step`: `None` if it is pending (its callback follows),
     /// else its outcome as bytes or a Win32 error code (no callback follows).
+    /// Only while the handle is open (`st.owner`).
     fn issue(&self, st: &mut State) -> Option<Result<usize, i32>> {
         st.ov = OVERLAPPED::default();
         st.flags = 0;
@@ -370,20 +459,25 @@ impl Conn {
             Step::Connect => (0, 0),
         };
         let len = (to - from) as u32;
-        let data = st.buf[from..].as_mut_ptr();
+        let data = st.buf[from..to].as_mut_ptr();
         let wsabuf = WSABUF { len, buf: data };
         let socket = self.handle as SOCKET;
+        // Before StartThreadpoolIo, which a panic would leave unbalanced.
+        assert!(
+            self.kind == Kind::Pipe || !matches!(st.step, Step::Connect),
+            "only a pipe server waits for its client"
+        );
         // SAFETY: the buffer, OVERLAPPED, flags and addresses live in the
-        // state, which outlives the operation (nothing else touches them
-        // until its completion: the next step is issued from there); the
-        // handle is open (a pipe end closes it only once done).
+        // state, which is freed only once the operation's callback has
+        // returned (`Ends`), and nothing else touches them until then (the
+        // next step is issued from there); the handle is open (`st.owner`).
         let ok = unsafe {
             StartThreadpoolIo(self.io);
             match (self.kind, st.step, &mut st.udp) {
                 (Kind::Pipe, Step::Connect, _) => ConnectNamedPipe(self.handle, &mut st.ov) != 0,
                 (Kind::Pipe, Step::Recv { .. }, _) => ReadFile(self.handle, data, len, &mut n, &mut st.ov) != 0,
                 (Kind::Pipe, Step::Send { .. }, _) => WriteFile(self.handle, data, len, &mut n, &mut st.ov) != 0,
-                (_, Step::Connect, _) => unreachable!("only a pipe server waits for its client"),
+                (_, Step::Connect, _) => unreachable!("asserted above"),
                 (_, Step::Recv { .. }, None) => {
                     WSARecv(socket, &wsabuf, 1, &mut n, &mut st.flags, &mut st.ov, None) == 0
                 }
@@ -417,11 +511,15 @@ impl Conn {
                 }
             }
         };
-        if ok {
+        if ok && self.inline {
             // Completed at once: with the skip flag no callback follows.
             // SAFETY: balances the StartThreadpoolIo above.
             unsafe { CancelThreadpoolIo(self.io) };
             return Some(Ok(n as usize));
+        }
+        if ok {
+            st.pending = true;
+            return None;
         }
         let e = match self.kind {
             Kind::Pipe => io::Error::last_os_error().raw_os_error().unwrap_or(0),
@@ -430,8 +528,13 @@ impl Conn {
         };
         // (`WSA_IO_PENDING` is the same code.)
         if e == ERROR_IO_PENDING as i32 {
+            st.pending = true;
             return None;
         }
+        // A synchronous ERROR_MORE_DATA / WSAEMSGSIZE is a warning that
+        // still queues a completion, so cancelling here would unbalance the
+        // pool. Neither occurs: the pipes are byte-mode, and every datagram
+        // is exactly MSG bytes, read into a buffer of MSG.
         // SAFETY: failed at once: no callback follows.
         unsafe { CancelThreadpoolIo(self.io) };
         Some(Err(e))
@@ -451,11 +554,14 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        // The handle first, then the TP_IO: the order the pool asks for.
+        drop(self.state.get_mut().unwrap_or_else(|e| e.into_inner()).owner.take());
         if self.io == 0 {
             return;
         }
-        // SAFETY: every end is done (no operation pending) before its
-        // last reference goes; this waits for a callback still returning.
+        // SAFETY: no operation is pending and no callback runs: an
+        // unstarted Conn issued none, and `Ends` drops a started one only
+        // after `quiesce` (else leaks it).
         unsafe {
             WaitForThreadpoolIoCallbacks(self.io, 0);
             CloseThreadpoolIo(self.io);
@@ -463,9 +569,55 @@ impl Drop for Conn {
     }
 }
 
-/// Starts every end, waits for all, and checks their outcomes.
-pub fn run_all(ends: &[Arc<Conn>], done: &Done) -> io::Result<()> {
-    ends.iter().for_each(|e| e.start());
-    done.wait()?;
-    ends.iter().try_for_each(|e| e.outcome())
+/// Started connection ends; see the module docs for its drop.
+pub struct Ends(Vec<Arc<Conn>>);
+
+impl Ends {
+    pub fn with_capacity(n: usize) -> Self {
+        Self(Vec::with_capacity(n))
+    }
+
+    /// Starts `conn` and keeps it.
+    pub fn start(&mut self, conn: Arc<Conn>) {
+        // Kept first, so a panic in `start` still stops it.
+        self.0.push(conn);
+        self.0.last().expect("just pushed").start();
+    }
+
+    /// Waits for every end, then checks their outcomes.
+    pub fn wait(&self, done: &Done) -> io::Result<()> {
+        done.wait()?;
+        self.0.iter().try_for_each(|e| e.outcome())
+    }
+}
+
+impl Deref for Ends {
+    type Target = [Arc<Conn>];
+
+    fn deref(&self) -> &[Arc<Conn>] {
+        &self.0
+    }
+}
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        // Every end first, so no end waits on a peer not yet closed.
+        self.0.iter().for_each(|e| e.stop());
+        let deadline = Instant::now() + STOP_LIMIT;
+        for end in self.0.drain(..) {
+            if !end.quiesce(deadline) {
+                eprintln!("bench: a raw end's cancelled operation did not complete; leaking it");
+                std::mem::forget(end);
+            }
+        }
+    }
+}
+
+/// Starts every end, waits for all, and checks their outcomes; the ends
+/// come back for their samples.
+pub fn run_all(conns: impl IntoIterator<Item = Arc<Conn>>, done: &Done) -> io::Result<Ends> {
+    let mut ends = Ends::with_capacity(2);
+    conns.into_iter().for_each(|c| ends.start(c));
+    ends.wait(done)?;
+    Ok(ends)
 }
