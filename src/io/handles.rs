@@ -10,7 +10,6 @@ use std::path::Path;
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, ERROR_IO_PENDING, ERROR_MORE_DATA, ERROR_PIPE_BUSY, GENERIC_READ, GENERIC_WRITE,
     GetHandleInformation, HANDLE, HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, NTSTATUS, RtlNtStatusToDosError,
-    STATUS_PENDING,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateFileW, FILE_FLAG_FIRST_PIPE_INSTANCE, FILE_FLAG_OVERLAPPED, FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES,
@@ -376,17 +375,6 @@ pub fn issue_status(status: NTSTATUS) -> io::Result<()> {
 /// the operation synchronously.
 pub(crate) const fn queues_completion(status: NTSTATUS) -> bool {
     (status as u32) >> 30 != 0b11
-}
-
-/// Whether an overlapped call on a handle with skip-on-success that
-/// returned `status` completed at once with no completion queued: a
-/// success (`NT_SUCCESS`: the success and informational classes) other
-/// than `STATUS_PENDING`, which is what the Win32 calls report as `TRUE`.
-/// A warning status still queues a completion (the Win32 calls fail it,
-/// with `ERROR_MORE_DATA` say), so only handles that cannot return one
-/// (byte-mode pipes, stream sockets) are given the flag.
-pub(crate) const fn completed_at_once(status: NTSTATUS) -> bool {
-    status >= 0 && status != STATUS_PENDING
 }
 
 /// Sets skip-on-success on `h` (`FILE_SKIP_COMPLETION_PORT_ON_SUCCESS`,

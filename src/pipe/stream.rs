@@ -53,10 +53,8 @@ const _: () = {
 
 impl PipeStream {
     /// A pipe instance, bound to the pool (of `env`, or the default one).
-    /// A byte-mode one gets skip-on-success; a message-mode one does not: a
-    /// read of part of a message ends with a warning status, whose
-    /// completion is queued all the same, so each operation completes
-    /// through the pool.
+    /// A byte-mode one gets skip-on-success; a message-mode one does not
+    /// (see [One completion path](super#one-completion-path)).
     pub(super) fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>, message: bool) -> io::Result<Self> {
         let handle = handle.into_owned();
         let inline = !message;

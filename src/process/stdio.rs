@@ -151,6 +151,9 @@ macro_rules! common {
             fn file_engine(&self) -> &Engine {
                 self.io.file_engine()
             }
+            fn completes_inline(&self) -> bool {
+                self.io.completes_inline()
+            }
         }
     };
 }

@@ -353,8 +353,7 @@ fn byte_mode_operations_that_complete_at_once_complete_inline() {
 
 /// In message mode every operation completes through the pool, those that
 /// complete at once among them: a message-mode instance has no
-/// skip-on-success, since a read of part of a message ends with a warning
-/// status whose completion is queued all the same.
+/// skip-on-success (`pipe`'s module docs say why).
 #[test]
 fn message_mode_operations_complete_through_the_pool() {
     crate::support::alone("pipe::message_mode_operations_complete_through_the_pool", || {

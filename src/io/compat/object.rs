@@ -77,15 +77,18 @@ impl CompatIo for AsyncIo {}
 pub(crate) trait FileLike: Unpin {
     fn file_engine(&self) -> &Engine;
     /// Whether the handle has skip-on-success (a synchronous success
-    /// completes inline).
-    fn completes_inline(&self) -> bool {
-        false
-    }
+    /// completes inline). No default: a type whose handle has it and says
+    /// otherwise would wait forever for a completion that never comes.
+    fn completes_inline(&self) -> bool;
 }
 
 impl FileLike for AsyncIo {
     fn file_engine(&self) -> &Engine {
         &self.engine
+    }
+    /// `OverlappedHandle`'s contract: no skip-on-success.
+    fn completes_inline(&self) -> bool {
+        false
     }
 }
 

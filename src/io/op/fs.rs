@@ -9,8 +9,8 @@ use windows_sys::Wdk::Storage::FileSystem::{NtReadFile, NtWriteFile};
 use windows_sys::Win32::Foundation::{ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, HANDLE, NTSTATUS, STATUS_PENDING};
 use windows_sys::Win32::System::IO::{IO_STATUS_BLOCK, OVERLAPPED};
 
-use super::{AsyncOp, BufPtr, BufferFor, Issued, transfer_at};
-use crate::io::handles::{completed_at_once, issue_status};
+use super::{AsyncOp, BufPtr, BufferFor, Issued, classify_skipping, transfer_at};
+use crate::io::handles::issue_status;
 
 /// A read's result: end of file (`ERROR_HANDLE_EOF`) and a pipe whose
 /// writer has gone (`ERROR_BROKEN_PIPE`) read 0 bytes, as `std`'s reads do.
@@ -56,11 +56,12 @@ impl<B: BufferFor<WRITE> + Send + 'static, const WRITE: bool> AsyncOp for Transf
         // SAFETY: `ptr..ptr + len` is the buffer in `*this`, which stays in
         // place until the completion (the caller's contract).
         let status = unsafe { nt_read_write::<WRITE>(handle, ov, ptr, len, offset) };
-        if inline && completed_at_once(status) {
-            // SAFETY: the call completed synchronously and queued nothing, so
-            // the kernel wrote the status block (`InternalHigh`: the bytes
-            // transferred) before returning and will not touch `ov` again.
-            return Ok(Issued::Completed(unsafe { (*ov).InternalHigh }));
+        if inline {
+            // SAFETY: read only when the call completed synchronously, so the
+            // status block (`InternalHigh`: the bytes transferred) was written
+            // before it returned; with no completion queued nothing touches
+            // `ov` again.
+            return classify_skipping(status, || unsafe { (*ov).InternalHigh });
         }
         issue_status(status).map(|()| Issued::Queued)
     }

@@ -18,7 +18,7 @@
 
 use std::io;
 
-use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS, RtlNtStatusToDosError, STATUS_PENDING};
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
 pub(crate) mod fs;
@@ -70,6 +70,29 @@ pub(crate) enum Issued {
     /// skip-on-success, or a status of the error class that means success
     /// (`STATUS_PIPE_CONNECTED`).
     Completed(usize),
+}
+
+/// Classifies the status an overlapped `Nt*` call returned on a handle
+/// with skip-on-success, where a request that does not pend queues no
+/// completion, whatever its status (the I/O manager skips the port for a
+/// synchronous completion of any status outside the error class; errors
+/// never queue one):
+/// - `STATUS_PENDING`: a completion will be queued;
+/// - a success (`NT_SUCCESS`: the success and informational classes):
+///   completed, `information()` bytes transferred (the status block's
+///   `Information`, written before the call returned);
+/// - a warning (`STATUS_BUFFER_OVERFLOW`: a message longer than the
+///   buffer, which holds its start) or an error: failed synchronously, with
+///   the status as a Win32 error.
+pub(crate) fn classify_skipping(status: NTSTATUS, information: impl FnOnce() -> usize) -> io::Result<Issued> {
+    if status == STATUS_PENDING {
+        Ok(Issued::Queued)
+    } else if status >= 0 {
+        Ok(Issued::Completed(information()))
+    } else {
+        // SAFETY: a pure conversion. The thread's last error is left alone.
+        Err(io::Error::from_raw_os_error(unsafe { RtlNtStatusToDosError(status) } as i32))
+    }
 }
 
 /// A pointer into an operation's own buffer, taken by its `prepare`.
@@ -159,6 +182,24 @@ mod tests {
         assert_eq!(stream_parts::<_, true>(&mut Claimed(7)).1, 7);
         let e = transfer_parts::<_, true>(&mut Claimed(huge)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// On a skip-on-success handle only a pending request queues a
+    /// completion: a success completes with the status block's byte count,
+    /// a warning (its bytes in the buffer) or an error fails synchronously.
+    #[test]
+    fn on_a_skipping_handle_only_a_pending_request_is_queued() {
+        use windows_sys::Win32::Foundation::{
+            ERROR_BROKEN_PIPE, ERROR_MORE_DATA, STATUS_BUFFER_OVERFLOW, STATUS_PIPE_BROKEN, STATUS_SUCCESS,
+        };
+        assert_eq!(classify_skipping(STATUS_PENDING, || unreachable!()).unwrap(), Issued::Queued);
+        for success in [STATUS_SUCCESS, 0x4000_0000, 0x7FFF_FFFF] {
+            assert_eq!(classify_skipping(success, || 5).unwrap(), Issued::Completed(5), "{success:#x}");
+        }
+        for (status, win32) in [(STATUS_BUFFER_OVERFLOW, ERROR_MORE_DATA), (STATUS_PIPE_BROKEN, ERROR_BROKEN_PIPE)] {
+            let e = classify_skipping(status, || unreachable!()).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(win32 as i32), "{status:#x}");
+        }
     }
 
     #[test]

@@ -10,8 +10,8 @@ use windows_sys::Wdk::Storage::FileSystem::{FSCTL_PIPE_LISTEN, NtFsControlFile};
 use windows_sys::Win32::Foundation::{HANDLE, NTSTATUS, STATUS_PENDING, STATUS_PIPE_CONNECTED};
 use windows_sys::Win32::System::IO::{IO_STATUS_BLOCK, OVERLAPPED};
 
-use super::{AsyncOp, Issued};
-use crate::io::handles::{completed_at_once, issue_status};
+use super::{AsyncOp, Issued, classify_skipping};
+use crate::io::handles::issue_status;
 
 /// Waits for a client to open the server instance it is issued on; `true`
 /// when the instance has skip-on-success.
@@ -22,15 +22,19 @@ pub(crate) struct Listen(pub(crate) bool);
 ///   request; `ConnectNamedPipe`'s `ERROR_PIPE_CONNECTED`, which its
 ///   documentation calls a good connection) is of the error class, so no
 ///   completion is queued: connected at once;
-/// - a success on an instance with skip-on-success (`inline`) queues no
-///   completion: connected at once;
-/// - any other status is classified by [`issue_status`]: a completion is
-///   queued for every status outside the error class, and an error
-///   (`STATUS_PIPE_CLOSING`, `ERROR_NO_DATA`: a client came and went before
-///   the request) fails with no completion.
+/// - on an instance with skip-on-success (`inline`), any other status is
+///   classified by [`classify_skipping`]: only a pending request queues a
+///   completion;
+/// - without it, by [`issue_status`]: a completion is queued for every
+///   status outside the error class;
+/// - either way an error (`STATUS_PIPE_CLOSING`, `ERROR_NO_DATA`: a client
+///   came and went before the request) fails with no completion.
 pub(crate) fn classify_listen(status: NTSTATUS, inline: bool) -> io::Result<Issued> {
-    if status == STATUS_PIPE_CONNECTED || (inline && completed_at_once(status)) {
+    if status == STATUS_PIPE_CONNECTED {
         return Ok(Issued::Completed(0));
+    }
+    if inline {
+        return classify_skipping(status, || 0);
     }
     issue_status(status).map(|()| Issued::Queued)
 }
@@ -79,7 +83,8 @@ impl AsyncOp for Listen {
 mod tests {
     use super::*;
     use windows_sys::Win32::Foundation::{
-        ERROR_NO_DATA, ERROR_PIPE_CONNECTED, STATUS_BUFFER_OVERFLOW, STATUS_PIPE_CLOSING, STATUS_SUCCESS,
+        ERROR_MORE_DATA, ERROR_NO_DATA, ERROR_PIPE_CONNECTED, STATUS_BUFFER_OVERFLOW, STATUS_PIPE_CLOSING,
+        STATUS_SUCCESS,
     };
 
     #[test]
@@ -93,11 +98,10 @@ mod tests {
             assert_eq!(e.raw_os_error(), Some(ERROR_NO_DATA as i32));
             assert_ne!(e.raw_os_error(), Some(ERROR_PIPE_CONNECTED as i32));
         }
-        // With skip-on-success a success queues nothing; a pending wait and
-        // a warning still queue their completion.
+        // With skip-on-success only a pending wait queues its completion.
         assert_eq!(classify_listen(STATUS_SUCCESS, true).unwrap(), Issued::Completed(0));
-        for queued in [STATUS_PENDING, STATUS_BUFFER_OVERFLOW] {
-            assert_eq!(classify_listen(queued, true).unwrap(), Issued::Queued, "{queued:#x}");
-        }
+        assert_eq!(classify_listen(STATUS_PENDING, true).unwrap(), Issued::Queued);
+        let e = classify_listen(STATUS_BUFFER_OVERFLOW, true).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(ERROR_MORE_DATA as i32));
     }
 }
