@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use windows_threadpool::{task, time};
 
 use crate::leak as process;
+use crate::rounds::SETTLE;
 use crate::rounds::{Footprint, PROMPTLY, off_pool, until};
-use crate::rounds::{IDLE_OUT, SETTLE, STILL, settle};
 use crate::server::{Exec, Server, reset_on_close, still_serves};
 use crate::service::{self, HELLO, Stats};
 use crate::{client, support};
@@ -515,16 +515,7 @@ pub fn idle_connections(clients: usize, idle: Duration, rounds: usize) -> Scenar
         .await;
         // Idle for a while: the connections wait, each with a zero-byte
         // receive, no buffer and no thread.
-        time::sleep(idle).await;
-        // Measured once the threads the first GETs' burst added (each holds
-        // about 1 MiB) have idled out (the pool may keep one more while
-        // the connections are open); after a shorter idle time they count.
-        let seen = if idle >= IDLE_OUT {
-            settle(|n, still| n <= before.threads || still >= STILL, SETTLE).1
-        } else {
-            Vec::new()
-        };
-        let idle_at = Footprint::memory();
+        let (idle_at, seen) = crate::rounds::after_idle(idle, before.threads).await;
         let open = off_pool(move || {
             for s in &mut open {
                 s.write_all(GET).unwrap();

@@ -19,7 +19,7 @@ use windows_threadpool::{task, time};
 
 use crate::leak as process;
 use crate::pipe_server::{self, PipeServer, PipeStats, RawPipe};
-use crate::rounds::{self, Footprint, IDLE_OUT, SETTLE, STILL, off_pool, settle, until};
+use crate::rounds::{self, Footprint, SETTLE, off_pool, settle, until};
 use crate::support;
 
 /// What a scenario's rounds get: the pipe's name and the server's counters.
@@ -180,15 +180,7 @@ pub fn idle(clients: usize, idle: Duration, rounds: usize) -> Scenario {
         let open = off_pool(move || (0..clients).map(|_| open_raw(&target)).collect::<Vec<_>>()).await;
         let all = accepted + clients as u64;
         t.reaches(&format!("round {round}: every client accepted"), support::PATIENCE, |s| &s.accepted, all).await;
-        time::sleep(idle).await;
-        // Measured once the threads the burst added (each holds about
-        // 1 MiB) have idled out; after a shorter idle time they count.
-        let seen = if idle >= IDLE_OUT {
-            settle(|n, still| n <= before.threads || still >= STILL, SETTLE).1
-        } else {
-            Vec::new()
-        };
-        let idle_at = Footprint::memory();
+        let (idle_at, seen) = rounds::after_idle(idle, before.threads).await;
         let open = off_pool(move || {
             for (i, pipe) in open.iter().enumerate() {
                 raw_ping(pipe, &format!("client {i}, after idling"));

@@ -96,6 +96,18 @@ pub fn settle(done: impl Fn(usize, Duration) -> bool, patience: Duration) -> (bo
     }
 }
 
+/// Idles for `idle`, then measures the footprint of what stayed open:
+/// once the threads a burst added (each holds about 1 MiB) have idled out
+/// back to `threads` (or held still for [`STILL`], as the pool may keep
+/// one more while connections are open), when `idle` is at least
+/// [`IDLE_OUT`]; after a shorter idle time they count. Returns the
+/// footprint and the thread counts seen while waiting (ms, threads).
+pub async fn after_idle(idle: Duration, threads: usize) -> (Footprint, Vec<(u128, usize)>) {
+    time::sleep(idle).await;
+    let seen = if idle >= IDLE_OUT { settle(|n, still| n <= threads || still >= STILL, SETTLE).1 } else { Vec::new() };
+    (Footprint::memory(), seen)
+}
+
 /// Polls `done` every 10 ms until it holds; panics after `patience`.
 pub async fn until(what: &str, patience: Duration, done: impl Fn() -> bool) {
     let deadline = Instant::now() + patience;
