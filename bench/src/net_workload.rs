@@ -113,6 +113,29 @@ pub(crate) fn joined<T>(r: Result<io::Result<T>, impl std::fmt::Debug>) -> io::R
     r.map_err(|e| io::Error::other(format!("a task failed: {e:?}")))?
 }
 
+/// Awaits a ping's task, then its echo's (any runtime's join handles): the
+/// ping's samples.
+pub(crate) async fn pinged(
+    echo: impl Future<Output = Result<io::Result<impl Sized>, impl std::fmt::Debug>>,
+    ping: impl Future<Output = Result<io::Result<Vec<f64>>, impl std::fmt::Debug>>,
+) -> io::Result<Vec<f64>> {
+    let v = joined(ping.await)?;
+    joined(echo.await)?;
+    Ok(v)
+}
+
+/// Awaits a source's task, then its sink's (any runtime's join handles):
+/// seconds since `t`, taken before either was spawned.
+pub(crate) async fn streamed(
+    t: Instant,
+    sink: impl Future<Output = Result<io::Result<()>, impl std::fmt::Debug>>,
+    source: impl Future<Output = Result<io::Result<()>, impl std::fmt::Debug>>,
+) -> io::Result<f64> {
+    joined(source.await)?;
+    joined(sink.await)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
 pub(crate) fn tokio_current() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
@@ -500,6 +523,13 @@ pub(crate) mod wtp {
         Ok(())
     }
 
+    /// [`source`] on `c` and [`sink`] on `s` as tasks on the pool: seconds
+    /// from their spawn to the last byte read.
+    pub(crate) async fn timed_stream(c: impl Stream, s: impl Stream, total: usize, chunk: usize) -> io::Result<f64> {
+        // Arguments are evaluated in order: the clock starts before either spawn.
+        streamed(Instant::now(), task::spawn(sink(s, total, chunk)), task::spawn(source(c, total, chunk))).await
+    }
+
     async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
         let c = TcpStream::connect(addr).await?;
         c.set_nodelay(true)?;
@@ -517,11 +547,8 @@ pub(crate) mod wtp {
             task::block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0")?;
                 let addr = listener.local_addr()?;
-                let server = task::spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
-                let client = task::spawn(async move { ping(&connect(addr).await?, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                let echoing = task::spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
+                pinged(echoing, task::spawn(async move { ping(&connect(addr).await?, trips).await })).await
             })
         }
 
@@ -529,13 +556,7 @@ pub(crate) mod wtp {
             task::block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0")?;
                 let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
-                let (c, s) = (c?, s?);
-                let t = Instant::now();
-                let sink = task::spawn(sink(s, total, chunk));
-                let source = task::spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
+                timed_stream(c?, s?, total, chunk).await
             })
         }
 
@@ -594,9 +615,7 @@ pub(crate) mod wtp {
                     }
                     Ok(v)
                 });
-                let v = joined(ping.await)?;
-                joined(echo.await)?;
-                Ok(v)
+                pinged(echo, ping).await
             })
         }
     }
@@ -679,6 +698,18 @@ pub(crate) mod cmp {
         Ok(())
     }
 
+    /// [`source`] on `c` and [`sink`] on `s` as tasks of the runtime:
+    /// seconds from their spawn to the last byte read.
+    pub(crate) async fn timed_stream(
+        c: impl AsyncWrite + 'static,
+        s: impl AsyncRead + 'static,
+        total: usize,
+        chunk: usize,
+    ) -> io::Result<f64> {
+        // Arguments are evaluated in order: the clock starts before either spawn.
+        streamed(Instant::now(), spawn(sink(s, total, chunk)), spawn(source(c, total, chunk))).await
+    }
+
     async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
         let s = listener.accept().await?.0;
         s.set_nodelay(true)?;
@@ -696,11 +727,8 @@ pub(crate) mod cmp {
             block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let addr = listener.local_addr()?;
-                let server = spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
-                let client = spawn(async move { ping(connect(addr).await?, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                let echoing = spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
+                pinged(echoing, spawn(async move { ping(connect(addr).await?, trips).await })).await
             })
         }
 
@@ -708,13 +736,7 @@ pub(crate) mod cmp {
             block_on(async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
-                let (c, s) = (c?, s?);
-                let t = Instant::now();
-                let sink = spawn(sink(s, total, chunk));
-                let source = spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
+                timed_stream(c?, s?, total, chunk).await
             })
         }
 
@@ -779,9 +801,7 @@ pub(crate) mod cmp {
                     }
                     Ok(v)
                 });
-                let v = joined(ping.await)?;
-                joined(echo.await)?;
-                Ok(v)
+                pinged(echo, ping).await
             })
         }
     }
@@ -851,6 +871,18 @@ pub(crate) mod tok {
         Ok(())
     }
 
+    /// [`source`] on `c` and [`sink`] on `s` as tasks of the runtime:
+    /// seconds from their spawn to the last byte read.
+    pub(crate) async fn timed_stream(
+        c: impl AsyncWrite + Unpin + Send + 'static,
+        s: impl AsyncRead + Unpin + Send + 'static,
+        total: usize,
+        chunk: usize,
+    ) -> io::Result<f64> {
+        // Arguments are evaluated in order: the clock starts before either spawn.
+        streamed(Instant::now(), spawn(sink(s, total, chunk)), spawn(source(c, total, chunk))).await
+    }
+
     async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
         let s = listener.accept().await?.0;
         s.set_nodelay(true)?;
@@ -868,11 +900,8 @@ pub(crate) mod tok {
             in_tokio(self.0, async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let addr = listener.local_addr()?;
-                let server = spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
-                let client = spawn(async move { ping(connect(addr).await?, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                let echoing = spawn(async move { echo(accept(&listener).await?, MSG, trips * MSG + 1).await });
+                pinged(echoing, spawn(async move { ping(connect(addr).await?, trips).await })).await
             })
         }
 
@@ -880,13 +909,7 @@ pub(crate) mod tok {
             in_tokio(self.0, async move {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
-                let (c, s) = (c?, s?);
-                let t = Instant::now();
-                let sink = spawn(sink(s, total, chunk));
-                let source = spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
+                timed_stream(c?, s?, total, chunk).await
             })
         }
 
@@ -940,9 +963,7 @@ pub(crate) mod tok {
                     }
                     Ok(v)
                 });
-                let v = joined(ping.await)?;
-                joined(echo.await)?;
-                Ok(v)
+                pinged(echo, ping).await
             })
         }
     }
@@ -1084,7 +1105,7 @@ pub(crate) mod blocking {
 mod raw {
     //! The floor: std's overlapped sockets on `raw_tpio`'s state machines.
     use super::*;
-    use crate::raw_tpio::{Conn, Done, End, Ends, Role, run_all};
+    use crate::raw_tpio::{self, Conn, Done, End, Ends, Role};
     use std::os::windows::io::OwnedSocket;
 
     pub struct Raw;
@@ -1101,26 +1122,13 @@ mod raw {
         fn ping_pong(&self, trips: usize) -> io::Result<Vec<f64>> {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
             let (c, s) = pair(&listener)?;
-            let done = Done::new(2);
-            let ends = [
-                Conn::new(End::Tcp(s), Role::Echo { left: None }, MSG, &done)?,
-                Conn::new(End::Tcp(c), Role::ping(trips), MSG, &done)?,
-            ];
-            let ends = run_all(ends, &done)?;
-            Ok(ends[1].samples())
+            raw_tpio::ping_pong(End::Tcp(s), End::Tcp(c), None, trips)
         }
 
         fn stream(&self, total: usize, chunk: usize) -> io::Result<f64> {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
             let (c, s) = pair(&listener)?;
-            let done = Done::new(2);
-            let ends = [
-                Conn::new(End::Tcp(s), Role::Sink { left: total }, chunk, &done)?,
-                Conn::new(End::Tcp(c), Role::Source { left: total }, chunk, &done)?,
-            ];
-            let t = Instant::now();
-            let _ends = run_all(ends, &done)?;
-            Ok(t.elapsed().as_secs_f64())
+            raw_tpio::stream(End::Tcp(s), End::Tcp(c), total, chunk)
         }
 
         fn many(&self, conns: usize, trips: usize) -> io::Result<f64> {
@@ -1148,13 +1156,7 @@ mod raw {
             let server = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let client = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let (to, back) = (server.local_addr()?, client.local_addr()?);
-            let done = Done::new(2);
-            let ends = [
-                Conn::new(End::Udp(server.into(), back), Role::Echo { left: Some(trips) }, MSG, &done)?,
-                Conn::new(End::Udp(client.into(), to), Role::ping(trips), MSG, &done)?,
-            ];
-            let ends = run_all(ends, &done)?;
-            Ok(ends[1].samples())
+            raw_tpio::ping_pong(End::Udp(server.into(), back), End::Udp(client.into(), to), Some(trips), trips)
         }
     }
 }

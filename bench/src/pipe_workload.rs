@@ -18,7 +18,6 @@ use std::os::windows::ffi::OsStrExt;
 use std::os::windows::fs::OpenOptionsExt;
 use std::os::windows::io::{FromRawHandle, OwnedHandle};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use windows_sys::Win32::Foundation::{ERROR_PIPE_CONNECTED, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::Storage::FileSystem::{
@@ -29,7 +28,7 @@ use windows_sys::Win32::System::Pipes::{
 };
 
 use crate::net_workload::{
-    COMPIO, CRATE, MSG, RAW, STD, TOKIO_CT, TOKIO_MT, Window, in_tokio, joined, measure, tokio_current, tokio_multi,
+    COMPIO, CRATE, MSG, RAW, STD, TOKIO_CT, TOKIO_MT, Window, in_tokio, measure, pinged, tokio_current, tokio_multi,
     warmed,
 };
 use crate::report::{Cell, Table};
@@ -225,7 +224,7 @@ fn client(name: &str, overlapped: bool) -> io::Result<File> {
 mod wtp {
     //! This crate: `task::block_on` awaiting tasks spawned on the pool.
     use super::*;
-    use crate::net_workload::wtp::{Stream, echo, ping, sink, source};
+    use crate::net_workload::wtp::{Stream, echo, ping, timed_stream};
     use std::future::Future;
     use windows_threadpool::io::{AsyncIo, pipe_pair};
     use windows_threadpool::pipe::{PipeListener, PipeStream};
@@ -278,11 +277,8 @@ mod wtp {
         fn ping_pong(&self, name: String, trips: usize) -> io::Result<Vec<f64>> {
             task::block_on(async move {
                 let listener = PipeListener::bind(&name)?;
-                let server = task::spawn(async move { echo(listener.accept().await?, MSG, trips * MSG + 1).await });
-                let client = task::spawn(async move { ping(&PipeStream::connect(&name).await?, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                let echoing = task::spawn(async move { echo(listener.accept().await?, MSG, trips * MSG + 1).await });
+                pinged(echoing, task::spawn(async move { ping(&PipeStream::connect(&name).await?, trips).await })).await
             })
         }
 
@@ -290,13 +286,7 @@ mod wtp {
             task::block_on(async move {
                 let listener = PipeListener::bind(&name)?;
                 let (c, s) = futures::future::join(PipeStream::connect(&name), listener.accept()).await;
-                let (c, s) = (c?, s?);
-                let t = Instant::now();
-                let sink = task::spawn(sink(s, total, chunk));
-                let source = task::spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
+                timed_stream(c?, s?, total, chunk).await
             })
         }
     }
@@ -310,24 +300,14 @@ mod wtp {
         fn ping_pong(&self, _: String, trips: usize) -> io::Result<Vec<f64>> {
             let (s, c) = pair()?;
             task::block_on(async move {
-                let server = task::spawn(echo(s, MSG, trips * MSG + 1));
-                let client = task::spawn(async move { ping(&c, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                let echoing = task::spawn(echo(s, MSG, trips * MSG + 1));
+                pinged(echoing, task::spawn(async move { ping(&c, trips).await })).await
             })
         }
 
         fn stream(&self, _: String, total: usize, chunk: usize) -> io::Result<f64> {
             let (s, c) = pair()?;
-            task::block_on(async move {
-                let t = Instant::now();
-                let sink = task::spawn(sink(s, total, chunk));
-                let source = task::spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
-            })
+            task::block_on(timed_stream(c, s, total, chunk))
         }
     }
 }
@@ -336,7 +316,7 @@ mod raw {
     //! The floor: an overlapped instance and client on `raw_tpio`'s state
     //! machines, the server's first step its `ConnectNamedPipe`.
     use super::*;
-    use crate::raw_tpio::{Conn, Done, End, Role, run_all};
+    use crate::raw_tpio::{self, End};
 
     pub struct Raw;
 
@@ -350,23 +330,12 @@ mod raw {
     impl Pipe for Raw {
         fn ping_pong(&self, name: String, trips: usize) -> io::Result<Vec<f64>> {
             let (s, c) = ends(&name)?;
-            let done = Done::new(2);
-            let ends =
-                [Conn::new(s, Role::Echo { left: None }, MSG, &done)?, Conn::new(c, Role::ping(trips), MSG, &done)?];
-            let ends = run_all(ends, &done)?;
-            Ok(ends[1].samples())
+            raw_tpio::ping_pong(s, c, None, trips)
         }
 
         fn stream(&self, name: String, total: usize, chunk: usize) -> io::Result<f64> {
             let (s, c) = ends(&name)?;
-            let done = Done::new(2);
-            let ends = [
-                Conn::new(s, Role::Sink { left: total }, chunk, &done)?,
-                Conn::new(c, Role::Source { left: total }, chunk, &done)?,
-            ];
-            let t = Instant::now();
-            let _ends = run_all(ends, &done)?;
-            Ok(t.elapsed().as_secs_f64())
+            raw_tpio::stream(s, c, total, chunk)
         }
     }
 }
@@ -374,7 +343,7 @@ mod raw {
 mod cmp {
     //! compio: one runtime on this thread (its IOCP driver), the sides as its tasks.
     use super::*;
-    use crate::net_workload::cmp::{echo, ping, sink, source};
+    use crate::net_workload::cmp::{echo, ping, timed_stream};
     use compio::fs::named_pipe::{ClientOptions, ServerOptions};
     use compio::runtime::spawn;
 
@@ -388,14 +357,11 @@ mod cmp {
         fn ping_pong(&self, name: String, trips: usize) -> io::Result<Vec<f64>> {
             compio::runtime::Runtime::new()?.block_on(async move {
                 let s = server(&name)?;
-                let server = spawn(async move {
+                let echoing = spawn(async move {
                     s.connect().await?;
                     echo(s, MSG, trips * MSG + 1).await
                 });
-                let client = spawn(async move { ping(ClientOptions::new().open(&name).await?, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                pinged(echoing, spawn(async move { ping(ClientOptions::new().open(&name).await?, trips).await })).await
             })
         }
 
@@ -405,12 +371,7 @@ mod cmp {
                 let (c, connected) = futures::future::join(ClientOptions::new().open(&name), s.connect()).await;
                 let c = c?;
                 connected?;
-                let t = Instant::now();
-                let sink = spawn(sink(s, total, chunk));
-                let source = spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
+                timed_stream(c, s, total, chunk).await
             })
         }
     }
@@ -419,7 +380,7 @@ mod cmp {
 mod tok {
     //! tokio: a fresh runtime per measurement, the sides as `tokio::spawn`ed tasks.
     use super::*;
-    use crate::net_workload::tok::{echo, ping, sink, source};
+    use crate::net_workload::tok::{echo, ping, timed_stream};
     use tokio::net::windows::named_pipe::{ClientOptions, NamedPipeServer, ServerOptions};
     use tokio::spawn;
 
@@ -433,14 +394,11 @@ mod tok {
         fn ping_pong(&self, name: String, trips: usize) -> io::Result<Vec<f64>> {
             in_tokio(self.0, async move {
                 let s = server(&name)?;
-                let server = spawn(async move {
+                let echoing = spawn(async move {
                     s.connect().await?;
                     echo(s, MSG, trips * MSG + 1).await
                 });
-                let client = spawn(async move { ping(ClientOptions::new().open(&name)?, trips).await });
-                let v = joined(client.await)?;
-                joined(server.await)?;
-                Ok(v)
+                pinged(echoing, spawn(async move { ping(ClientOptions::new().open(&name)?, trips).await })).await
             })
         }
 
@@ -449,12 +407,7 @@ mod tok {
                 let s = server(&name)?;
                 let c = ClientOptions::new().open(&name)?;
                 s.connect().await?;
-                let t = Instant::now();
-                let sink = spawn(sink(s, total, chunk));
-                let source = spawn(source(c, total, chunk));
-                joined(source.await)?;
-                joined(sink.await)?;
-                Ok(t.elapsed().as_secs_f64())
+                timed_stream(c, s, total, chunk).await
             })
         }
     }

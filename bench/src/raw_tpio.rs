@@ -621,3 +621,28 @@ pub fn run_all(conns: impl IntoIterator<Item = Arc<Conn>>, done: &Done) -> io::R
     ends.wait(done)?;
     Ok(ends)
 }
+
+/// `trips` round trips of [`MSG`] bytes from `client` to `server`, which
+/// echoes until end of file or (UDP) `echoes` datagrams: µs each.
+pub fn ping_pong(server: End, client: End, echoes: Option<usize>, trips: usize) -> io::Result<Vec<f64>> {
+    let done = Done::new(2);
+    let ends = [
+        Conn::new(server, Role::Echo { left: echoes }, MSG, &done)?,
+        Conn::new(client, Role::ping(trips), MSG, &done)?,
+    ];
+    let ends = run_all(ends, &done)?;
+    Ok(ends[1].samples())
+}
+
+/// `total` bytes from `client` to `server` in operations of `chunk`:
+/// seconds from the start of both ends to the last byte read.
+pub fn stream(server: End, client: End, total: usize, chunk: usize) -> io::Result<f64> {
+    let done = Done::new(2);
+    let ends = [
+        Conn::new(server, Role::Sink { left: total }, chunk, &done)?,
+        Conn::new(client, Role::Source { left: total }, chunk, &done)?,
+    ];
+    let t = Instant::now();
+    let _ends = run_all(ends, &done)?;
+    Ok(t.elapsed().as_secs_f64())
+}
