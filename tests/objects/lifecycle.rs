@@ -5,7 +5,8 @@
 //! issued concurrently from up to four threads; the invariants are checked
 //! at the barrier after every step and at the end of the case. See
 //! `lifecycle/engine.rs` for the engine and the invariants every model
-//! shares, and each model's module for its own.
+//! shares, `lifecycle/streams.rs` for what the two stream models (sockets,
+//! named pipes) share, and each model's module for its own.
 //!
 //! `PROPTEST_CASES` sets the number of cases per model (default
 //! `engine::DEFAULT_CASES`; `cargo xtask stress` runs many more); the
@@ -27,6 +28,7 @@ mod io;
 mod net;
 mod periodic;
 mod pipe;
+mod streams;
 mod timer;
 mod wait;
 mod work;

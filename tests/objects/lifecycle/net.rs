@@ -14,12 +14,10 @@
 //!
 //! Each flow's operations are serialised by the flow's lock (the two flows
 //! of a stream, pairs and the listener run concurrently), so the model
-//! knows, when a read is issued, what it must see:
-//! - bytes unread: the read completes with the next bytes written, in order;
-//! - none unread, the writer alive and not shut down: nothing can arrive,
-//!   so the read is pending at its first poll; it is then dropped, and its
-//!   buffer must be freed (the cancelled completion arrived) within
-//!   [`PATIENCE`](engine::PATIENCE), so no later byte is lost to it;
+//! knows, when a read is issued, what it must see: the next bytes written,
+//! or, where nothing can arrive (nothing unread, the writer alive and not
+//! shut down), pending until dropped (`streams.rs`, which also drops the
+//! streams); and
 //! - after the writer's `shutdown(Write)`: the rest, then `Ok(0)`, for
 //!   every read after;
 //! - after the writer's drop: the rest, then `Ok(0)`, if the close was
@@ -35,10 +33,6 @@
 //! A write resolves to the bytes it took (`write`: 1 to all; `write_all`:
 //! all), appended to the flow; after the own `shutdown(Write)` it fails; to
 //! a dropped peer it may succeed or fail with a reset (nothing is counted).
-//! A drop with a read forgotten cannot settle the read in place: with
-//! in-place polling on, the cancelled read's own completion drops the
-//! stream; with it off, the rundown is handed off
-//! ([`windows_threadpool::handoffs`] grows).
 //! At the end every surviving end shuts its writing side down and reads
 //! its flow to the end, so every byte is accounted for, then everything is
 //! dropped, and the engine waits for the contexts and operation blocks to
@@ -47,20 +41,18 @@
 //!
 //! Cases: [`DEFAULT_CASES`], or a share of `PROPTEST_CASES` (see [`config`]).
 
-use std::future::Future;
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
-use std::task::{Context, Poll, Waker};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
 use proptest::prelude::*;
 use windows_threadpool::net::{TcpListener, TcpStream};
-use windows_threadpool::{CallbackEnviron, Pool, Work, task, time};
 
-use super::engine::{self, Model, PATIENCE, Step, wait_until};
-
-/// Connected pairs per case.
-pub const PAIRS: usize = engine::SLOTS;
+use super::engine::{self, Model, Step};
+use super::streams::{
+    self, ALIVE, Flow, Left, ListenerPool, PAIRS, StreamModel, Via, count, leave_pending, left, lock, poll_once, read,
+    via,
+};
 
 /// Cases unless `PROPTEST_CASES` says otherwise: a case opens up to a few
 /// dozen connections and costs several of the other models' cases (40
@@ -74,32 +66,6 @@ fn config() -> proptest::test_runner::Config {
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/objects/lifecycle/net.proptest-regressions"),
         DEFAULT_CASES,
     )
-}
-
-/// Where a stream's last owner is dropped.
-#[derive(Debug, Clone, Copy)]
-pub enum Via {
-    /// On the step's thread.
-    Here,
-    /// Inside a task on the pool.
-    Task,
-    /// Inside a `Work` callback.
-    Work,
-    /// Inside a task, once woken by its read's completion (the peer writes).
-    Woken,
-    /// By a cancelled read's completion: its buffer holds the last owner.
-    OwnCompletion,
-}
-
-/// What is left of a read when its stream (or an accept when its listener)
-/// is dropped.
-#[derive(Debug, Clone, Copy)]
-pub enum Left {
-    Nothing,
-    /// Pending, its future forgotten.
-    Forgotten,
-    /// Pending, its future dropped (cancelled) just before.
-    Cancelled,
 }
 
 #[derive(Debug, Clone)]
@@ -116,14 +82,6 @@ pub enum Op {
 fn op() -> impl Strategy<Value = Op> {
     let p = 0..PAIRS;
     let e = 0..2usize;
-    let via = prop_oneof![
-        2 => Just(Via::Here),
-        1 => Just(Via::Task),
-        1 => Just(Via::Work),
-        1 => Just(Via::Woken),
-        1 => Just(Via::OwnCompletion),
-    ];
-    let left = prop_oneof![Just(Left::Nothing), Just(Left::Forgotten), Just(Left::Cancelled)];
     prop_oneof![
         2 => p.clone().prop_map(Op::Open),
         1 => Just(Op::Accept),
@@ -131,69 +89,24 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (p.clone(), e.clone(), 1u8..=48, any::<bool>())
             .prop_map(|(pair, end, len, all)| Op::Write { pair, end, len, all }),
         1 => (p.clone(), e.clone()).prop_map(|(pair, end)| Op::Shutdown { pair, end }),
-        2 => (p, e, via, left.clone()).prop_map(|(pair, end, via, left)| Op::Drop { pair, end, via, left }),
-        1 => (any::<bool>(), left).prop_map(|(in_task, left)| Op::DropListener { in_task, left }),
+        2 => (p, e, via(), left()).prop_map(|(pair, end, via, left)| Op::Drop { pair, end, via, left }),
+        1 => (any::<bool>(), left()).prop_map(|(in_task, left)| Op::DropListener { in_task, left }),
     ]
 }
 
-/// How an end is gone (`Pair::gone`).
-const ALIVE: u8 = 0;
+/// How an end is gone (`Pair::gone`), besides `ALIVE`.
 const GRACEFUL: u8 = 1;
 const ABORTIVE: u8 = 2;
 
-/// The bytes of one direction.
+/// The sockets model's own state of a pair.
 #[derive(Default)]
-struct Flow {
-    /// Every byte writes took, in order.
-    sent: Vec<u8>,
-    /// How many of them reads returned.
-    received: usize,
-    /// The writer shut down its writing side.
-    shut: bool,
-    /// A read returned `Ok(0)` or a reset: no data may follow.
-    ended: bool,
-    /// Tags the bytes, so another flow's cannot pass for this one's.
-    tag: u8,
-}
-
-impl Flow {
-    fn unread(&self) -> usize {
-        self.sent.len() - self.received
-    }
-
-    /// The next `n` bytes this flow's writer sends.
-    fn next_bytes(&self, n: usize) -> Vec<u8> {
-        (self.sent.len()..self.sent.len() + n).map(|i| (i % 251) as u8 ^ self.tag).collect()
-    }
-}
-
-struct Pair {
-    /// The streams; operations hold the read lock, a drop the write lock.
-    ends: [RwLock<Option<TcpStream>>; 2],
-    /// Flow `e`: from end `e` to the other. Locked after the ends, 0 before 1.
-    flows: [Mutex<Flow>; 2],
-    /// Per end: `ALIVE`, or how its drop closed it. Written with both flows locked.
-    gone: [AtomicU8; 2],
+struct Resets {
     /// Per flow: its reader may see a reset. Set before what may cause one
     /// (a write to a dropped peer); read after a read's result.
     reset_possible: [AtomicBool; 2],
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Pair {
-    fn empty(index: usize) -> Self {
-        let flow = |e: usize| Mutex::new(Flow { tag: (index * 2 + e) as u8 * 0x40, ..Flow::default() });
-        Self {
-            ends: [RwLock::new(None), RwLock::new(None)],
-            flows: [flow(0), flow(1)],
-            gone: [AtomicU8::new(ALIVE), AtomicU8::new(ALIVE)],
-            reset_possible: [AtomicBool::new(false), AtomicBool::new(false)],
-        }
-    }
-}
+type Pair = streams::Pair<TcpStream, Resets>;
 
 /// Whether a read or write error is the reset an abortive close causes.
 fn is_reset(e: &std::io::Error) -> bool {
@@ -201,155 +114,86 @@ fn is_reset(e: &std::io::Error) -> bool {
     matches!(e.kind(), ConnectionReset | ConnectionAborted)
 }
 
-/// Runs `fut` on this thread; panics naming `what` after [`PATIENCE`].
+/// Runs `fut` on this thread; panics naming `what` after `PATIENCE`.
 #[track_caller]
-fn bounded<F: Future>(what: &str, fut: F) -> F::Output {
-    task::block_on(time::timeout(PATIENCE, fut))
-        .unwrap_or_else(|_| panic!("net: {what} did not finish in {PATIENCE:?}"))
+fn bounded<F: std::future::Future>(what: &str, fut: F) -> F::Output {
+    streams::bounded("net", what, fut)
 }
 
-/// Polls `fut` once.
-fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    std::pin::Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
-}
-
-/// A read buffer that records its drop: a dropped read's buffer is freed
-/// by its (cancelled) completion. It may hold the stream's last owner.
-struct Tracked {
-    bytes: Vec<u8>,
-    freed: Arc<AtomicBool>,
-    owner: Option<Arc<TcpStream>>,
-}
-
-impl Tracked {
-    fn new(len: usize) -> (Self, Arc<AtomicBool>) {
-        let freed = Arc::new(AtomicBool::new(false));
-        (Self { bytes: vec![0; len], freed: Arc::clone(&freed), owner: None }, freed)
-    }
-}
-
-impl AsMut<[u8]> for Tracked {
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes
-    }
-}
-
-/// What the cases did, printed after them: the paths a run covered (a
-/// stream is dropped by its own completion only when that completion comes
-/// after the model's own drop, which nothing forces).
-#[derive(Default)]
+/// What the cases did besides `streams::Seen`'s counts.
 struct Seen {
+    streams: streams::Seen,
     opened: AtomicUsize,
-    bytes_read: AtomicUsize,
-    reads_cancelled: AtomicUsize,
-    eofs: AtomicUsize,
     resets: AtomicUsize,
     writes_to_dropped_peers: AtomicUsize,
-    accepts_cancelled: AtomicUsize,
-    drops: [AtomicUsize; 5],
-    dropped_by_own_completion: AtomicUsize,
 }
 
 static SEEN: Seen = Seen {
+    streams: streams::Seen::new(),
     opened: AtomicUsize::new(0),
-    bytes_read: AtomicUsize::new(0),
-    reads_cancelled: AtomicUsize::new(0),
-    eofs: AtomicUsize::new(0),
     resets: AtomicUsize::new(0),
     writes_to_dropped_peers: AtomicUsize::new(0),
-    accepts_cancelled: AtomicUsize::new(0),
-    drops: [const { AtomicUsize::new(0) }; 5],
-    dropped_by_own_completion: AtomicUsize::new(0),
 };
-
-fn seen(c: &AtomicUsize, n: usize) {
-    c.fetch_add(n, SeqCst);
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        if let Some(owner) = self.owner.take()
-            && Arc::strong_count(&owner) == 1
-        {
-            seen(&SEEN.dropped_by_own_completion, 1);
-        }
-        self.freed.store(true, SeqCst);
-    }
-}
-
-#[track_caller]
-fn await_freed(freed: &AtomicBool, what: &str) {
-    wait_until(|| format!("net: the buffer of {what} to be freed (its cancelled completion)"), || freed.load(SeqCst));
-}
-
-/// A read on `s` of the flow `from` (`flow`, locked), which the model
-/// says must complete: checks its outcome against the flow.
-fn read_due(pair: &Pair, s: &TcpStream, from: usize, flow: &mut Flow, len: usize) {
-    let writer_gone = pair.gone[from].load(SeqCst);
-    let (r, buf) = bounded("a read", s.read(vec![0u8; len]));
-    let reset_possible = pair.reset_possible[from].load(SeqCst);
-    match r {
-        Ok(0) => {
-            assert!(flow.shut || writer_gone != ALIVE, "net: end of file with the writer alive and not shut down");
-            assert!(
-                flow.unread() == 0 || reset_possible,
-                "net: end of file with {} bytes unread and no reset possible",
-                flow.unread()
-            );
-            flow.ended = true;
-            seen(&SEEN.eofs, 1);
-        }
-        Ok(n) => {
-            assert!(!flow.ended, "net: {n} bytes read after the flow ended");
-            let want = &flow.sent[flow.received..];
-            assert!(n <= want.len(), "net: read {n} bytes, {} were sent and unread", want.len());
-            assert_eq!(buf[..n], want[..n], "net: the bytes read are not the next bytes written");
-            flow.received += n;
-            seen(&SEEN.bytes_read, n);
-        }
-        Err(e) if is_reset(&e) && reset_possible => {
-            flow.ended = true;
-            seen(&SEEN.resets, 1);
-        }
-        Err(e) => panic!(
-            "net: a read failed: {e:?} (unread {}, shut {}, writer gone {writer_gone}, reset possible \
-             {reset_possible})",
-            flow.unread(),
-            flow.shut
-        ),
-    }
-}
 
 struct NetModel {
     listener: Mutex<Option<TcpListener>>,
     pairs: Vec<Pair>,
-    /// A private pool limited to one thread: the listener's, so every
-    /// accepted end (end 1) completes there, and its tasks run there. A
-    /// task there that dropped its stream by draining it in place would
-    /// wait for a cancelled completion that needs the thread it holds.
-    env: CallbackEnviron,
-    _pool: Pool,
+    pool: ListenerPool,
+}
+
+impl StreamModel for NetModel {
+    type Stream = TcpStream;
+    type Own = Resets;
+    const NAME: &'static str = "net";
+
+    fn seen() -> &'static streams::Seen {
+        &SEEN.streams
+    }
+
+    fn read_ended(pair: &Pair, from: usize, flow: &Flow, r: std::io::Result<()>) {
+        let writer_gone = pair.gone[from].load(SeqCst);
+        let reset_possible = pair.reset_possible[from].load(SeqCst);
+        match r {
+            Ok(()) => {
+                assert!(flow.shut || writer_gone != ALIVE, "net: end of file with the writer alive and not shut down");
+                assert!(
+                    flow.unread() == 0 || reset_possible,
+                    "net: end of file with {} bytes unread and no reset possible",
+                    flow.unread()
+                );
+            }
+            Err(e) if is_reset(&e) && reset_possible => count(&SEEN.resets, 1),
+            Err(e) => panic!(
+                "net: a read failed: {e:?} (unread {}, shut {}, writer gone {writer_gone}, reset possible \
+                 {reset_possible})",
+                flow.unread(),
+                flow.shut
+            ),
+        }
+    }
+
+    fn gone(pair: &Pair, end: usize, flows: &[std::sync::MutexGuard<'_, Flow>; 2], _settled: bool) -> u8 {
+        // Unread data makes `closesocket` reset the connection.
+        if flows[1 - end].unread() > 0 {
+            pair.reset_possible[end].store(true, SeqCst);
+            ABORTIVE
+        } else {
+            GRACEFUL
+        }
+    }
 }
 
 impl NetModel {
     fn new() -> Self {
-        let pool = Pool::new().expect("Pool::new");
-        pool.set_max_threads(1).expect("set_max_threads");
-        let env = CallbackEnviron::new().with_pool(&pool);
-        let model = Self { listener: Mutex::new(None), pairs: (0..PAIRS).map(Pair::empty).collect(), env, _pool: pool };
+        let model = Self {
+            listener: Mutex::new(None),
+            pairs: (0..PAIRS).map(Pair::empty).collect(),
+            pool: ListenerPool::new(),
+        };
         for p in 0..PAIRS {
             model.open(p);
         }
         model
-    }
-
-    /// Spawns `fut` on the pool end `end`'s streams complete on.
-    fn spawn_for<F>(&self, end: usize, fut: F) -> task::JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        if end == 1 { task::spawn_in(fut, &self.env) } else { task::spawn(fut) }
     }
 
     /// Connects and accepts pair `p` if both its ends are gone.
@@ -360,19 +204,17 @@ impl NetModel {
         if ends.iter().any(|e| e.is_some()) {
             return;
         }
-        let l = listener.get_or_insert_with(|| TcpListener::bind_in("127.0.0.1:0", &self.env).expect("bind"));
+        let l = listener.get_or_insert_with(|| TcpListener::bind_in("127.0.0.1:0", &self.pool.env).expect("bind"));
         let addr = l.local_addr().unwrap();
         let (client, accepted) =
             bounded("connect and accept", async { futures::join!(TcpStream::connect(addr), l.accept()) });
         let (client, (server, peer)) = (client.expect("connect"), accepted.expect("accept"));
         assert_eq!(peer, client.local_addr().unwrap(), "net: an accept gave another pair's connection");
-        for (e, flow) in pair.flows.iter().enumerate() {
-            let mut f = lock(flow);
-            *f = Flow { tag: f.tag, ..Flow::default() };
-            pair.gone[e].store(ALIVE, SeqCst);
-            pair.reset_possible[e].store(false, SeqCst);
+        pair.restart();
+        for r in &pair.reset_possible {
+            r.store(false, SeqCst);
         }
-        seen(&SEEN.opened, 1);
+        count(&SEEN.opened, 1);
         *ends[0] = Some(client);
         *ends[1] = Some(server);
     }
@@ -382,26 +224,8 @@ impl NetModel {
         if let Some(l) = listener.as_ref() {
             let mut accept = l.accept();
             assert!(poll_once(&mut accept).is_pending(), "net: an accept with nobody connecting completed");
-            seen(&SEEN.accepts_cancelled, 1);
+            count(&SEEN.streams.accepts_cancelled, 1);
         }
-    }
-
-    fn read(&self, pair: &Pair, end: usize, len: usize) {
-        let slot = pair.ends[end].read().unwrap();
-        let Some(s) = slot.as_ref() else { return };
-        let from = 1 - end;
-        let mut flow = lock(&pair.flows[from]);
-        let writer_gone = pair.gone[from].load(SeqCst);
-        if !flow.ended && flow.unread() == 0 && !flow.shut && writer_gone == ALIVE {
-            let (buf, freed) = Tracked::new(len);
-            let mut read = s.read(buf);
-            assert!(poll_once(&mut read).is_pending(), "net: a read with nothing to read completed");
-            drop(read);
-            await_freed(&freed, "a dropped read");
-            seen(&SEEN.reads_cancelled, 1);
-            return;
-        }
-        read_due(pair, s, from, &mut flow, len);
     }
 
     fn write(&self, pair: &Pair, end: usize, len: usize, all: bool) {
@@ -422,7 +246,7 @@ impl NetModel {
         if flow.shut {
             assert!(r.is_err(), "net: a write after shutdown(Write) succeeded: {r:?}");
         } else if reader_gone {
-            seen(&SEEN.writes_to_dropped_peers, 1);
+            count(&SEEN.writes_to_dropped_peers, 1);
             if let Err(e) = r {
                 assert!(is_reset(&e), "net: a write to a dropped peer failed with {e:?}");
             }
@@ -449,158 +273,17 @@ impl NetModel {
         flow.shut = true;
     }
 
-    fn drop_stream(&self, pair: &Pair, end: usize, via: Via, left: Left) {
-        // Both ends, in order (a woken task's peer writes), then both flows.
-        let mut guards = [pair.ends[0].write().unwrap(), pair.ends[1].write().unwrap()];
-        let Some(s) = guards[end].take() else { return };
-        let peer = guards[1 - end].as_ref();
-        let mut flows = [lock(&pair.flows[0]), lock(&pair.flows[1])];
-        let from = 1 - end;
-        // A drop with a read left needs a flow on which nothing can arrive:
-        // what is unread is read first (at most a read per byte).
-        let wants_quiet = !matches!((via, left), (Via::Here | Via::Task | Via::Work, Left::Nothing));
-        let live = !flows[from].shut && pair.gone[from].load(SeqCst) == ALIVE;
-        for _ in 0..flows[from].unread() {
-            if !(wants_quiet && live && flows[from].unread() > 0) {
-                break;
-            }
-            read_due(pair, &s, from, &mut flows[from], 64);
-        }
-        // Nothing can arrive for a read: it stays pending.
-        let quiet = flows[from].unread() == 0 && !flows[from].shut && pair.gone[from].load(SeqCst) == ALIVE;
-        match via {
-            Via::Woken if quiet && peer.is_some() && !flows[from].shut => {
-                let peer = peer.unwrap();
-                let (polled_tx, polled_rx) = mpsc::channel();
-                let (done_tx, done_rx) = mpsc::channel();
-                let t = self.spawn_for(end, async move {
-                    let (r, buf) = {
-                        let mut read = s.read(vec![0u8; 64]);
-                        let _ = polled_tx.send(futures::poll!(&mut read).is_pending());
-                        read.await
-                    };
-                    drop(s);
-                    let _ = done_tx.send((r.map_err(|e| e.kind()), buf));
-                });
-                let pending = polled_rx.recv_timeout(PATIENCE).expect("net: the task never polled its read");
-                assert!(pending, "net: a read with nothing to read completed (in a task)");
-                let data = flows[from].next_bytes(8);
-                let (sent, _) = bounded("the peer's write_all", peer.write_all(data.clone()));
-                sent.expect("the peer's write_all");
-                flows[from].sent.extend_from_slice(&data);
-                let (r, buf) =
-                    done_rx.recv_timeout(PATIENCE).expect("net: a read woken by its completion never returned");
-                let n = r.expect("net: the woken read failed");
-                assert!((1..=8).contains(&n) && buf[..n] == data[..n], "net: the woken read got {:?}", &buf[..n]);
-                flows[from].received += n;
-                t.join().expect("the task");
-                seen(&SEEN.drops[3], 1);
-            }
-            Via::OwnCompletion if quiet => {
-                let s = Arc::new(s);
-                let (mut buf, freed) = Tracked::new(16);
-                buf.owner = Some(Arc::clone(&s));
-                let mut read = s.read(buf);
-                assert!(poll_once(&mut read).is_pending(), "net: a read with nothing to read completed");
-                drop(read);
-                drop(s);
-                await_freed(&freed, "a dropped read holding its stream");
-                seen(&SEEN.drops[4], 1);
-            }
-            _ => {
-                let (via, left) = if quiet { (via, left) } else { (Via::Here, Left::Nothing) };
-                let forgotten = matches!(left, Left::Forgotten);
-                let drop_it = move || {
-                    match left {
-                        Left::Nothing => {}
-                        Left::Forgotten | Left::Cancelled => {
-                            let mut read = s.read(vec![0u8; 8]);
-                            let pending = poll_once(&mut read).is_pending();
-                            if forgotten {
-                                std::mem::forget(read);
-                            }
-                            if !pending {
-                                return Err("a read with nothing to read completed");
-                            }
-                        }
-                    }
-                    drop(s);
-                    Ok(())
-                };
-                let r = match via {
-                    Via::Task | Via::Woken | Via::OwnCompletion => {
-                        let (tx, rx) = mpsc::channel();
-                        let t = self.spawn_for(end, async move {
-                            let _ = tx.send(drop_it());
-                        });
-                        let r = rx.recv_timeout(PATIENCE).expect("net: a drop in a task never returned");
-                        t.join().expect("the task");
-                        r
-                    }
-                    Via::Work => {
-                        let (tx, rx) = mpsc::channel();
-                        let cell = Mutex::new(Some((drop_it, tx)));
-                        let work = Work::new(move |_| {
-                            if let Some((drop_it, tx)) = lock(&cell).take() {
-                                let _ = tx.send(drop_it());
-                            }
-                        })
-                        .expect("Work::new");
-                        work.submit();
-                        let r = rx.recv_timeout(PATIENCE).expect("net: a drop in a work callback never returned");
-                        work.wait();
-                        r
-                    }
-                    Via::Here => drop_it(),
-                };
-                r.unwrap_or_else(|e| panic!("net: {e}"));
-                seen(
-                    &SEEN.drops[match via {
-                        Via::Here => 0,
-                        Via::Work => 2,
-                        _ => 1,
-                    }],
-                    1,
-                );
-            }
-        }
-        // Unread data makes `closesocket` reset the connection.
-        let abortive = flows[from].unread() > 0;
-        pair.gone[end].store(if abortive { ABORTIVE } else { GRACEFUL }, SeqCst);
-        if abortive {
-            pair.reset_possible[end].store(true, SeqCst);
-        }
-        drop(flows);
-    }
-
     fn drop_listener(&self, in_task: bool, left: Left) {
         let Some(l) = lock(&self.listener).take() else { return };
         let forgotten = matches!(left, Left::Forgotten);
         let drop_it = move || {
-            if !matches!(left, Left::Nothing) {
-                let mut accept = l.accept();
-                let pending = poll_once(&mut accept).is_pending();
-                if forgotten {
-                    std::mem::forget(accept);
-                }
-                if !pending {
-                    return Err("an accept with nobody connecting completed");
-                }
+            if !matches!(left, Left::Nothing) && !leave_pending(l.accept(), forgotten) {
+                return Err("an accept with nobody connecting completed");
             }
             drop(l);
             Ok(())
         };
-        let r = if in_task {
-            let (tx, rx) = mpsc::channel();
-            let t = self.spawn_for(1, async move {
-                let _ = tx.send(drop_it());
-            });
-            let r = rx.recv_timeout(PATIENCE).expect("net: a listener's drop in a task never returned");
-            t.join().expect("the task");
-            r
-        } else {
-            drop_it()
-        };
+        let r = if in_task { self.pool.in_task("net", 1, "a listener's drop", drop_it) } else { drop_it() };
         r.unwrap_or_else(|e| panic!("net: {e}"));
     }
 }
@@ -623,10 +306,12 @@ impl Model for NetModel {
         match *op {
             Op::Open(p) => self.open(p),
             Op::Accept => self.accept_pending(),
-            Op::Read { pair, end, len } => self.read(&self.pairs[pair], end, len.into()),
+            Op::Read { pair, end, len } => read::<Self>(&self.pairs[pair], end, len.into()),
             Op::Write { pair, end, len, all } => self.write(&self.pairs[pair], end, len.into(), all),
             Op::Shutdown { pair, end } => self.shutdown(&self.pairs[pair], end),
-            Op::Drop { pair, end, via, left } => self.drop_stream(&self.pairs[pair], end, via, left),
+            Op::Drop { pair, end, via, left } => {
+                streams::drop_stream::<Self>(&self.pool, &self.pairs[pair], end, via, left)
+            }
             Op::DropListener { in_task, left } => self.drop_listener(in_task, left),
         }
     }
@@ -647,7 +332,7 @@ impl Model for NetModel {
                     if pair.ends[end].read().unwrap().is_none() || lock(&pair.flows[1 - end]).ended {
                         break;
                     }
-                    self.read(pair, end, 64);
+                    read::<Self>(pair, end, 64);
                 }
                 if pair.ends[end].read().unwrap().is_some() {
                     let flow = lock(&pair.flows[1 - end]);
@@ -669,55 +354,26 @@ fn net_lifecycle_cases() {
     engine::run_cases(config(), engine::steps(op(), 12), |steps| engine::run("net", NetModel::new, &steps));
 }
 
-/// Creates the process's one timer driver (a context, kept for good), which
-/// the cases' timeouts use, before any case counts the contexts.
-fn warm_up() {
-    task::block_on(time::sleep(std::time::Duration::from_millis(1)));
-}
-
-/// The cases, in a process of their own (the counts are the process's).
-#[test]
-fn net_lifecycle() {
-    crate::support::alone("lifecycle::net::net_lifecycle", || {
-        warm_up();
-        net_lifecycle_cases();
-        // The tasks woken by completions ran in place (`task` module docs).
-        assert!(task::inplace_polls() > 0, "no task was polled in place");
-    });
+/// What the cases covered, printed after them.
+fn report() {
     let l = |c: &AtomicUsize| c.load(SeqCst);
-    let d = &SEEN.drops;
     eprintln!(
-        "net: {} pairs opened, {} bytes read, {} reads cancelled, {} EOFs, {} resets, {} writes to dropped peers, \
-         {} accepts cancelled; stream drops here {}, in a task {}, in a work callback {}, in a woken task {}, \
-         through the own completion {} (by it: {}); {} handoffs",
+        "net: {} pairs opened, {} resets, {} writes to dropped peers, {}",
         l(&SEEN.opened),
-        l(&SEEN.bytes_read),
-        l(&SEEN.reads_cancelled),
-        l(&SEEN.eofs),
         l(&SEEN.resets),
         l(&SEEN.writes_to_dropped_peers),
-        l(&SEEN.accepts_cancelled),
-        l(&d[0]),
-        l(&d[1]),
-        l(&d[2]),
-        l(&d[3]),
-        l(&d[4]),
-        l(&SEEN.dropped_by_own_completion),
-        windows_threadpool::handoffs(),
+        SEEN.streams,
     );
 }
 
-/// The same cases with in-place polling off (`WINDOWS_THREADPOOL_NO_INPLACE`,
-/// read once per process): every wake submits, as before it existed.
+/// The cases with in-place polling on.
+#[test]
+fn net_lifecycle() {
+    streams::run_test("lifecycle::net::net_lifecycle", true, net_lifecycle_cases, report);
+}
+
+/// The same cases with in-place polling off.
 #[test]
 fn net_lifecycle_without_inplace() {
-    let name = "lifecycle::net::net_lifecycle_without_inplace";
-    let out = crate::support::child(name, &[("WINDOWS_THREADPOOL_NO_INPLACE", "1")], || {
-        warm_up();
-        net_lifecycle_cases();
-        assert_eq!(task::inplace_polls(), 0, "polled in place with in-place polling off");
-    });
-    print!("{}", out.stdout);
-    eprint!("{}", out.stderr);
-    out.assert_completed();
+    streams::run_test("lifecycle::net::net_lifecycle_without_inplace", false, net_lifecycle_cases, report);
 }
