@@ -4,8 +4,11 @@
 //! its client and its server side in its own runtime (the raw column: both
 //! sides are callback-driven state machines on the pool, `raw_tpio`, so no
 //! thread is woken per operation but the callback's own). TCP sockets set
-//! `TCP_NODELAY` everywhere. A cell that fails is n/a, with the reason on
-//! stderr. Every run is bounded in count and, by a watchdog, in time.
+//! `TCP_NODELAY` everywhere. A row's columns are measured in alternated
+//! rounds ([`alternated`]: every column once a round, in turn), so a slow
+//! stretch of the machine lands on all of them; a cell is the median round.
+//! A cell that fails is n/a, with the reason on stderr. Every run is
+//! bounded in count and, by a watchdog, in time.
 //! After N6 come the named-pipe rows, N7 to N8b (`pipe_workload`), on this
 //! module's columns and helpers: each column's echo, ping, sink and source
 //! are written once here, over its socket and pipe types alike.
@@ -178,6 +181,49 @@ pub(crate) fn warmed(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
+/// Measures every column of `cols` once a round, in turn, for `rounds`
+/// rounds after `warmups` uncounted ones, each round starting one column
+/// further on, so that a slow stretch of the machine lands on every column
+/// alike and no column always follows the same one. A column that fails
+/// is n/a from then on; so is one not in `cols`.
+pub(crate) fn alternated<T>(
+    row: &str,
+    cols: &[usize],
+    warmups: usize,
+    rounds: usize,
+    mut one: impl FnMut(usize) -> io::Result<T>,
+) -> [Option<Vec<T>>; 6] {
+    let mut got: [Vec<T>; 6] = Default::default();
+    let mut failed = [false; 6];
+    for round in 0..warmups + rounds {
+        for k in 0..cols.len() {
+            let col = cols[(k + round) % cols.len()];
+            if failed[col] {
+                continue;
+            }
+            match measure(row, col, || one(col)) {
+                Some(v) if round >= warmups => got[col].push(v),
+                Some(_) => {}
+                None => failed[col] = true,
+            }
+        }
+    }
+    core::array::from_fn(|c| (cols.contains(&c) && !failed[c]).then(|| std::mem::take(&mut got[c])))
+}
+
+/// Every column, in table order.
+const ALL: [usize; 6] = [CRATE, RAW, COMPIO, TOKIO_MT, TOKIO_CT, STD];
+
+/// The median over rounds of each round's median (its first tenth dropped,
+/// as [`warmed`]), with their min..max and the p99 of every round's samples.
+pub(crate) fn rounds_cell(per_round: Vec<Vec<f64>>) -> Cell {
+    let per_round: Vec<Vec<f64>> = per_round.into_iter().map(warmed).collect();
+    let all = per_round.concat();
+    let mut c = Cell::trials(per_round.into_iter().map(|v| Cell::latency(v).value).collect());
+    c.spread = format!("{}, {}", c.spread, Cell::latency(all).spread);
+    c
+}
+
 /// [`warmed`] samples' median and p99.
 fn warm(v: Vec<f64>) -> Cell {
     Cell::latency(warmed(v))
@@ -194,19 +240,18 @@ pub fn crate_ping_pong(n: usize) -> Cell {
 fn tcp_ping_pong(cfg: &Config, table: &mut Table) {
     let n = cfg.n(5_000);
     let trips = n + n / 9;
-    let row = "N1 tcp ping-pong";
-    let mut cols: [Option<Cell>; 6] = Default::default();
-    for (col, imp) in impls() {
-        cols[col] = measure(row, col, || imp.ping_pong(trips)).map(warm);
-    }
+    let imps = impls();
+    let cols = alternated("N1 tcp ping-pong", &ALL, 0, cfg.trials, |c| imps[c].1.ping_pong(trips));
     table.add(
         format!(
-            "N1. TCP ping-pong, {MSG} B each way over one connection, {n} round trips timed after {} of warm-up \
-             (client and echo server as tasks of one runtime; raw: both callback-driven; std: echo on its own thread)",
-            trips - n
+            "N1. TCP ping-pong, {MSG} B each way over one connection, {n} round trips timed after {} of warm-up, \
+             {} rounds alternated (spread: min..max of the rounds' medians, p99 of all; client and echo server as \
+             tasks of one runtime; raw: both callback-driven; std: echo on its own thread)",
+            trips - n,
+            cfg.trials
         ),
         "µs/round trip",
-        cols,
+        cols.map(|v| v.map(rounds_cell)),
     );
 }
 
@@ -214,27 +259,20 @@ fn tcp_ping_pong(cfg: &Config, table: &mut Table) {
 fn streaming(cfg: &Config, table: &mut Table, chunk: usize) {
     let total = ((256usize << 20) as f64 * cfg.scale) as usize / chunk * chunk;
     let row = format!("N streaming {} KiB", chunk >> 10);
-    let mut cols: [Option<Cell>; 6] = Default::default();
-    for (col, imp) in impls() {
-        let mut mbs = Vec::new();
-        for trial in 0..=cfg.trials {
-            match measure(&row, col, || imp.stream(total, chunk)) {
-                Some(secs) if trial > 0 => mbs.push(total as f64 / secs / 1e6),
-                Some(_) => {}
-                None => break,
-            }
-        }
-        cols[col] = (mbs.len() == cfg.trials).then(|| Cell::trials(mbs));
-    }
+    let imps = impls();
+    let mbs = |secs: Vec<f64>| Cell::trials(secs.into_iter().map(|s| total as f64 / s / 1e6).collect());
+    let cols = alternated(&row, &ALL, 1, cfg.trials, |c| imps[c].1.stream(total, chunk));
     table.add(
         format!(
-            "N{}. stream {} MiB over one connection in {} writes (reads of the same size; higher is better)",
+            "N{}. stream {} MiB over one connection in {} writes (reads of the same size; higher is better; {} \
+             rounds alternated after one of warm-up)",
             if chunk == 64 << 10 { 2 } else { 3 },
             total >> 20,
-            if chunk >= 1 << 20 { format!("{} MiB", chunk >> 20) } else { format!("{} KiB", chunk >> 10) }
+            if chunk >= 1 << 20 { format!("{} MiB", chunk >> 20) } else { format!("{} KiB", chunk >> 10) },
+            cfg.trials
         ),
         "MB/s",
-        cols,
+        cols.map(|v| v.map(mbs)),
     );
 }
 
@@ -244,30 +282,17 @@ fn many_connections(cfg: &Config, table: &mut Table) {
     let conns = std::env::var("WTP_BENCH_CONNS").ok().and_then(|v| v.parse().ok()).unwrap_or(cfg.n(1_000).max(50));
     let trips = 10;
     let trials = cfg.trials.min(3);
-    let row = "N4 many connections";
-    let mut cols: [Option<Cell>; 6] = Default::default();
-    for (col, imp) in impls() {
-        if col == STD {
-            continue;
-        }
-        let mut ms = Vec::new();
-        for trial in 0..=trials {
-            match measure(row, col, || imp.many(conns, trips)) {
-                Some(secs) if trial > 0 => ms.push(secs * 1000.0),
-                Some(_) => {}
-                None => break,
-            }
-        }
-        cols[col] = (ms.len() == trials).then(|| Cell::trials(ms));
-    }
+    let imps = impls();
+    let ms = |secs: Vec<f64>| Cell::trials(secs.into_iter().map(|s| s * 1000.0).collect());
+    let cols = alternated("N4 many connections", &ALL[..STD], 1, trials, |c| imps[c].1.many(conns, trips));
     table.add(
         format!(
             "N4. {conns} connections at once, each {trips} round trips of {MSG} B: connects, accepts and echoes \
-             (a task per connection and side; raw: std connect + accept in turn on one thread, both sides \
-             callback-driven; std: n/a, it would take a thread per socket)"
+             ({trials} rounds alternated after one of warm-up; a task per connection and side; raw: std connect + \
+             accept in turn on one thread, both sides callback-driven; std: n/a, it would take a thread per socket)"
         ),
         "ms wall",
-        cols,
+        cols.map(|v| v.map(ms)),
     );
 }
 
@@ -275,18 +300,17 @@ fn many_connections(cfg: &Config, table: &mut Table) {
 fn udp_ping_pong(cfg: &Config, table: &mut Table) {
     let n = cfg.n(5_000);
     let trips = n + n / 9;
-    let row = "N5 udp ping-pong";
-    let mut cols: [Option<Cell>; 6] = Default::default();
-    for (col, imp) in impls() {
-        cols[col] = measure(row, col, || imp.udp(trips)).map(warm);
-    }
+    let imps = impls();
+    let cols = alternated("N5 udp ping-pong", &ALL, 0, cfg.trials, |c| imps[c].1.udp(trips));
     table.add(
         format!(
-            "N5. UDP ping-pong, {MSG} B datagrams (send_to / recv_from), {n} round trips timed after {} of warm-up",
-            trips - n
+            "N5. UDP ping-pong, {MSG} B datagrams (send_to / recv_from), {n} round trips timed after {} of warm-up, \
+             {} rounds alternated (spread: min..max of the rounds' medians, p99 of all)",
+            trips - n,
+            cfg.trials
         ),
         "µs/round trip",
-        cols,
+        cols.map(|v| v.map(rounds_cell)),
     );
 }
 

@@ -28,8 +28,8 @@ use windows_sys::Win32::System::Pipes::{
 };
 
 use crate::net_workload::{
-    COMPIO, CRATE, MSG, RAW, STD, TOKIO_CT, TOKIO_MT, Window, in_tokio, measure, pinged, tokio_current, tokio_multi,
-    warmed,
+    COMPIO, CRATE, MSG, RAW, STD, TOKIO_CT, TOKIO_MT, Window, in_tokio, measure, pinged, rounds_cell, tokio_current,
+    tokio_multi,
 };
 use crate::report::{Cell, Table};
 use crate::workloads::Config;
@@ -86,16 +86,6 @@ fn unique_name() -> String {
     format!(r"\\.\pipe\wtp-bench-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The median over rounds of each round's median (its first tenth dropped,
-/// as N1's), with their min..max and the p99 of every round's samples.
-fn rounds(per_round: Vec<Vec<f64>>) -> Cell {
-    let per_round: Vec<Vec<f64>> = per_round.into_iter().map(warmed).collect();
-    let all = per_round.concat();
-    let mut c = Cell::trials(per_round.into_iter().map(|v| Cell::latency(v).value).collect());
-    c.spread = format!("{}, {}", c.spread, Cell::latency(all).spread);
-    c
-}
-
 /// N7, N7b. Pipe ping-pong.
 fn ping_pong(cfg: &Config, table: &mut Table, want: &dyn Fn(&str) -> bool) {
     let n = cfg.n(5_000);
@@ -115,7 +105,7 @@ fn ping_pong(cfg: &Config, table: &mut Table, want: &dyn Fn(&str) -> bool) {
             }
         }
     }
-    let cells = v.map(|r| (r.len() == cfg.trials).then(|| rounds(r)));
+    let cells = v.map(|r| (r.len() == cfg.trials).then(|| rounds_cell(r)));
     let warmup = trips - n;
     if want("N7") {
         table.add(
