@@ -14,12 +14,10 @@ use std::process::{Command, Stdio};
 
 use windows_sys::Wdk::Storage::FileSystem::{
     FILE_MODE_INFORMATION, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT, FileModeInformation,
-    NtQueryInformationFile,
 };
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, GetHandleInformation, HANDLE_FLAG_INHERIT,
 };
-use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
 use windows_sys::Win32::System::Pipes::PeekNamedPipe;
 use windows_threadpool::io::{self, AsyncIo};
 use windows_threadpool::wait::process_exit;
@@ -59,20 +57,8 @@ fn inheritable(h: RawHandle) -> bool {
 
 /// Whether `h`'s file object does synchronous I/O (not opened overlapped).
 fn synchronous(h: RawHandle) -> bool {
-    // SAFETY: all zeroes is a valid IO_STATUS_BLOCK (integers and a pointer).
-    let mut iosb: IO_STATUS_BLOCK = unsafe { core::mem::zeroed() };
-    let mut info = FILE_MODE_INFORMATION { Mode: 0 };
-    // SAFETY: `h` is an open handle; both out-pointers are valid for their sizes.
-    let status = unsafe {
-        NtQueryInformationFile(
-            h,
-            &mut iosb,
-            (&raw mut info).cast(),
-            size_of::<FILE_MODE_INFORMATION>() as u32,
-            FileModeInformation,
-        )
-    };
-    assert_eq!(status, 0, "NtQueryInformationFile(FileModeInformation)");
+    // SAFETY: FileModeInformation fills a FILE_MODE_INFORMATION.
+    let info = unsafe { crate::file_information(h, FileModeInformation, FILE_MODE_INFORMATION { Mode: 0 }) };
     info.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0
 }
 

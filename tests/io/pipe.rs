@@ -297,18 +297,9 @@ const SKIP_ON_SUCCESS: u32 = 1 | 2;
 /// `h`'s completion notification modes (`FileIoCompletionNotificationInformation`:
 /// what `SetFileCompletionNotificationModes` set).
 fn completion_modes(h: std::os::windows::io::RawHandle) -> u32 {
-    use windows_sys::Wdk::Storage::FileSystem::{FileIoCompletionNotificationInformation, NtQueryInformationFile};
-    use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
-    // SAFETY: all zeroes is a valid IO_STATUS_BLOCK (integers and a pointer).
-    let mut iosb: IO_STATUS_BLOCK = unsafe { core::mem::zeroed() };
-    let mut flags = 0u32;
-    // SAFETY: `h` is an open handle; both out-pointers are valid for their
-    // sizes (FILE_IO_COMPLETION_NOTIFICATION_INFORMATION is one u32).
-    let status = unsafe {
-        NtQueryInformationFile(h, &mut iosb, (&raw mut flags).cast(), 4, FileIoCompletionNotificationInformation)
-    };
-    assert_eq!(status, 0, "NtQueryInformationFile(FileIoCompletionNotificationInformation): {status:#x}");
-    flags
+    use windows_sys::Wdk::Storage::FileSystem::FileIoCompletionNotificationInformation;
+    // SAFETY: the class fills a FILE_IO_COMPLETION_NOTIFICATION_INFORMATION, one u32.
+    unsafe { crate::file_information(h, FileIoCompletionNotificationInformation, 0u32) }
 }
 
 /// In byte mode, a read of data the pipe holds and a write the pipe has
