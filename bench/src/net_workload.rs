@@ -1180,6 +1180,10 @@ mod raw {
             let server = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let client = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let (to, back) = (server.local_addr()?, client.local_addr()?);
+            // Connected to each other, so no other process's datagram (one
+            // larger than MSG, say) reaches them.
+            server.connect(back)?;
+            client.connect(to)?;
             raw_tpio::ping_pong(End::Udp(server.into(), back), End::Udp(client.into(), to), Some(trips), trips)
         }
     }

@@ -44,15 +44,20 @@ mod process;
 /// panics on a failed query.
 ///
 /// # Safety
-/// `T` is the plain-data structure `class` fills (every bit pattern valid).
-unsafe fn file_information<T>(h: std::os::windows::io::RawHandle, class: i32, mut info: T) -> T {
+/// `T` is the plain-data structure `class` fills (every bit pattern valid;
+/// `Copy`, so no drop glue or owned resource is overwritten).
+unsafe fn file_information<T: Copy>(h: std::os::windows::io::RawHandle, class: i32, mut info: T) -> T {
     use windows_sys::Wdk::Storage::FileSystem::NtQueryInformationFile;
     use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
     // SAFETY: all zeroes is a valid IO_STATUS_BLOCK (integers and a pointer).
     let mut iosb: IO_STATUS_BLOCK = unsafe { core::mem::zeroed() };
-    // SAFETY: `h` is a handle value (a closed one fails the query); both
-    // out-pointers are valid for their sizes, and `T` is what `class`
-    // writes (the caller's contract).
+    // SAFETY: both out-pointers are valid for their sizes, and `T` is what
+    // `class` writes (the caller's contract). `h` is only a value: a closed
+    // one fails the query, and one closed and reused may name another
+    // object, which is harmless since the query writes only into these
+    // locals. NtQueryInformationFile finishes before it returns even on an
+    // overlapped handle (the I/O manager answers these classes itself), so
+    // nothing writes `iosb` or `info` after the call.
     let status = unsafe { NtQueryInformationFile(h, &mut iosb, (&raw mut info).cast(), size_of::<T>() as u32, class) };
     assert_eq!(status, 0, "NtQueryInformationFile(class {class}): {status:#x}");
     info

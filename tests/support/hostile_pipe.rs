@@ -108,7 +108,7 @@ fn open_raw(t: &Target) -> RawPipe {
 
 /// A `ping` on a raw client: `pong: ping` back within
 /// [`support::PATIENCE`].
-fn raw_ping(pipe: &RawPipe, what: &str) {
+fn raw_ping(pipe: &mut RawPipe, what: &str) {
     let sent = pipe.write(b"ping", support::PATIENCE);
     assert!(matches!(sent, Ok(Some(4))), "{what}: the ping's write: {sent:?}");
     let (mut got, mut buf) = (Vec::new(), [0u8; 64]);
@@ -177,12 +177,12 @@ pub fn idle(clients: usize, idle: Duration, rounds: usize) -> Scenario {
         let (accepted, requests, closed) = (t.get(|s| &s.accepted), t.get(|s| &s.requests), t.get(|s| &s.closed));
         let before = Footprint::memory();
         let target = t.clone();
-        let open = off_pool(move || (0..clients).map(|_| open_raw(&target)).collect::<Vec<_>>()).await;
+        let mut open = off_pool(move || (0..clients).map(|_| open_raw(&target)).collect::<Vec<_>>()).await;
         let all = accepted + clients as u64;
         t.reaches(&format!("round {round}: every client accepted"), support::PATIENCE, |s| &s.accepted, all).await;
         let (idle_at, seen) = rounds::after_idle(idle, before.threads).await;
         let open = off_pool(move || {
-            for (i, pipe) in open.iter().enumerate() {
+            for (i, pipe) in open.iter_mut().enumerate() {
                 raw_ping(pipe, &format!("client {i}, after idling"));
             }
             open
@@ -228,7 +228,7 @@ pub fn never_reads(clients: usize, rounds: usize) -> Scenario {
                 let each: Vec<_> = (0..clients)
                     .map(|_| {
                         scope.spawn(|| {
-                            let pipe = open_raw(&target);
+                            let mut pipe = open_raw(&target);
                             let request = [b'r'; 1024];
                             let (mut written, mut stalled) = (0usize, false);
                             let deadline = Instant::now() + support::PATIENCE;
@@ -298,15 +298,15 @@ pub fn trickle(clients: usize, bytes: usize, pause: Duration, rounds: usize) -> 
         let (target, finished) = (t.clone(), done.clone());
         let started = Instant::now();
         let tricklers = task::spawn(off_pool(move || {
-            let open: Vec<_> = (0..clients).map(|_| open_raw(&target)).collect();
+            let mut open: Vec<_> = (0..clients).map(|_| open_raw(&target)).collect();
             let sent: Vec<u8> = (0..bytes).map(|i| b'a' + (i % 26) as u8).collect();
             for &byte in &sent {
-                for pipe in &open {
+                for pipe in &mut open {
                     assert_eq!(pipe.write(&[byte], support::PATIENCE).unwrap(), Some(1));
                 }
                 std::thread::sleep(pause);
             }
-            for (i, pipe) in open.iter().enumerate() {
+            for (i, pipe) in open.iter_mut().enumerate() {
                 // Each byte answered `pong: ` and the byte, or bytes read
                 // together answered together.
                 let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
@@ -362,7 +362,7 @@ pub fn flood(flood: Duration, rounds: usize) -> Scenario {
         let done = Arc::new(AtomicBool::new(false));
         let (target, finished) = (t.clone(), done.clone());
         let flooder = task::spawn(off_pool(move || {
-            let pipe = open_raw(&target);
+            let mut pipe = open_raw(&target);
             let request = [b'f'; 4096];
             let (mut written, mut stalls) = (0usize, 0usize);
             let end = Instant::now() + flood;

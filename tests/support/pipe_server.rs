@@ -223,23 +223,30 @@ impl RawPipe {
 
     /// Writes what fits of `buf` within `patience`: `Some(bytes)`, or
     /// `None` if the write was still in flight then (it is cancelled).
-    pub fn write(&self, buf: &[u8], patience: Duration) -> io::Result<Option<usize>> {
+    ///
+    /// `&mut self`: one operation at a time, so the shared event is
+    /// signalled only by this one's completion.
+    pub fn write(&mut self, buf: &[u8], patience: Duration) -> io::Result<Option<usize>> {
         let h = self.file.as_raw_handle();
         let mut ov = self.overlapped();
         // SAFETY: `buf` and `ov` outlive the write: `finish` returns only
-        // once it has completed (or been cancelled and completed).
-        let ok = unsafe { WriteFile(h, buf.as_ptr(), buf.len() as u32, core::ptr::null_mut(), &mut ov) };
-        self.finish(ok, &ov, patience)
+        // once it has completed (or been cancelled and completed), since
+        // the exclusive borrow leaves no other operation to signal the
+        // event.
+        let ok = unsafe { WriteFile(h, buf.as_ptr(), buf.len() as u32, core::ptr::null_mut(), &raw mut ov) };
+        self.finish(ok, &raw mut ov, patience)
     }
 
     /// Reads into `buf` within `patience`: `Some(bytes)` (0 once the server
     /// closed), or `None` if nothing came (the read is cancelled).
-    pub fn read(&self, buf: &mut [u8], patience: Duration) -> io::Result<Option<usize>> {
+    /// `&mut self` as for [`write`](Self::write).
+    pub fn read(&mut self, buf: &mut [u8], patience: Duration) -> io::Result<Option<usize>> {
         let h = self.file.as_raw_handle();
         let mut ov = self.overlapped();
-        // SAFETY: as in `write`.
-        let ok = unsafe { ReadFile(h, buf.as_mut_ptr(), buf.len() as u32, core::ptr::null_mut(), &mut ov) };
-        match self.finish(ok, &ov, patience) {
+        // SAFETY: as in `write`: `buf` and `ov` are not used again nor
+        // dropped until `finish` has seen the read complete.
+        let ok = unsafe { ReadFile(h, buf.as_mut_ptr(), buf.len() as u32, core::ptr::null_mut(), &raw mut ov) };
+        match self.finish(ok, &raw mut ov, patience) {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Some(0)),
             other => other,
         }
@@ -254,8 +261,10 @@ impl RawPipe {
 
     /// Waits for the operation `ov` describes (started with result `ok`)
     /// for at most `patience`, cancels it if still in flight, and waits
-    /// until it has completed.
-    fn finish(&self, ok: i32, ov: &OVERLAPPED, patience: Duration) -> io::Result<Option<usize>> {
+    /// until it has completed. `ov` is a pointer, not a reference: the
+    /// kernel writes its `Internal` and `InternalHigh` as it completes.
+    /// `&mut self`: the event is signalled only by this operation.
+    fn finish(&mut self, ok: i32, ov: *mut OVERLAPPED, patience: Duration) -> io::Result<Option<usize>> {
         if ok == 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(ERROR_IO_PENDING as i32) {
@@ -266,13 +275,18 @@ impl RawPipe {
         let ms = patience.as_millis().min(u128::from(u32::MAX - 1)) as u32;
         // SAFETY: an event handle this client owns.
         if unsafe { WaitForSingleObject(self.event.as_raw_handle(), ms) } != WAIT_OBJECT_0 {
-            // SAFETY: `ov` is the operation's own, on this handle; one that
-            // has completed meanwhile is not found, which is harmless.
+            // SAFETY: `ov` points to the operation's own OVERLAPPED, live on
+            // the caller's stack, on this handle; one that has completed
+            // meanwhile is not found, which is harmless.
             unsafe { CancelIoEx(h, ov) };
         }
         let mut n = 0u32;
-        // SAFETY: waits (`bWait`) until the operation has completed, so
-        // its buffer and `ov` are no longer in use when this returns.
+        // SAFETY: `ov` is live as above. The event was reset as this
+        // operation started (`hEvent` set, so the start resets it) and the
+        // exclusive borrow of `self` leaves no other operation on this
+        // handle to signal it, so it is signalled only by this operation's
+        // completion: the waiting (`bWait`) call returns only after that,
+        // when the kernel no longer uses the buffer or `ov`.
         if unsafe { GetOverlappedResult(h, ov, &mut n, 1) } != 0 {
             return Ok(Some(n as usize));
         }
