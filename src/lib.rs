@@ -102,9 +102,11 @@ mod heal;
 pub mod instance;
 #[cfg(windows)]
 pub mod io;
-// Off Windows, only the I/O object's registry of outstanding operations.
+// Off Windows, only the I/O object's registry of outstanding operations
+// and the engine's kept blocks.
 #[cfg(not(windows))]
 mod io {
+    mod kept;
     mod registry;
 }
 #[cfg(all(windows, feature = "hyper"))]

@@ -2,7 +2,8 @@
 //! from a firing, periodic start and stop, wait arming and re-arming from an
 //! activation. Issuing an I/O operation allocates exactly one block, the
 //! operation's own storage (its `OVERLAPPED` and payload), and resubmitting a
-//! claimed operation allocates nothing. Runs in every feature configuration;
+//! claimed operation allocates nothing; the futures of sockets and pipes
+//! (reads, writes, accepts, datagrams) allocate nothing in steady state. Runs in every feature configuration;
 //! with `trace` it runs again in a child process with every target armed.
 //!
 //! A counting global allocator counts the allocations of one watched thread
@@ -488,6 +489,138 @@ fn io_resubmit_claimed() {
     drop(io);
 }
 
+/// The socket and pipe futures in steady state allocate nothing: an
+/// operation's block (its `OVERLAPPED`, the operation, what its future
+/// shares with its completion) is one the engine kept from an earlier
+/// operation. Each round issues a read before its peer writes (the read
+/// queued, completed on a pool thread, its output taken here) and a read of
+/// data already there (finished at the first poll where the handle
+/// completes inline). The first round, outside the window, fills the
+/// engines' kept blocks.
+fn stream_round_trips<S>(
+    what: &str,
+    a: &S,
+    b: &S,
+    read: impl AsyncFn(&S, Vec<u8>) -> (std::io::Result<usize>, Vec<u8>),
+    write: impl AsyncFn(&S, Vec<u8>) -> (std::io::Result<usize>, Vec<u8>),
+) {
+    let (mut x, mut y) = (vec![7u8; 64], vec![0u8; 64]);
+    let round = |x: Vec<u8>, y: Vec<u8>| {
+        futures::executor::block_on(async {
+            let ((got, y), (sent, x)) = futures::join!(read(b, y), write(a, x));
+            assert_eq!((got.unwrap(), sent.unwrap()), (64, 64));
+            let (sent, x) = write(b, x).await;
+            let (got, y) = read(a, y).await;
+            assert_eq!((got.unwrap(), sent.unwrap()), (64, 64));
+            (x, y)
+        })
+    };
+    (x, y) = round(x, y);
+    let c = count_here(|| {
+        for _ in 0..CALLS {
+            (x, y) = round(core::mem::take(&mut x), core::mem::take(&mut y));
+        }
+    });
+    assert_none(&format!("{CALLS} rounds of reads and writes on {what}"), c);
+}
+
+fn tcp_reads_and_writes() {
+    use windows_threadpool::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (a, b) = futures::executor::block_on(async { futures::join!(TcpStream::connect(addr), listener.accept()) });
+    let (a, (b, _)) = (a.unwrap(), b.unwrap());
+    stream_round_trips(
+        "a TCP connection",
+        &a,
+        &b,
+        async |s: &TcpStream, buf| s.read(buf).await,
+        async |s: &TcpStream, buf| s.write(buf).await,
+    );
+}
+
+fn pipe_reads_and_writes() {
+    use windows_threadpool::pipe::{PipeListener, PipeStream};
+    let name = support::unique_pipe_name();
+    let listener = PipeListener::bind(&name).unwrap();
+    let (a, b) = futures::executor::block_on(async { futures::join!(PipeStream::connect(&name), listener.accept()) });
+    let (a, b) = (a.unwrap(), b.unwrap());
+    stream_round_trips(
+        "a named pipe",
+        &a,
+        &b,
+        async |s: &PipeStream, buf| s.read(buf).await,
+        async |s: &PipeStream, buf| s.write(buf).await,
+    );
+}
+
+/// Datagrams as the streams: a receive queued before its datagram is sent,
+/// and one of a datagram already there.
+fn udp_send_to_recv_from() {
+    use windows_threadpool::net::UdpSocket;
+    let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+    let (at_a, at_b) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    let (mut x, mut y) = (vec![7u8; 64], vec![0u8; 64]);
+    let round = |x: Vec<u8>, y: Vec<u8>| {
+        futures::executor::block_on(async {
+            let ((got, y), (sent, x)) = futures::join!(b.recv_from(y), a.send_to(x, at_b));
+            assert_eq!((got.unwrap(), sent.unwrap()), ((64, at_a), 64));
+            let (sent, x) = b.send_to(x, at_a).await;
+            let (got, y) = a.recv_from(y).await;
+            assert_eq!((got.unwrap(), sent.unwrap()), ((64, at_b), 64));
+            (x, y)
+        })
+    };
+    (x, y) = round(x, y);
+    let c = count_here(|| {
+        for _ in 0..CALLS {
+            (x, y) = round(core::mem::take(&mut x), core::mem::take(&mut y));
+        }
+    });
+    assert_none(&format!("{CALLS} rounds of send_to and recv_from"), c);
+}
+
+/// An accept queued before its client connects allocates nothing of its
+/// own: its block is kept, and what it allocates is the accepted stream's
+/// own objects, as many as binding a connected `std` stream takes (its
+/// engine; measured here the same way). The streams are dropped after the
+/// windows.
+fn tcp_accepts() {
+    use windows_threadpool::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = || {
+        futures::executor::block_on(async {
+            let (accepted, client) =
+                futures::join!(listener.accept(), async { std::net::TcpStream::connect(addr).unwrap() });
+            (accepted.unwrap().0, client)
+        })
+    };
+    let first = accept();
+    let mut kept = Vec::with_capacity(CALLS);
+    let accepts = count_here(|| {
+        for _ in 0..CALLS {
+            kept.push(accept());
+        }
+    });
+    // The accepted streams stay open until the end: a stream dropped here
+    // would leave its context block for the next bind on this thread.
+    let (accepted, std_streams): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
+    let mut bound = Vec::with_capacity(CALLS);
+    let binds = count_here(|| {
+        for s in std_streams {
+            bound.push(TcpStream::from_std(s).unwrap());
+        }
+    });
+    assert!(binds.n >= CALLS, "binding {CALLS} streams allocated {} time(s): the count is not counting", binds.n);
+    assert_eq!(
+        accepts.n, binds.n,
+        "{CALLS} accepts allocated {} time(s), binding {CALLS} streams {} (last: {} bytes)",
+        accepts.n, binds.n, accepts.last_size
+    );
+    drop((first, accepted, bound));
+}
+
 /// A task is one allocation (its `Arc` block) on the spawning thread,
 /// whether a pool thread runs it or the joining thread does.
 fn spawn_join() {
@@ -734,6 +867,30 @@ fn io_resubmitting_a_claimed_operation_allocates_nothing() {
     io_resubmit_claimed();
 }
 
+#[test]
+fn tcp_reads_and_writes_allocate_nothing() {
+    let _s = serial();
+    tcp_reads_and_writes();
+}
+
+#[test]
+fn named_pipe_reads_and_writes_allocate_nothing() {
+    let _s = serial();
+    pipe_reads_and_writes();
+}
+
+#[test]
+fn udp_send_to_and_recv_from_allocate_nothing() {
+    let _s = serial();
+    udp_send_to_recv_from();
+}
+
+#[test]
+fn tcp_accepts_allocate_nothing() {
+    let _s = serial();
+    tcp_accepts();
+}
+
 /// Every scenario again with every trace target armed: records go to the
 /// ring, which is allocated once when the filter is first read (here, before
 /// any window opens).
@@ -755,6 +912,10 @@ fn nothing_allocates_with_the_trace_armed() {
         io_read_at();
         io_outstanding_pipe_reads();
         io_resubmit_claimed();
+        tcp_reads_and_writes();
+        pipe_reads_and_writes();
+        udp_send_to_recv_from();
+        tcp_accepts();
         spawn_join();
         async_task_wake();
         scope_spawn();

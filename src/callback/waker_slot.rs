@@ -46,10 +46,7 @@ impl WakerSlot {
     /// callback that completes the future, where no unwind may go: a waker
     /// that panics aborts the process, saying so (`crate::callback::unwind`).
     pub(crate) fn wake(&self) {
-        let waker = self.lock().take();
-        if let Some(w) = waker {
-            crate::callback::unwind::or_abort("a waker", || w.wake());
-        }
+        wake(self.take());
     }
 
     /// Forgets the registered waker without waking it.
@@ -58,7 +55,7 @@ impl WakerSlot {
     }
 
     /// Takes the registered waker out without waking it, for the caller to
-    /// drop when it chooses.
+    /// drop or [`wake`] when it chooses.
     pub(crate) fn take(&self) -> Option<Waker> {
         self.lock().take()
     }
@@ -67,6 +64,15 @@ impl WakerSlot {
         // Nothing panics while the lock is held except a waker's `clone`,
         // which leaves the slot as it was.
         self.waker.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Wakes `waker` (one taken from a slot), if any, from a pool callback,
+/// where no unwind may go: a waker that panics aborts the process, saying
+/// so (`crate::callback::unwind`).
+pub(crate) fn wake(waker: Option<Waker>) {
+    if let Some(w) = waker {
+        crate::callback::unwind::or_abort("a waker", || w.wake());
     }
 }
 

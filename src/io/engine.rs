@@ -3,11 +3,14 @@
 //! futures, and the future that issues one operation at its first poll.
 //!
 //! An operation kind is an [`AsyncOp`]: what it issues and what its result
-//! becomes. Its state (the buffer, an address, an accepted socket) lives in
-//! one box inside the operation's block, beside an `Arc` of what the
-//! completion and the future share, so the object's callback takes every
-//! kind's payload as one type, `Erased`, and finishes it through a trait
-//! object: three allocations per operation (the block, the box, the `Arc`).
+//! becomes. All of an operation lives in one block: the `OVERLAPPED`, the
+//! operation (its buffer, an address, an accepted socket), and what its
+//! completion and its future share (the output, the waker, the count of
+//! their two holds). The block's header says how its kind finishes
+//! (`complete::<T>`), so the object's one callback finishes every kind
+//! without knowing it. The last of the two holders retires the block into
+//! the engine's [`BlockCache`], and the next operation of the same layout
+//! takes it from there: in steady state an operation allocates nothing.
 //!
 //! Where the handle has skip-on-success (stream sockets, byte-mode pipes),
 //! an operation that completes at once is finished inline by the future's
@@ -37,11 +40,12 @@
 //! completion (which finds the mark as it takes the count to zero) drops the
 //! engine.
 
-use core::any::Any;
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
 use core::future::Future;
 use core::pin::Pin;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::task::{Context, Poll};
 use std::io;
 use std::mem::ManuallyDrop;
@@ -51,77 +55,109 @@ use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
 use super::iocore::Submitted;
-use super::op::{AsyncOp, Issued};
+use super::kept::BlockCache;
+use super::op::AsyncOp;
+use super::operation::{OpBlock, OpHeader};
 use super::{Io, IoCompletion, Operation, OperationId};
 use crate::callback::inplace;
 use crate::callback::waker_slot::WakerSlot;
 use crate::callback_env::CallbackEnviron;
 
-/// What an operation's completion and its future share.
-struct OpShared<T> {
-    /// The output, published once.
-    done: Mutex<Option<T>>,
+/// What an operation's completion and its future share, inside the
+/// operation's block.
+struct Shared<O> {
+    /// Who holds the block: the future and, from the operation's issue
+    /// until its completion has finished with it, the completion. The last
+    /// to let go retires the block ([`release`]).
+    holders: AtomicUsize,
+    /// Set once `output` holds the output; the completion writes nothing
+    /// of `output` after.
+    done: AtomicBool,
     waker: WakerSlot,
+    /// Written by the completion before `done`, taken by the future after.
+    output: UnsafeCell<Option<O>>,
+    /// The block this lives in and its layout, for the last holder.
+    block: NonNull<OpHeader>,
+    layout: Layout,
 }
 
-impl<T> OpShared<T> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<T>> {
-        self.done.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+/// An operation's payload: what its future shares, and the operation
+/// itself until it finishes (taken by its completion, or by the issuing
+/// thread when it finished synchronously).
+struct Slot<T: AsyncOp> {
+    shared: Shared<T::Output>,
+    op: UnsafeCell<Option<T>>,
 }
 
-/// An issued operation: its state and where its output goes.
-struct Pending<T: AsyncOp> {
-    op: T,
-    shared: Arc<OpShared<T::Output>>,
-}
+// SAFETY: the operation and its output are `Send`; the block pointer is
+// the slot's own address, and the rest is atomics and a waker slot, which
+// are `Send` and `Sync`. Two threads reach it at once only through
+// `Shared`'s atomics and the `UnsafeCell`s their protocol orders.
+unsafe impl<T: AsyncOp> Send for Slot<T> {}
 
-/// The kind-erased view the object's one callback has of an operation.
-trait ErasedOp: Send {
-    fn prepare(&mut self) -> io::Result<()>;
-    /// Finishes the operation with its completion's result, publishes the
-    /// output and wakes its future.
-    fn complete(self: Box<Self>, result: io::Result<usize>);
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
-}
-
-impl<T: AsyncOp> ErasedOp for Pending<T> {
-    fn prepare(&mut self) -> io::Result<()> {
-        self.op.prepare()
-    }
-    fn complete(self: Box<Self>, result: io::Result<usize>) {
-        let Pending { op, shared } = *self;
-        let output = op.finish(result);
-        *shared.lock() = Some(output);
-        shared.waker.wake();
-        // If the future is gone, the last `Arc` (and the output, buffer and
-        // all) drops here, after the kernel is done with it: user code, in
-        // a pool callback.
-        crate::callback::unwind::or_abort("dropping an I/O future's buffer", move || drop(shared));
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-}
-
-/// Issues the `Pending<T>` at `p` ([`AsyncOp::issue`] through a plain
-/// function pointer: a raw-pointer receiver cannot be called on a trait
-/// object).
+/// Lets go of one holder of the block `s` lives in. The last one retires
+/// the block: it gives back the output no one took, to drop where the
+/// caller decides (user code: a buffer), and keeps the block's memory in
+/// `kept`, or frees it where there is none.
 ///
 /// # Safety
-/// As [`AsyncOp::issue`], with `p` pointing to a `Pending<T>`.
-unsafe fn issue_pending<T: AsyncOp>(p: *mut (), handle: HANDLE, ov: *mut OVERLAPPED) -> io::Result<Issued> {
-    // SAFETY: a raw projection of the caller's pointer; the contract is forwarded.
-    unsafe { T::issue(&raw mut (*p.cast::<Pending<T>>()).op, handle, ov) }
+/// `s` is the `Shared` of a live engine block held by the caller, whose
+/// operation has finished if the caller may be its last holder (the
+/// completion has taken it, or the future saw `done`); the caller does not
+/// use `s` after.
+unsafe fn release<O>(s: NonNull<Shared<O>>, kept: Option<&BlockCache>) -> Option<O> {
+    // SAFETY: held by the caller, so live.
+    let shared = unsafe { s.as_ref() };
+    if shared.holders.fetch_sub(1, Ordering::AcqRel) != 1 {
+        return None;
+    }
+    let (block, layout) = (shared.block, shared.layout);
+    // SAFETY: the last holder: the block is this thread's alone, and the
+    // AcqRel above orders the other holder's accesses before these.
+    let left = unsafe { (*shared.output.get()).take() };
+    // SAFETY: as above. The rest of the payload is the operation, taken
+    // already (an empty `Option` owns nothing).
+    unsafe { core::ptr::drop_in_place(s.as_ptr()) };
+    // SAFETY: an engine block of `layout`, owned, its payload dropped.
+    unsafe { super::operation::retire(block, layout, kept) };
+    left
 }
 
-type IssueFn = unsafe fn(*mut (), HANDLE, *mut OVERLAPPED) -> io::Result<Issued>;
-
-/// The payload type of every operation of an engine's object: the boxed
-/// operation and how to issue it.
-struct Erased {
-    op: Box<dyn ErasedOp>,
-    issue: IssueFn,
+/// How an engine's operation of kind `T` finishes from its completion
+/// (the block's [`CompleteFn`](super::operation::CompleteFn)): the output
+/// is published, the completion lets go of the block, and the future is
+/// woken.
+///
+/// # Safety
+/// As `CompleteFn`'s: `h` is the claimed block of a queued `Slot<T>`
+/// operation whose completion is being delivered.
+unsafe fn complete<T: AsyncOp>(h: NonNull<OpHeader>, result: io::Result<usize>, kept: &BlockCache) {
+    let block = h.cast::<OpBlock<Slot<T>>>().as_ptr();
+    // SAFETY: the operation is the completion's from its issue on (the
+    // future never touches it), and the kernel is done with it.
+    let op = unsafe { (*(*block).payload.op.get()).take() };
+    let output = op.expect("an operation completes once").finish(result);
+    super::operation::count_block(false);
+    // SAFETY: the block is live (the completion holds it); only atomics and
+    // the output's cell are reached through this shared reference.
+    let shared = unsafe { NonNull::new_unchecked(&raw mut (*block).payload.shared) };
+    // SAFETY: as above; the future reads `output` only after `done`.
+    unsafe { *shared.as_ref().output.get() = Some(output) };
+    // SAFETY: as above.
+    unsafe { shared.as_ref() }.done.store(true, Ordering::Release);
+    // SAFETY: as above.
+    let waker = unsafe { shared.as_ref() }.waker.take();
+    // The hold is given up before the wake, so the woken future is the
+    // last holder and keeps the block before its task issues the next
+    // operation, which then finds it.
+    // SAFETY: the completion's hold, given up here, after its last use;
+    // the operation was taken above.
+    if let Some(left) = unsafe { release(shared, Some(kept)) } {
+        // The future is gone: the output (buffer and all) drops here, after
+        // the kernel is done with it: user code, in a pool callback.
+        crate::callback::unwind::or_abort("dropping an I/O future's buffer", move || drop(left));
+    }
+    crate::callback::waker_slot::wake(waker);
 }
 
 /// Completions the engines of this process have delivered. Counted only
@@ -144,8 +180,11 @@ fn on_completion(c: &IoCompletion, shared: &EngineShared, class: Option<inplace:
     #[cfg(any(test, feature = "test-hooks"))]
     COMPLETIONS.fetch_add(1, Ordering::SeqCst);
     let _armed = inplace::arm(class);
-    if let Some(op) = c.claim::<Erased>() {
-        op.into_payload().op.complete(c.result());
+    if let Some((block, complete)) = c.claim_completing() {
+        // SAFETY: claimed here, from the completion being delivered; every
+        // block with a `complete` is an engine's, built by `Engine::start`
+        // with its own kind's function.
+        unsafe { complete(block, c.result(), &shared.kept) };
         shared.done_one(class.is_some());
     }
 }
@@ -164,6 +203,8 @@ struct EngineShared {
     state: AtomicUsize,
     /// An orphaned engine, for the completion that ends its last operation.
     orphan: Mutex<Option<Engine>>,
+    /// Blocks of finished operations, for the next ones.
+    kept: BlockCache,
 }
 
 impl EngineShared {
@@ -214,7 +255,11 @@ impl Engine {
     pub(crate) fn bind(handle: super::iocore::BoundHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
         // The sites an orphaned engine is dropped from (`done_one`).
         inplace::ensure();
-        let shared = Arc::new(EngineShared { state: AtomicUsize::new(0), orphan: Mutex::new(None) });
+        let shared = Arc::new(EngineShared {
+            state: AtomicUsize::new(0),
+            orphan: Mutex::new(None),
+            kept: BlockCache::default(),
+        });
         let counted = Arc::clone(&shared);
         let class = inplace::Class::of_completions(env);
         let callback = move |c: &IoCompletion| on_completion(c, &counted, class);
@@ -286,12 +331,22 @@ impl Drop for Unblocking {
 /// An operation issued by [`Engine::start`] whose output has not been
 /// taken: what its future keeps, without a borrow of the engine, so an
 /// owner of the engine (a poll-based adapter) can keep it beside the engine.
-/// Dropped without [`cancel`](Self::cancel), the operation runs to its
-/// completion, which frees its state.
+/// Dropped without [`cancel`](Self::cancel) or its output taken
+/// ([`poll_slot`](Self::poll_slot)), the operation runs to its completion,
+/// which frees its state.
 pub(crate) struct InFlight<O> {
     id: OperationId,
-    shared: Arc<OpShared<O>>,
+    /// In the operation's block, held by this future.
+    shared: NonNull<Shared<O>>,
 }
+
+// SAFETY: it holds the block as an `Arc` would hold shared state: the
+// output it takes is `Send`, and everything else it reaches is atomics and
+// a waker slot. Every method that reaches the output takes `&mut self` or
+// `self`, so a shared `InFlight` reaches nothing.
+unsafe impl<O: Send> Send for InFlight<O> {}
+// SAFETY: as above.
+unsafe impl<O: Send> Sync for InFlight<O> {}
 
 /// What [`Engine::start`] gives.
 pub(crate) enum Started<O> {
@@ -302,33 +357,51 @@ pub(crate) enum Started<O> {
 }
 
 impl Engine {
-    /// Issues `op`: its output at once if it finished synchronously.
+    /// Issues `op`: its output at once if it finished synchronously. Its
+    /// block is one the engine kept from an earlier operation of the same
+    /// layout where there is one, so in steady state nothing is allocated.
     pub(crate) fn start<T: AsyncOp<Output = O>, O>(&self, op: T) -> Started<O> {
-        let shared = Arc::new(OpShared { done: Mutex::new(None), waker: WakerSlot::new() });
-        let pending: Box<dyn ErasedOp> = Box::new(Pending { op, shared: Arc::clone(&shared) });
+        let kept = &self.shared.kept;
+        let layout = Operation::<Slot<T>>::LAYOUT;
+        let memory = kept.memory(layout);
+        let shared = Shared {
+            holders: AtomicUsize::new(2),
+            done: AtomicBool::new(false),
+            waker: WakerSlot::new(),
+            output: UnsafeCell::new(None),
+            block: memory.cast(),
+            layout,
+        };
+        // SAFETY: memory of the block's layout from the global allocator
+        // (the cache's contract), owned and not used otherwise.
+        let operation =
+            unsafe { Operation::new_in(memory, Slot { shared, op: UnsafeCell::new(Some(op)) }, Some(complete::<T>)) };
+        let block = operation.block;
         // Counted once prepared, before it is started: a `prepare` that
         // fails (or a buffer's `AsMut` that panics) leaves nothing counted.
         let counted = Uncount { state: &self.shared.state, armed: core::cell::Cell::new(false) };
-        let prepare = |e: &mut Erased| {
-            // One raw pointer to the boxed state, from which everything the
-            // kernel is given derives; the box stays where it is, inside the
-            // block, until the completion.
-            let p: *mut dyn ErasedOp = &raw mut *e.op;
-            // SAFETY: `p` is the live, uniquely owned box contents.
+        let prepare = |slot: &mut Slot<T>| {
+            // One raw pointer to the operation, from which everything the
+            // kernel is given derives; it stays where it is, in the block,
+            // until the completion.
+            let p: *mut T = slot.op.get_mut().as_mut().expect("an operation is issued once");
+            // SAFETY: `p` is the live operation, owned by the issuing thread.
             unsafe { (*p).prepare() }?;
             self.shared.state.fetch_add(1, Ordering::SeqCst);
             counted.armed.set(true);
-            Ok((NonNull::new(p.cast::<()>()).expect("a box is never null"), e.issue))
+            Ok(NonNull::new(p).expect("a reference is never null"))
         };
-        // SAFETY: `p` points to the prepared `Pending` in the block being
-        // issued, and `f` is its own kind's issue.
-        let issue = |h: HANDLE, ov: *mut OVERLAPPED, (p, f): (NonNull<()>, IssueFn)| unsafe { f(p.as_ptr(), h, ov) };
-        let payload = Erased { op: pending, issue: issue_pending::<T> };
-        // SAFETY: `issue_pending` meets `submit_op`'s contract (`AsyncOp::issue`'s).
-        let submitted = unsafe { self.io.core.submit_op(Operation::new(payload), prepare, issue) };
+        // SAFETY: `p` points to the prepared operation in the block being
+        // issued; `AsyncOp::issue`'s contract is `submit_op`'s.
+        let issue = |h: HANDLE, ov: *mut OVERLAPPED, p: NonNull<T>| unsafe { T::issue(p.as_ptr(), h, ov) };
+        // SAFETY: as above.
+        let submitted = unsafe { self.io.core.submit_op(operation, prepare, issue) };
         let (op, result) = match submitted {
             Ok(Submitted::Queued(id)) => {
                 counted.armed.set(false); // the completion counts it done
+                // SAFETY: the block stays live while this future holds it
+                // (one of its two holders); a raw projection, no reference.
+                let shared = unsafe { NonNull::new_unchecked(&raw mut (*block.as_ptr()).payload.shared) };
                 return Started::InFlight(InFlight { id, shared });
             }
             Ok(Submitted::Completed(op, bytes)) => (op, Ok(bytes)),
@@ -338,9 +411,18 @@ impl Engine {
             }
         };
         drop(counted);
-        let pending = op.into_payload().op.into_any().downcast::<Pending<T>>();
-        let pending = pending.unwrap_or_else(|_| unreachable!("an engine's payload is the future's own kind"));
-        Started::Done(pending.op.finish(result))
+        // Never queued: the block is the issuing thread's alone.
+        let block = op.into_raw();
+        // SAFETY: owned; taken once.
+        let op = unsafe { (*(*block.as_ptr()).payload.op.get()).take() };
+        super::operation::count_block(false);
+        // SAFETY: owned; what is left of the payload (the shared part, whose
+        // output was never written) drops once, then the block is retired.
+        unsafe {
+            core::ptr::drop_in_place(&raw mut (*block.as_ptr()).payload);
+            super::operation::retire(block.cast(), layout, Some(kept));
+        }
+        Started::Done(op.expect("an operation is issued once").finish(result))
     }
 }
 
@@ -362,32 +444,65 @@ impl Drop for Uncount<'_> {
 }
 
 impl<O> InFlight<O> {
-    /// The output once it has arrived; the caller drops `self` then.
-    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<O> {
+    /// Polls the operation in `slot` (which holds one): once its output is
+    /// there, empties the slot and gives the block to `engine`, the one
+    /// that started it, for its next operation.
+    pub(crate) fn poll_slot(slot: &mut Option<Self>, engine: &Engine, cx: &mut Context<'_>) -> Poll<O> {
+        let this = slot.as_mut().expect("an operation in flight is polled");
+        // SAFETY: held by `this`, so live.
+        let shared = unsafe { this.shared.as_ref() };
         // Register, then check (see `crate::callback::waker_slot`).
-        self.shared.waker.register(cx.waker());
-        match self.shared.lock().take() {
-            Some(output) => Poll::Ready(output),
-            None => Poll::Pending,
+        shared.waker.register(cx.waker());
+        if !shared.done.load(Ordering::Acquire) {
+            return Poll::Pending;
         }
+        // SAFETY: `done` (Acquire) orders the completion's write before this
+        // read, and it writes nothing of `output` after; `&mut` makes this
+        // the one taker.
+        let output = unsafe { (*shared.output.get()).take() }.expect("an output is taken once");
+        let this = ManuallyDrop::new(slot.take().expect("checked above"));
+        // SAFETY: this future's hold, given up once (its drop does not
+        // run); the operation finished (`done`).
+        let left = unsafe { release(this.shared, Some(&engine.shared.kept)) };
+        debug_assert!(left.is_none(), "the output was taken");
+        Poll::Ready(output)
     }
 
     /// Cancels the operation (`CancelIoEx`) without waiting, unless it has
     /// completed; the completion frees its state. `engine` is the one that
     /// started it (another's refuses the id).
     pub(crate) fn cancel(self, engine: &Engine) {
-        if self.shared.lock().is_some() {
-            return; // completed: the output drops with `shared`
+        let this = ManuallyDrop::new(self);
+        // SAFETY: held by `this`, so live.
+        let shared = unsafe { this.shared.as_ref() };
+        if shared.done.load(Ordering::Acquire) {
+            // Completed: the output drops here, with the block kept.
+            // SAFETY: this future's hold, given up once; the operation finished.
+            drop(unsafe { release(this.shared, Some(&engine.shared.kept)) });
+            return;
         }
-        self.shared.waker.clear();
-        let id = self.id;
-        // Released before the cancel so that the completion, whenever it
-        // comes, holds the last reference and drops the buffer in its
-        // callback rather than in this drop.
-        drop(self.shared);
+        shared.waker.clear();
+        let id = this.id;
+        // Given up before the cancel so that the completion, whenever it
+        // comes, is the last holder and drops the buffer in its callback
+        // rather than in this drop; if it came meanwhile, the output drops
+        // here.
+        // SAFETY: this future's hold, given up once; if it is the last, the
+        // completion has taken the operation.
+        drop(unsafe { release(this.shared, Some(&engine.shared.kept)) });
         // The completion still comes (normally ERROR_OPERATION_ABORTED)
         // and frees the state. An error means it is already on its way.
         let _ = engine.io.cancel(id);
+    }
+}
+
+impl<O> Drop for InFlight<O> {
+    /// Lets the operation run to its completion, which frees its state; an
+    /// output already there drops here (no engine to keep the block).
+    fn drop(&mut self) {
+        // SAFETY: this future's hold, given up once; if it is the last, the
+        // completion has taken the operation.
+        drop(unsafe { release(self.shared, None) });
     }
 }
 
@@ -431,12 +546,10 @@ impl<T: AsyncOp<Output = O>, O> OpFuture<'_, T, O> {
                 Started::InFlight(f) => this.issued = Some(f),
             }
         }
-        let Some(issued) = &this.issued else {
+        if this.issued.is_none() {
             panic!("an I/O future polled after completion");
-        };
-        let output = core::task::ready!(issued.poll(cx));
-        this.issued = None;
-        Poll::Ready(output)
+        }
+        InFlight::poll_slot(&mut this.issued, this.engine, cx)
     }
 }
 

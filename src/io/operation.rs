@@ -13,16 +13,20 @@ use std::io;
 
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
-/// Operation blocks alive in the process (for tests: every block is freed
-/// exactly once). Counted only when the tests can read it.
+/// Operations alive in the process (for tests: every block is freed, or
+/// its engine operation finished, exactly once). Counted only when the
+/// tests can read it.
 #[cfg(any(test, feature = "test-hooks"))]
 pub(super) static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
 /// The next generation; process-wide, so an id never names another object's
 /// operation either.
 pub(super) static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// How many operation blocks ([`Operation`]s, whether outstanding, claimed or
-/// waiting to be submitted) are alive in this process. A test hook, not API.
+/// How many operations are alive in this process: [`Operation`]s, whether
+/// outstanding, claimed or waiting to be submitted, and the operations of
+/// the async types until their completion (or synchronous finish) has
+/// finished them. A block such a type keeps for its next operation, or
+/// that a forgotten future leaks, is not one. A test hook, not API.
 #[cfg(any(test, feature = "test-hooks"))]
 #[doc(hidden)]
 pub fn live_operations() -> usize {
@@ -51,10 +55,22 @@ pub(super) struct OpHeader {
     pub(super) type_id: TypeId,
     /// Frees the whole block, payload included.
     pub(super) free: unsafe fn(NonNull<OpHeader>),
+    /// How an engine's operation finishes from its completion, whatever its
+    /// kind (see [`IoCompletion::claim_completing`]); `None` for a block
+    /// the caller of [`Io::submit`](crate::io::Io::submit) made.
+    pub(super) complete: Option<CompleteFn>,
     /// The span current when the operation was issued: its completion's
     /// parent. Taken by the completion; zero-sized without `tracing`.
     pub(super) parent: crate::callback::spans::Captured,
 }
+
+/// Finishes the operation whose block is at the header with its
+/// completion's result; the block's memory goes back to the cache.
+///
+/// # Safety
+/// The block is claimed by the caller, whose completion is being
+/// delivered, and `cache` outlives the call.
+pub(super) type CompleteFn = unsafe fn(NonNull<OpHeader>, io::Result<usize>, &super::kept::BlockCache);
 
 #[repr(C)]
 pub(super) struct OpBlock<P> {
@@ -70,6 +86,30 @@ pub(super) unsafe fn free_block<P>(h: NonNull<OpHeader>) {
     // SAFETY: guaranteed by the caller; `OpBlock` is `repr(C)` with the header first.
     drop(unsafe { Box::from_raw(h.cast::<OpBlock<P>>().as_ptr()) });
     count_block(false);
+}
+
+/// Gives the memory of an owned block, whose payload has been dropped or
+/// moved out, to `cache` (which may free it), or frees it without one. Its
+/// operation was counted finished already ([`count_block`]).
+///
+/// # Safety
+/// `block` is a block of `layout` built by [`Operation::new_in`] (or
+/// `new`), owned by the caller, its payload dropped or moved out; it is not
+/// used after.
+pub(super) unsafe fn retire(
+    block: NonNull<OpHeader>,
+    layout: core::alloc::Layout,
+    cache: Option<&super::kept::BlockCache>,
+) {
+    // SAFETY: owned; the parent is the header's one field that owns anything.
+    unsafe { core::ptr::drop_in_place(&raw mut (*block.as_ptr()).parent) };
+    match cache {
+        // SAFETY: allocated with `layout` (the caller's contract), and
+        // nothing in it needs dropping any more.
+        Some(cache) => unsafe { cache.keep(block.cast(), layout) },
+        // SAFETY: as above.
+        None => unsafe { std::alloc::dealloc(block.as_ptr().cast(), layout) },
+    }
 }
 
 /// An operation's storage: a heap block holding the `OVERLAPPED` and a
@@ -94,18 +134,37 @@ unsafe impl<P: Send + Sync + 'static> Sync for Operation<P> {}
 impl<P: Send + 'static> Operation<P> {
     /// Allocates the block for `payload`.
     pub fn new(payload: P) -> Self {
-        let block = Box::new(OpBlock {
-            header: OpHeader {
-                overlapped: OVERLAPPED::default(),
-                type_id: TypeId::of::<P>(),
-                free: free_block::<P>,
-                parent: crate::callback::spans::Captured::NONE,
-            },
-            payload,
-        });
+        let layout = Self::LAYOUT;
+        // SAFETY: a block is never zero-sized (it holds an `OVERLAPPED`).
+        let memory = NonNull::new(unsafe { std::alloc::alloc(layout) })
+            .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // SAFETY: just allocated with the block's layout, and owned.
+        unsafe { Self::new_in(memory, payload, None) }
+    }
+
+    /// The layout of the block: what [`new_in`](Self::new_in) takes.
+    pub(super) const LAYOUT: core::alloc::Layout = core::alloc::Layout::new::<OpBlock<P>>();
+
+    /// Builds the block for `payload` in `memory`, with the completion
+    /// `complete` (an engine's).
+    ///
+    /// # Safety
+    /// `memory` was allocated by the global allocator with
+    /// [`LAYOUT`](Self::LAYOUT), is owned by the caller, and is not used
+    /// otherwise from here on (the block frees it as a `Box` would).
+    pub(super) unsafe fn new_in(memory: NonNull<u8>, payload: P, complete: Option<CompleteFn>) -> Self {
+        let block = memory.cast::<OpBlock<P>>();
+        let header = OpHeader {
+            overlapped: OVERLAPPED::default(),
+            type_id: TypeId::of::<P>(),
+            free: free_block::<P>,
+            complete,
+            parent: crate::callback::spans::Captured::NONE,
+        };
+        // SAFETY: `memory` is owned and sized and aligned for the block.
+        unsafe { block.as_ptr().write(OpBlock { header, payload }) };
         count_block(true);
-        // SAFETY: `Box::into_raw` never returns null.
-        Self { block: unsafe { NonNull::new_unchecked(Box::into_raw(block)) }, _owns: PhantomData }
+        Self { block, _owns: PhantomData }
     }
 
     /// The payload.
@@ -298,6 +357,17 @@ impl IoCompletion {
             None => Ok(self.bytes),
             Some(e) => Err(e),
         }
+    }
+
+    /// Takes an engine's operation, whatever its kind, with how it
+    /// finishes; `None` for a block without one (or claimed already).
+    pub(super) fn claim_completing(&self) -> Option<(NonNull<OpHeader>, CompleteFn)> {
+        let block = self.block.get()?;
+        // SAFETY: the completion was delivered, so the kernel is done with
+        // the block, and it is unclaimed: the header is this callback's to read.
+        let complete = unsafe { (*block.as_ptr()).complete }?;
+        self.block.set(None);
+        Some((block, complete))
     }
 
     /// Takes the operation (and its payload) back, if it carries a `P` and

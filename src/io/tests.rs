@@ -134,6 +134,7 @@ fn foreign_and_stale_completions_are_ignored() {
         overlapped: OVERLAPPED::default(),
         type_id: TypeId::of::<Vec<u8>>(),
         free: forged_free,
+        complete: None,
         parent: crate::callback::spans::Captured::NONE,
     };
     let p = (&raw mut forged).cast::<c_void>();

@@ -97,8 +97,9 @@ impl UdpSocket {
     where
         B: AsRef<[u8]> + Send + 'static,
     {
-        let to = resolve(addr).and_then(|addrs| {
-            let to = addrs.first().copied().ok_or_else(|| {
+        // The first address only: nothing is collected (no allocation).
+        let to = addr.to_socket_addrs().and_then(|mut addrs| {
+            let to = addrs.next().ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, "send_to: the destination resolved to no address")
             })?;
             if sys::family(&to) != self.family {

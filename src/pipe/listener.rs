@@ -229,10 +229,8 @@ impl Future for AcceptFuture<'_> {
                         continue;
                     }
                 },
-                (Some(_), Some(issued)) => {
-                    let result = core::task::ready!(issued.poll(cx));
-                    this.issued = None;
-                    result
+                (Some(instance), Some(_)) => {
+                    core::task::ready!(InFlight::poll_slot(&mut this.issued, instance.engine(), cx))
                 }
             };
             let instance = this.instance.take().expect("an accept's result is its instance's");

@@ -67,6 +67,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("pipe/stream.rs", include_str!("../pipe/stream.rs")),
     ("io/op/socket.rs", include_str!("../io/op/socket.rs")),
     ("io/operation.rs", include_str!("../io/operation.rs")),
+    ("io/kept.rs", include_str!("../io/kept.rs")),
     ("io/registry.rs", include_str!("../io/registry.rs")),
     ("io/tests.rs", include_str!("../io/tests.rs")),
     ("net/compat.rs", include_str!("../net/compat.rs")),

@@ -94,10 +94,8 @@ impl Reader {
     /// buffer; at once where the object has no such waits.
     pub(super) fn poll_data(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
-            if let Some(wait) = &self.waiting {
-                let result = ready!(wait.poll(cx));
-                self.waiting = None;
-                return Poll::Ready(result);
+            if self.waiting.is_some() {
+                return InFlight::poll_slot(&mut self.waiting, io.engine().0, cx);
             }
             match io.start_wait() {
                 None => return Poll::Ready(Ok(())),
@@ -118,11 +116,7 @@ impl Reader {
     pub(super) fn poll_fill_now(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         while self.rpos == self.rlen {
             let (result, buf) = match &self.reading {
-                Some(read) => {
-                    let output = ready!(read.poll(cx));
-                    self.reading = None;
-                    output
-                }
+                Some(_) => ready!(InFlight::poll_slot(&mut self.reading, io.engine().0, cx)),
                 None => {
                     if !self.eager {
                         ready!(self.poll_data(io, cx))?;
@@ -244,9 +238,8 @@ impl Writer {
     /// Ready once every accepted byte is written (or a write failed).
     pub(super) fn poll_sent(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.check_poison()?;
-        while let Some(write) = &self.writing {
-            let output = ready!(write.poll(cx));
-            self.writing = None;
+        while self.writing.is_some() {
+            let output = ready!(InFlight::poll_slot(&mut self.writing, io.engine().0, cx));
             self.sent(io, output)?;
         }
         Poll::Ready(Ok(()))
