@@ -150,13 +150,14 @@ unsafe fn complete<T: AsyncOp>(h: NonNull<OpHeader>, result: io::Result<usize>, 
     // The hold is given up before the wake, so the woken future is the
     // last holder and keeps the block before its task issues the next
     // operation, which then finds it.
-    // SAFETY: the completion's hold, given up here, after its last use;
-    // the operation was taken above.
-    if let Some(left) = unsafe { release(shared, Some(kept)) } {
-        // The future is gone: the output (buffer and all) drops here, after
-        // the kernel is done with it: user code, in a pool callback.
-        crate::callback::unwind::or_abort("dropping an I/O future's buffer", move || drop(left));
-    }
+    // If the future is gone, the output (buffer and all) drops here, after
+    // the kernel is done with it, and so does a waker it registered after
+    // the one taken above: user code, in a pool callback.
+    crate::callback::unwind::or_abort("dropping an I/O future's buffer", move || {
+        // SAFETY: the completion's hold, given up here, after its last use;
+        // the operation was taken above.
+        drop(unsafe { release(shared, Some(kept)) });
+    });
     crate::callback::waker_slot::wake(waker);
 }
 
@@ -458,7 +459,8 @@ impl<O> InFlight<O> {
         }
         // SAFETY: `done` (Acquire) orders the completion's write before this
         // read, and it writes nothing of `output` after; `&mut` makes this
-        // the one taker.
+        // the one taker on the future's side, and the completion's
+        // `release` takes nothing while this future still holds the block.
         let output = unsafe { (*shared.output.get()).take() }.expect("an output is taken once");
         let this = ManuallyDrop::new(slot.take().expect("checked above"));
         // SAFETY: this future's hold, given up once (its drop does not
@@ -476,7 +478,8 @@ impl<O> InFlight<O> {
         // SAFETY: held by `this`, so live.
         let shared = unsafe { this.shared.as_ref() };
         if shared.done.load(Ordering::Acquire) {
-            // Completed: the output drops here, with the block kept.
+            // Completed: the output drops here, or in the completion if it
+            // has not let go of the block yet.
             // SAFETY: this future's hold, given up once; the operation finished.
             drop(unsafe { release(this.shared, Some(&engine.shared.kept)) });
             return;
@@ -500,6 +503,8 @@ impl<O> Drop for InFlight<O> {
     /// Lets the operation run to its completion, which frees its state; an
     /// output already there drops here (no engine to keep the block).
     fn drop(&mut self) {
+        // SAFETY: held by `self`, so live.
+        unsafe { self.shared.as_ref() }.waker.clear();
         // SAFETY: this future's hold, given up once; if it is the last, the
         // completion has taken the operation.
         drop(unsafe { release(self.shared, None) });

@@ -63,11 +63,14 @@ fn can_keep(layout: Layout) -> bool {
 }
 
 impl BlockCache {
-    /// Memory for a block of `layout` (its size is not zero): a kept
-    /// block's, or a new allocation. Owned by the caller, uninitialised;
-    /// it goes back through [`keep`](Self::keep) or `dealloc` with `layout`.
+    /// Memory for a block of `layout`: a kept block's, or a new
+    /// allocation. Owned by the caller, uninitialised; it goes back through
+    /// [`keep`](Self::keep) or `dealloc` with `layout`.
+    ///
+    /// # Panics
+    /// If `layout`'s size is zero (a block never is).
     pub(crate) fn memory(&self, layout: Layout) -> NonNull<u8> {
-        debug_assert!(layout.size() != 0);
+        assert!(layout.size() != 0, "a block has a size");
         for i in 0..KEPT {
             // Plain loads first: an empty slot, or one holding a block of
             // another size, costs no locked instruction.
@@ -88,7 +91,7 @@ impl BlockCache {
             // SAFETY: owned (above), of the layout its tag says.
             unsafe { self.keep(kept.cast(), its) };
         }
-        // SAFETY: the size is not zero (the caller's contract).
+        // SAFETY: the size is not zero (asserted above).
         NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout))
     }
 
@@ -217,7 +220,9 @@ mod tests {
 /// Two threads trading blocks through one cache, as the issuing thread and
 /// a completion's do: in every interleaving loom explores, a block is held
 /// by one of them at a time: each enters what it takes in a shared set,
-/// which must not hold it already.
+/// which must not hold it already. Loom does not track the plain write of
+/// a kept block's tag, so the Release that publishes it and the Acquire
+/// that reads it are checked by reasoning (the SAFETY lines), not here.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;

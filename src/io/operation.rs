@@ -65,7 +65,8 @@ pub(super) struct OpHeader {
 }
 
 /// Finishes the operation whose block is at the header with its
-/// completion's result; the block's memory goes back to the cache.
+/// completion's result, and lets go of the block (which goes back to the
+/// cache if the completion is its last holder).
 ///
 /// # Safety
 /// The block is claimed by the caller, whose completion is being
@@ -78,12 +79,16 @@ pub(super) struct OpBlock<P> {
     pub(super) payload: P,
 }
 
-/// Frees a block allocated by [`Operation::new`] as an `OpBlock<P>`.
+/// Frees a block built by [`Operation::new`] or [`Operation::new_in`] as
+/// an `OpBlock<P>`.
 ///
 /// # Safety
 /// `h` must be such a block, owned by the caller, and not used afterwards.
 pub(super) unsafe fn free_block<P>(h: NonNull<OpHeader>) {
-    // SAFETY: guaranteed by the caller; `OpBlock` is `repr(C)` with the header first.
+    // SAFETY: guaranteed by the caller; `OpBlock` is `repr(C)` with the
+    // header first, and its memory came from the global allocator with
+    // `Layout::new::<OpBlock<P>>()` (`new_in`'s contract), which is what
+    // `Box::from_raw` needs.
     drop(unsafe { Box::from_raw(h.cast::<OpBlock<P>>().as_ptr()) });
     count_block(false);
 }
@@ -190,7 +195,9 @@ impl<P: Send + 'static> Operation<P> {
     #[must_use = "the payload is dropped if unused"]
     pub fn into_payload(self) -> P {
         let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: the block came from `Box::into_raw` in `new`; `this` will not free it again.
+        // SAFETY: the block's memory came from the global allocator with the
+        // block's layout (`new_in`'s contract), as a `Box`'s would; `this`
+        // will not free it again.
         let block = unsafe { Box::from_raw(this.block.as_ptr()) };
         count_block(false);
         block.payload
