@@ -9,6 +9,7 @@ use std::os::windows::io::{AsRawHandle, RawHandle};
 
 use super::OverlappedHandle;
 use super::engine::{Engine, OpFuture, Unblocking};
+use super::handles::{complete_inline_unless_message, pipe_is_message};
 use super::iocore::BoundHandle;
 use super::op::BufferFor;
 use super::op::fs::Transfer;
@@ -120,6 +121,9 @@ use crate::callback_env::CallbackEnviron;
 #[derive(Debug)]
 pub struct AsyncIo {
     pub(super) engine: Unblocking,
+    /// The handle has skip-on-success: an operation that completes at once
+    /// finishes at the future's first poll.
+    pub(super) inline: bool,
 }
 
 const _: () = {
@@ -145,17 +149,20 @@ impl AsyncIo {
         Self::bind(handle, Some(env))
     }
 
+    /// The handle gets skip-on-success unless it is a message-type pipe
+    /// (see `io::handles::complete_inline_unless_message`).
     fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>) -> io::Result<Self> {
+        let h = handle.as_raw_handle();
+        let inline = complete_inline_unless_message(h, pipe_is_message(h) == Some(true))?;
         let engine = Engine::bind(BoundHandle::File(handle.0), env)?;
-        Ok(Self { engine: Unblocking::new(engine) })
+        Ok(Self { engine: Unblocking::new(engine), inline })
     }
 
     fn transfer<B, const WRITE: bool>(&self, buf: B, offset: u64) -> OpFuture<'_, Transfer<B, WRITE>>
     where
         B: BufferFor<WRITE> + Send + 'static,
     {
-        // The handle has no skip-on-success (`OverlappedHandle`'s contract).
-        OpFuture::new(&self.engine, Transfer::new(buf, offset, false))
+        OpFuture::new(&self.engine, Transfer::new(buf, offset, self.inline))
     }
 
     /// Reads into `buf` from byte `offset` of a file. Resolves to the bytes

@@ -163,6 +163,15 @@
 //! overlapped and not inheritable first (a child's stdio: use
 //! [`process`](crate::process), or [`inbound_pipe`] and [`outbound_pipe`]).
 //!
+//! [`AsyncIo`] sets skip-on-success itself as it binds its handle (once;
+//! not on a message-type pipe, see
+//! [One completion path](crate::pipe#one-completion-path)), as the sockets
+//! and named pipes do: a read of data a pipe holds, a write a pipe has room
+//! for, or on Windows a file read its cache answers, finishes at the
+//! future's first poll with no completion. Wine answers every file read on
+//! a bound handle through the port, so under Wine pipes carry that path's
+//! tests.
+//!
 //! # Async I/O
 //! [`AsyncIo`] wraps an `Io` whose reads and writes are futures, completion
 //! based as in io_uring runtimes: each takes its buffer by value and

@@ -9,15 +9,14 @@ use std::time::{Duration, Instant};
 use windows_sys::Win32::Foundation::{ERROR_PIPE_BUSY, ERROR_SEM_TIMEOUT, GENERIC_READ, GENERIC_WRITE, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
 use windows_sys::Win32::System::Pipes::{
-    GetNamedPipeClientProcessId, GetNamedPipeInfo, GetNamedPipeServerProcessId, PIPE_READMODE_MESSAGE,
-    PIPE_TYPE_MESSAGE, SetNamedPipeHandleState,
+    GetNamedPipeClientProcessId, GetNamedPipeServerProcessId, PIPE_READMODE_MESSAGE, SetNamedPipeHandleState,
 };
 
 use super::busy::Backoff;
 use super::options::wide;
 use crate::callback_env::CallbackEnviron;
 use crate::io::engine::{Engine, OpFuture, Unblocking};
-use crate::io::handles::{open_pipe_client, skip_completion_port_on_success};
+use crate::io::handles::{complete_inline_unless_message, open_pipe_client, pipe_is_message};
 use crate::io::iocore::BoundHandle;
 use crate::io::op::fs::Transfer;
 use crate::io::op::pipe::Listen;
@@ -57,10 +56,7 @@ impl PipeStream {
     /// (see [One completion path](super#one-completion-path)).
     pub(super) fn bind(handle: OverlappedHandle, env: Option<&CallbackEnviron>, message: bool) -> io::Result<Self> {
         let handle = handle.into_owned();
-        let inline = !message;
-        if inline {
-            skip_completion_port_on_success(handle.as_raw_handle())?;
-        }
+        let inline = complete_inline_unless_message(handle.as_raw_handle(), message)?;
         Ok(Self { engine: Unblocking::new(Engine::bind(BoundHandle::File(handle), env)?), inline })
     }
 
@@ -235,19 +231,7 @@ impl<B: AsRef<[u8]>> AsRef<[u8]> for Rest<B> {
 /// whether that is message mode.
 fn open_client(name: &[u16]) -> io::Result<(OverlappedHandle, bool)> {
     let handle = open_pipe_client(name, GENERIC_READ | GENERIC_WRITE, FILE_FLAG_OVERLAPPED)?;
-    let mut flags = 0;
-    // SAFETY: `handle` is an open pipe handle; the pointers not wanted are null.
-    let info = unsafe {
-        GetNamedPipeInfo(
-            handle.as_raw_handle(),
-            &mut flags,
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-        )
-    };
-    crate::sys::check(info)?;
-    let message = flags & PIPE_TYPE_MESSAGE != 0;
+    let message = pipe_is_message(handle.as_raw_handle()).ok_or_else(io::Error::last_os_error)?;
     if message {
         // A client end starts in byte read mode whatever the pipe's type.
         let mode = PIPE_READMODE_MESSAGE;

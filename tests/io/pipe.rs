@@ -302,11 +302,41 @@ fn completion_modes(h: std::os::windows::io::RawHandle) -> u32 {
     unsafe { crate::file_information(h, FileIoCompletionNotificationInformation, 0u32) }
 }
 
+/// Writes `abc` with `write`, then reads it a byte at a time with `read`:
+/// every operation ready at its first poll.
+fn completes_at_once<W, R>(write: impl Fn(Vec<u8>) -> W, read: impl Fn(Vec<u8>) -> R)
+where
+    W: std::future::Future<Output = (std::io::Result<usize>, Vec<u8>)> + Unpin,
+    R: std::future::Future<Output = (std::io::Result<usize>, Vec<u8>)> + Unpin,
+{
+    let (_woken, w) = counting_waker();
+    match poll_once(&mut write(b"abc".to_vec()), &w) {
+        Poll::Ready((n, _)) => assert_eq!(n.unwrap(), 3),
+        Poll::Pending => panic!("a write the pipe had room for was not ready at its first poll"),
+    }
+    for want in *b"abc" {
+        match poll_once(&mut read(vec![0u8; 1]), &w) {
+            Poll::Ready((n, buf)) => assert_eq!((n.unwrap(), buf[0]), (1, want)),
+            Poll::Pending => panic!("a read of data the pipe held was not ready at its first poll"),
+        }
+    }
+}
+
+/// Drops `ends` on another thread, which must return: an inline
+/// completion whose start were not balanced would leave the drain waiting
+/// forever.
+fn drop_returns(ends: impl Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(ends);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(crate::support::PATIENCE).expect("dropping the ends never returned");
+}
+
 /// In byte mode, a read of data the pipe holds and a write the pipe has
 /// room for complete inline (the instance has skip-on-success): ready at
-/// their first poll, with no completion delivered, on both ends. Dropping
-/// the streams afterwards must return: an inline completion whose start
-/// were not balanced would leave the drain waiting forever.
+/// their first poll, with no completion delivered, on both ends.
 #[test]
 fn byte_mode_operations_that_complete_at_once_complete_inline() {
     crate::support::alone("pipe::byte_mode_operations_that_complete_at_once_complete_inline", || {
@@ -316,30 +346,61 @@ fn byte_mode_operations_that_complete_at_once_complete_inline() {
         for end in [&server, &client] {
             assert_eq!(completion_modes(end.as_raw_handle()), SKIP_ON_SUCCESS, "a byte-mode end's modes");
         }
-        let (_woken, w) = counting_waker();
         let before = io::async_completions();
         for (from, to) in [(&client, &server), (&server, &client)] {
-            let mut write = from.write(b"abc".to_vec());
-            match poll_once(&mut write, &w) {
-                Poll::Ready((n, _)) => assert_eq!(n.unwrap(), 3),
-                Poll::Pending => panic!("a write the pipe had room for was not ready at its first poll"),
-            }
-            for want in *b"abc" {
-                let mut read = to.read(vec![0u8; 1]);
-                match poll_once(&mut read, &w) {
-                    Poll::Ready((n, buf)) => assert_eq!((n.unwrap(), buf[0]), (1, want)),
-                    Poll::Pending => panic!("a read of data the pipe held was not ready at its first poll"),
-                }
-            }
+            completes_at_once(|b| from.write(b), |b| to.read(b));
         }
         assert_eq!(io::async_completions(), before, "an operation that completed at once delivered a completion");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            drop((server, client, listener));
-            let _ = tx.send(());
-        });
-        rx.recv_timeout(crate::support::PATIENCE).expect("dropping the streams never returned");
+        drop_returns((server, client, listener));
     });
+}
+
+/// `AsyncIo` sets skip-on-success itself as it binds a handle: over
+/// `io::pipe_pair`, operations that complete at once complete inline, as a
+/// `PipeStream`'s do.
+#[test]
+fn async_io_over_a_pipe_pair_completes_inline() {
+    crate::support::alone("pipe::async_io_over_a_pipe_pair_completes_inline", || {
+        let (a, b) = io::pipe_pair().unwrap();
+        let (a, b) = (io::AsyncIo::new(a).unwrap(), io::AsyncIo::new(b).unwrap());
+        for end in [&a, &b] {
+            assert_eq!(completion_modes(end.as_raw_handle()), SKIP_ON_SUCCESS, "an AsyncIo's modes");
+        }
+        let before = io::async_completions();
+        for (from, to) in [(&a, &b), (&b, &a)] {
+            completes_at_once(|buf| from.write(buf), |buf| to.read(buf));
+        }
+        assert_eq!(io::async_completions(), before, "an operation that completed at once delivered a completion");
+        drop_returns((a, b));
+    });
+}
+
+/// ... but not on a message-type pipe, whose operations stay on the pool's
+/// path (as a message-mode `PipeStream`'s).
+#[test]
+fn async_io_over_a_message_pipe_keeps_every_completion() {
+    use windows_sys::Win32::Storage::FileSystem::{FILE_FLAG_OVERLAPPED, PIPE_ACCESS_DUPLEX};
+    use windows_sys::Win32::System::Pipes::{CreateNamedPipeW, PIPE_READMODE_MESSAGE, PIPE_TYPE_MESSAGE};
+    let name: Vec<u16> = crate::support::unique_pipe_name().encode_utf16().chain([0]).collect();
+    // SAFETY: `name` is NUL-terminated; no security attributes.
+    let h = unsafe {
+        CreateNamedPipeW(
+            name.as_ptr(),
+            PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED,
+            PIPE_TYPE_MESSAGE | PIPE_READMODE_MESSAGE,
+            1,
+            4096,
+            4096,
+            0,
+            core::ptr::null(),
+        )
+    };
+    assert_ne!(h, windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE, "{}", std::io::Error::last_os_error());
+    // SAFETY: a fresh overlapped instance, not inheritable, bound to no
+    // port, on which nothing else issues I/O.
+    let h = unsafe { io::OverlappedHandle::assume_overlapped(std::os::windows::io::FromRawHandle::from_raw_handle(h)) };
+    let server = io::AsyncIo::new(h).unwrap();
+    assert_eq!(completion_modes(server.as_raw_handle()), 0, "a message pipe's AsyncIo has skip-on-success");
 }
 
 /// In message mode every operation completes through the pool, those that

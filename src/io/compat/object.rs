@@ -86,9 +86,8 @@ impl FileLike for AsyncIo {
     fn file_engine(&self) -> &Engine {
         &self.engine
     }
-    /// `OverlappedHandle`'s contract: no skip-on-success.
     fn completes_inline(&self) -> bool {
-        false
+        self.inline
     }
 }
 
