@@ -58,6 +58,9 @@ pub fn run(cfg: &Config, table: &mut Table) {
             streaming(cfg, table, chunk);
         }
     }
+    if want("N2c") {
+        copy_streaming(cfg, table);
+    }
     if want("N4") {
         many_connections(cfg, table);
     }
@@ -158,6 +161,12 @@ trait Net {
     /// `conns` connections at once, each `trips` round trips: seconds from
     /// the first connect to the last connection's end.
     fn many(&self, conns: usize, trips: usize) -> io::Result<f64>;
+    /// `total` bytes written by `tokio::io::copy` (8 KiB writes) from an
+    /// in-memory reader, read in 64 KiB reads: seconds, as [`stream`](Self::stream).
+    /// Only where the stream has tokio's traits.
+    fn copy_stream(&self, _total: usize) -> io::Result<f64> {
+        Err(io::Error::other("no tokio::io::copy column"))
+    }
     /// `trips` UDP round trips of [`MSG`] bytes: µs each.
     fn udp(&self, trips: usize) -> io::Result<Vec<f64>>;
 }
@@ -269,6 +278,27 @@ fn streaming(cfg: &Config, table: &mut Table, chunk: usize) {
             if chunk == 64 << 10 { 2 } else { 3 },
             total >> 20,
             if chunk >= 1 << 20 { format!("{} MiB", chunk >> 20) } else { format!("{} KiB", chunk >> 10) },
+            cfg.trials
+        ),
+        "MB/s",
+        cols.map(|v| v.map(mbs)),
+    );
+}
+
+/// N2c. N2 with the writer a `tokio::io::copy`.
+fn copy_streaming(cfg: &Config, table: &mut Table) {
+    let chunk = 64 << 10;
+    let total = ((256usize << 20) as f64 * cfg.scale) as usize / chunk * chunk;
+    let imps = impls();
+    let mbs = |secs: Vec<f64>| Cell::trials(secs.into_iter().map(|s| total as f64 / s / 1e6).collect());
+    let cols = alternated("N2c copy", &[CRATE, RAW, TOKIO_MT], 1, cfg.trials, |c| {
+        if c == RAW { imps[c].1.stream(total, chunk) } else { imps[c].1.copy_stream(total) }
+    });
+    table.add(
+        format!(
+            "N2c. N2 with the writer a tokio::io::copy from an in-memory reader (8 KiB writes; this crate: through \
+             io::Compat over its TcpStream; tokio: over its own; raw: N2's, measured in the same rounds; reads of \
+             64 KiB; higher is better; {} rounds alternated after one of warm-up)",
             cfg.trials
         ),
         "MB/s",
@@ -581,6 +611,22 @@ pub(crate) mod wtp {
                 let listener = TcpListener::bind("127.0.0.1:0")?;
                 let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
                 timed_stream(c?, s?, total, chunk).await
+            })
+        }
+
+        fn copy_stream(&self, total: usize) -> io::Result<f64> {
+            task::block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0")?;
+                let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
+                let (c, s) = (c?, s?);
+                let copy = async move {
+                    let mut c = windows_threadpool::io::Compat::new(c);
+                    let mut from = tokio::io::AsyncReadExt::take(tokio::io::repeat(1), total as u64);
+                    tokio::io::copy(&mut from, &mut c).await?;
+                    tokio::io::AsyncWriteExt::flush(&mut c).await
+                };
+                // Arguments are evaluated in order: the clock starts before either spawn.
+                streamed(Instant::now(), task::spawn(sink(s, total, 64 << 10)), task::spawn(copy)).await
             })
         }
 
@@ -934,6 +980,21 @@ pub(crate) mod tok {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
                 timed_stream(c?, s?, total, chunk).await
+            })
+        }
+
+        fn copy_stream(&self, total: usize) -> io::Result<f64> {
+            in_tokio(self.0, async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await?;
+                let (c, s) = futures::future::join(connect(listener.local_addr()?), accept(&listener)).await;
+                let (mut c, s) = (c?, s?);
+                let copy = async move {
+                    let mut from = tokio::io::AsyncReadExt::take(tokio::io::repeat(1), total as u64);
+                    tokio::io::copy(&mut from, &mut c).await?;
+                    tokio::io::AsyncWriteExt::flush(&mut c).await
+                };
+                // Arguments are evaluated in order: the clock starts before either spawn.
+                streamed(Instant::now(), spawn(sink(s, total, 64 << 10)), spawn(copy)).await
             })
         }
 

@@ -565,7 +565,94 @@ fn dropping_the_write_half_cancels_its_write() {
         accepted += n.unwrap();
         assert!(accepted <= 64 * chunk.len(), "the pipe never filled");
     }
-    assert_eq!((w.buffers_held(), r.get_ref().outstanding()), (1, 1), "a write in flight");
+    assert_eq!((w.buffers_held(), r.get_ref().outstanding()), (2, 1), "a write in flight, a full buffer queued");
     drop(w);
     settle("the write half's cancelled write", || r.get_ref().outstanding() == 0);
+}
+
+/// Fills `w` (over a pipe nobody reads yet) until a write of it is in
+/// flight and pending; the bytes it accepted.
+fn fill_until_in_flight<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut W,
+    held: impl Fn(&W) -> usize,
+    cx: &mut Context<'_>,
+) -> usize {
+    let chunk = pattern(64 * 1024);
+    let mut accepted = 0;
+    while held(w) == 0 {
+        match Pin::new(&mut *w).poll_write(cx, &chunk) {
+            Poll::Ready(n) => accepted += n.unwrap(),
+            Poll::Pending => panic!("a write was refused with none in flight"),
+        }
+        assert!(accepted <= 64 * chunk.len(), "the pipe never filled");
+    }
+    accepted
+}
+
+/// Reads `len` bytes from `r` on another thread.
+fn read_all_on_a_thread(r: AsyncIo, len: usize) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut got = Vec::with_capacity(len);
+        let mut buf = vec![0u8; 64 * 1024];
+        while got.len() < len {
+            let (n, b) = task::block_on(r.read(buf));
+            let n = n.unwrap();
+            assert_ne!(n, 0, "end of file after {} of {len} bytes", got.len());
+            got.extend_from_slice(&b[..n]);
+            buf = b;
+        }
+        got
+    })
+}
+
+/// Small writes while a write is in flight are accepted at once into a
+/// second buffer, with no operation of their own, and written as one when
+/// the write before them is done: in order, none lost.
+#[test]
+fn small_writes_behind_a_write_in_flight_are_queued_as_one() {
+    use tokio::io::AsyncWrite;
+    let (server, client) = io::pipe_pair().unwrap();
+    let (server, client) = (AsyncIo::new(server).unwrap(), AsyncIo::new(client).unwrap());
+    let mut w = Compat::new(client);
+    let (_, waker) = counting_waker();
+    let mut cx = Context::from_waker(&waker);
+    let first = fill_until_in_flight(&mut w, |w| w.get_ref().outstanding(), &mut cx);
+    let small: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 100]).collect();
+    for s in &small {
+        match Pin::new(&mut w).poll_write(&mut cx, s) {
+            Poll::Ready(n) => assert_eq!(n.unwrap(), s.len()),
+            Poll::Pending => panic!("a small write behind a write in flight waited for it"),
+        }
+        assert_eq!(w.get_ref().outstanding(), 1, "a small write issued an operation of its own");
+    }
+    assert_eq!(w.buffers_held(), 2, "a write in flight and the queued buffer");
+    let reader = read_all_on_a_thread(server, first + 100 * 100);
+    task::block_on(std::future::poll_fn(|cx| Pin::new(&mut w).poll_flush(cx))).unwrap();
+    let got = reader.join().unwrap();
+    let mut want = Vec::new();
+    while want.len() < first {
+        want.extend_from_slice(&pattern(64 * 1024));
+    }
+    want.truncate(first);
+    small.iter().for_each(|s| want.extend_from_slice(s));
+    assert!(got == want, "the bytes arrived out of order or changed");
+    assert_eq!(w.buffers_held(), 0, "a flushed adapter holds a write buffer");
+}
+
+/// A vectored write (hyper's head and body) is one write of every slice
+/// that fits, not of the first slice alone.
+#[test]
+fn a_vectored_write_writes_every_slice_at_once() {
+    use tokio::io::AsyncWrite;
+    let (server, client) = io::pipe_pair().unwrap();
+    let (server, client) = (AsyncIo::new(server).unwrap(), AsyncIo::new(client).unwrap());
+    let mut w = Compat::new(client);
+    assert!(w.is_write_vectored());
+    let (head, body) = (b"HTTP/1.1 200 OK\r\n\r\n".to_vec(), pattern(1000));
+    let slices = [std::io::IoSlice::new(&head), std::io::IoSlice::new(&[]), std::io::IoSlice::new(&body)];
+    let n = task::block_on(std::future::poll_fn(|cx| Pin::new(&mut w).poll_write_vectored(cx, &slices))).unwrap();
+    assert_eq!(n, head.len() + body.len(), "a vectored write took only part of its slices");
+    let reader = read_all_on_a_thread(server, n);
+    task::block_on(std::future::poll_fn(|cx| Pin::new(&mut w).poll_flush(cx))).unwrap();
+    assert!(reader.join().unwrap() == [head, body].concat());
 }

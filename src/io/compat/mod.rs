@@ -74,12 +74,20 @@ use sides::{Reader, Writer, give_back};
 /// issued only once data is there (or right after a read that filled the
 /// buffer), and the zero-byte wait that comes before it takes nothing.
 ///
-/// Each write is one operation: `tokio::io::copy` writes in 8 KiB pieces,
-/// `tokio::io::copy_buf` from an `AsyncBufRead` (a `Compat` itself, or a
-/// `BufReader::with_capacity(64 * 1024, ..)`) in pieces of its buffer. An
-/// echo of 64 MiB over loopback under Wine ran at 29 to 41 MiB/s with
-/// `copy` and 83 to 125 MiB/s with `copy_buf` and 64 KiB (the stream's own
-/// futures, 64 KiB at a time: 80 to 89 MiB/s).
+/// A write with none in flight is issued at once, as a `TcpStream`'s
+/// would be (so a request written without a flush still goes out). Bytes
+/// written while one is in flight (the peer reads slower than the writer
+/// writes) are accepted into a second buffer of 64 KiB, without waiting,
+/// and issued as one write when the one before is done: 8 KiB writes of
+/// `tokio::io::copy` then cost one operation per 64 KiB. A vectored
+/// write (hyper's head and body) is one operation of every slice that
+/// fits. A write that completes at once (a socket with room) is one
+/// operation, as each of tokio's is: under Wine, where one send costs
+/// about 100 µs, `tokio::io::copy` from a reader that is always ready ran
+/// at about a quarter of the stream's own 64 KiB writes (`cargo xtask
+/// bench`, row N2c), as tokio's own copy over its own stream did;
+/// `tokio::io::copy_buf` from a `BufReader::with_capacity(64 * 1024, ..)`
+/// writes 64 KiB at a time.
 ///
 /// Named as tokio-util's and futures' adapters between I/O traits are.
 ///

@@ -53,6 +53,9 @@ pub(super) struct Reader {
 #[derive(Default)]
 pub(super) struct Writer {
     pub(super) writing: Option<InFlight<WriteOutput>>,
+    /// Bytes accepted while a write was in flight (`.0[...1]`), issued as
+    /// one write once it is done: small writes in a row cost one operation.
+    queued: Option<(Box<[u8]>, usize)>,
     /// The error a write failed with: every later write, flush and
     /// shutdown fails with it.
     pub(super) poisoned: Option<Poison>,
@@ -235,44 +238,75 @@ impl Writer {
         }
     }
 
+    /// Moves the writes on without waiting: takes in a finished write (the
+    /// rest of a short one is issued again), then issues the queued bytes.
+    /// Returns with a write in flight only when it is pending (its
+    /// completion wakes `cx`), and never with bytes queued and none in
+    /// flight.
+    fn progress(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> io::Result<()> {
+        loop {
+            if self.writing.is_some() {
+                match InFlight::poll_slot(&mut self.writing, io.engine().0, cx) {
+                    Poll::Pending => return Ok(()),
+                    Poll::Ready(output) => self.sent(io, output)?,
+                }
+            } else if let Some((buf, end)) = self.queued.take() {
+                match io.start_write(Unsent { buf, start: 0, end }).0 {
+                    Started::Done(output) => self.sent(io, output)?,
+                    Started::InFlight(write) => self.writing = Some(write),
+                }
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
     /// Ready once every accepted byte is written (or a write failed).
     pub(super) fn poll_sent(&mut self, io: &impl CompatIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.check_poison()?;
-        while self.writing.is_some() {
-            let output = ready!(InFlight::poll_slot(&mut self.writing, io.engine().0, cx));
-            self.sent(io, output)?;
-        }
-        Poll::Ready(Ok(()))
+        self.progress(io, cx)?;
+        if self.writing.is_some() { Poll::Pending } else { Poll::Ready(Ok(())) }
     }
 
-    /// Accepts what of `src` fits once the previous write is done, under the
-    /// task's budget (`crate::task::budget`).
+    /// Accepts what of `srcs` fits, under the task's budget
+    /// (`crate::task::budget`): with no write in flight, into a buffer
+    /// written at once; with one, into the queued buffer, written when it
+    /// is done; with that one full too, once there is room.
     pub(super) fn poll_accept(
         &mut self,
         io: &impl CompatIo,
         cx: &mut Context<'_>,
-        src: &[u8],
+        srcs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        crate::task::budget::guard(cx, |cx| self.poll_accept_now(io, cx, src))
+        crate::task::budget::guard(cx, |cx| self.poll_accept_now(io, cx, srcs))
     }
 
     pub(super) fn poll_accept_now(
         &mut self,
         io: &impl CompatIo,
         cx: &mut Context<'_>,
-        src: &[u8],
+        srcs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        ready!(self.poll_sent(io, cx))?;
-        if src.is_empty() {
+        self.check_poison()?;
+        self.progress(io, cx)?;
+        if srcs.iter().all(|s| s.is_empty()) {
             return Poll::Ready(Ok(0));
         }
-        let mut buf = buffer();
-        let n = src.len().min(buf.len());
-        buf[..n].copy_from_slice(&src[..n]);
-        match io.start_write(Unsent { buf, start: 0, end: n }).0 {
-            Started::Done(output) => self.sent(io, output)?,
-            Started::InFlight(write) => self.writing = Some(write),
+        if self.writing.is_none() {
+            let mut buf = buffer();
+            let n = gather(&mut buf, srcs);
+            match io.start_write(Unsent { buf, start: 0, end: n }).0 {
+                Started::Done(output) => self.sent(io, output)?,
+                Started::InFlight(write) => self.writing = Some(write),
+            }
+            return Poll::Ready(Ok(n));
         }
+        let (buf, end) = self.queued.get_or_insert_with(|| (buffer(), 0));
+        let n = gather(&mut buf[*end..], srcs);
+        if n == 0 {
+            return Poll::Pending; // full: the write in flight wakes `cx`
+        }
+        *end += n;
         Poll::Ready(Ok(n))
     }
 
@@ -281,15 +315,33 @@ impl Writer {
         Poll::Ready(io.close_write())
     }
 
-    /// Cancels a write in flight (see [`InFlight::cancel`]).
+    /// Cancels a write in flight (see [`InFlight::cancel`]); bytes queued
+    /// behind it are dropped.
     pub(super) fn cancel(&mut self, engine: &Engine) {
         if let Some(write) = self.writing.take() {
             write.cancel(engine);
+        }
+        if let Some((buf, _)) = self.queued.take() {
+            give_back(buf);
         }
     }
 
     #[cfg(any(test, feature = "test-hooks"))]
     pub(super) fn held(&self) -> usize {
-        usize::from(self.writing.is_some())
+        usize::from(self.writing.is_some()) + usize::from(self.queued.is_some())
     }
+}
+
+/// Copies the start of `srcs`, in order, into `dst`; the bytes copied.
+fn gather(dst: &mut [u8], srcs: &[io::IoSlice<'_>]) -> usize {
+    let mut n = 0;
+    for src in srcs {
+        let k = src.len().min(dst.len() - n);
+        dst[n..n + k].copy_from_slice(&src[..k]);
+        n += k;
+        if n == dst.len() {
+            break;
+        }
+    }
+    n
 }

@@ -80,7 +80,16 @@ macro_rules! write_traits {
         impl<T: CompatIo> futures_io::AsyncWrite for $ty<T> {
             fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
                 let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, buf)
+                writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_accept(io, cx, bufs)
             }
 
             fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -96,9 +105,22 @@ macro_rules! write_traits {
 
         #[cfg(feature = "tokio")]
         impl<T: CompatIo> tokio::io::AsyncWrite for $ty<T> {
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+
             fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
                 let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, buf)
+                writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_accept(io, cx, bufs)
             }
 
             fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -114,9 +136,22 @@ macro_rules! write_traits {
 
         #[cfg(feature = "hyper")]
         impl<T: CompatIo> ::hyper::rt::Write for $ty<T> {
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+
             fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
                 let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, buf)
+                writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let (io, writer) = Pin::get_mut(self).write_side();
+                writer.poll_accept(io, cx, bufs)
             }
 
             fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
