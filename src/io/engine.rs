@@ -452,10 +452,14 @@ impl<O> InFlight<O> {
         let this = slot.as_mut().expect("an operation in flight is polled");
         // SAFETY: held by `this`, so live.
         let shared = unsafe { this.shared.as_ref() };
-        // Register, then check (see `crate::callback::waker_slot`).
-        shared.waker.register(cx.waker());
+        // Done already (the poll its completion's wake caused): no waker to
+        // register, since none is to come. Otherwise register, then check
+        // again (see `crate::callback::waker_slot`).
         if !shared.done.load(Ordering::Acquire) {
-            return Poll::Pending;
+            shared.waker.register(cx.waker());
+            if !shared.done.load(Ordering::Acquire) {
+                return Poll::Pending;
+            }
         }
         // SAFETY: `done` (Acquire) orders the completion's write before this
         // read, and it writes nothing of `output` after; `&mut` makes this
