@@ -73,34 +73,42 @@ macro_rules! read_traits {
     };
 }
 
+/// The methods the writing traits of every front end share, each one call
+/// of the write side (`$close` names the trait's shutdown).
+macro_rules! write_methods {
+    ($close:ident) => {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            let (io, writer) = Pin::get_mut(self).write_side();
+            writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let (io, writer) = Pin::get_mut(self).write_side();
+            writer.poll_accept(io, cx, bufs)
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            let (io, writer) = Pin::get_mut(self).write_side();
+            writer.poll_sent(io, cx)
+        }
+
+        fn $close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            let (io, writer) = Pin::get_mut(self).write_side();
+            writer.poll_close_write(io, cx)
+        }
+    };
+}
+
 /// The writing traits of every front end, for a type with a `write_side`.
 macro_rules! write_traits {
     ($ty:ident) => {
         #[cfg(feature = "futures-io")]
         impl<T: CompatIo> futures_io::AsyncWrite for $ty<T> {
-            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
-            }
-
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[io::IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, bufs)
-            }
-
-            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_sent(io, cx)
-            }
-
-            fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_close_write(io, cx)
-            }
+            write_methods!(poll_close);
         }
 
         #[cfg(feature = "tokio")]
@@ -109,29 +117,7 @@ macro_rules! write_traits {
                 true
             }
 
-            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
-            }
-
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[io::IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, bufs)
-            }
-
-            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_sent(io, cx)
-            }
-
-            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_close_write(io, cx)
-            }
+            write_methods!(poll_shutdown);
         }
 
         #[cfg(feature = "hyper")]
@@ -140,29 +126,7 @@ macro_rules! write_traits {
                 true
             }
 
-            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, &[io::IoSlice::new(buf)])
-            }
-
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[io::IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_accept(io, cx, bufs)
-            }
-
-            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_sent(io, cx)
-            }
-
-            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let (io, writer) = Pin::get_mut(self).write_side();
-                writer.poll_close_write(io, cx)
-            }
+            write_methods!(poll_shutdown);
         }
     };
 }
