@@ -123,6 +123,20 @@ unsafe fn release<O>(s: NonNull<Shared<O>>, kept: Option<&BlockCache>) -> Option
     left
 }
 
+/// Takes the operation out of its block, once, to finish it: from here it
+/// no longer counts as alive (`live_operations`), whichever path finished
+/// it (its completion, or the issuing thread when it finished at once).
+///
+/// # Safety
+/// `block` is a live `Slot<T>` block whose operation the caller owns (the
+/// completion's from the issue on; the issuing thread's if it never queued).
+unsafe fn take_op<T: AsyncOp>(block: *mut OpBlock<Slot<T>>) -> T {
+    // SAFETY: the caller owns the operation's cell.
+    let op = unsafe { (*(*block).payload.op.get()).take() };
+    super::operation::count_block(false);
+    op.expect("an operation is finished once")
+}
+
 /// How an engine's operation of kind `T` finishes from its completion
 /// (the block's [`CompleteFn`](super::operation::CompleteFn)): the output
 /// is published, the completion lets go of the block, and the future is
@@ -135,9 +149,7 @@ unsafe fn complete<T: AsyncOp>(h: NonNull<OpHeader>, result: io::Result<usize>, 
     let block = h.cast::<OpBlock<Slot<T>>>().as_ptr();
     // SAFETY: the operation is the completion's from its issue on (the
     // future never touches it), and the kernel is done with it.
-    let op = unsafe { (*(*block).payload.op.get()).take() };
-    let output = op.expect("an operation completes once").finish(result);
-    super::operation::count_block(false);
+    let output = unsafe { take_op(block) }.finish(result);
     // SAFETY: the block is live (the completion holds it); only atomics and
     // the output's cell are reached through this shared reference.
     let shared = unsafe { NonNull::new_unchecked(&raw mut (*block).payload.shared) };
@@ -414,16 +426,15 @@ impl Engine {
         drop(counted);
         // Never queued: the block is the issuing thread's alone.
         let block = op.into_raw();
-        // SAFETY: owned; taken once.
-        let op = unsafe { (*(*block.as_ptr()).payload.op.get()).take() };
-        super::operation::count_block(false);
+        // SAFETY: owned.
+        let op = unsafe { take_op(block.as_ptr()) };
         // SAFETY: owned; what is left of the payload (the shared part, whose
         // output was never written) drops once, then the block is retired.
         unsafe {
             core::ptr::drop_in_place(&raw mut (*block.as_ptr()).payload);
             super::operation::retire(block.cast(), layout, Some(kept));
         }
-        Started::Done(op.expect("an operation is issued once").finish(result))
+        Started::Done(op.finish(result))
     }
 }
 

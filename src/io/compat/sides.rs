@@ -238,6 +238,18 @@ impl Writer {
         }
     }
 
+    /// Issues a write of `unsent` with none in flight: taken in at once
+    /// if it finished synchronously, kept in flight otherwise.
+    fn issue(&mut self, io: &impl CompatIo, unsent: Unsent) -> io::Result<()> {
+        match io.start_write(unsent).0 {
+            Started::Done(output) => self.sent(io, output),
+            Started::InFlight(write) => {
+                self.writing = Some(write);
+                Ok(())
+            }
+        }
+    }
+
     /// Moves the writes on without waiting: takes in a finished write (the
     /// rest of a short one is issued again), then issues the queued bytes.
     /// Returns with a write in flight only when it is pending (its
@@ -251,10 +263,7 @@ impl Writer {
                     Poll::Ready(output) => self.sent(io, output)?,
                 }
             } else if let Some((buf, end)) = self.queued.take() {
-                match io.start_write(Unsent { buf, start: 0, end }).0 {
-                    Started::Done(output) => self.sent(io, output)?,
-                    Started::InFlight(write) => self.writing = Some(write),
-                }
+                self.issue(io, Unsent { buf, start: 0, end })?;
             } else {
                 return Ok(());
             }
@@ -295,10 +304,7 @@ impl Writer {
         if self.writing.is_none() {
             let mut buf = buffer();
             let n = gather(&mut buf, srcs);
-            match io.start_write(Unsent { buf, start: 0, end: n }).0 {
-                Started::Done(output) => self.sent(io, output)?,
-                Started::InFlight(write) => self.writing = Some(write),
-            }
+            self.issue(io, Unsent { buf, start: 0, end: n })?;
             return Poll::Ready(Ok(n));
         }
         let (buf, end) = self.queued.get_or_insert_with(|| (buffer(), 0));
