@@ -64,6 +64,9 @@ pub fn run(cfg: &Config, table: &mut Table) {
     if want("N4") {
         many_connections(cfg, table);
     }
+    if want("N4b") {
+        many_std_connections(cfg, table);
+    }
     if want("N5") {
         udp_ping_pong(cfg, table);
     }
@@ -151,6 +154,16 @@ pub(crate) fn tokio_multi() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build()
 }
 
+/// A connected pair made by std's blocking connect and accept, with no delay
+/// on either end: (client, server).
+fn std_pair(listener: &std::net::TcpListener) -> io::Result<(std::net::TcpStream, std::net::TcpStream)> {
+    let c = std::net::TcpStream::connect(listener.local_addr()?)?;
+    let s = listener.accept()?.0;
+    c.set_nodelay(true)?;
+    s.set_nodelay(true)?;
+    Ok((c, s))
+}
+
 /// The implementations, each as the four measurements.
 trait Net {
     /// `trips` round trips of [`MSG`] bytes over one connection: µs each.
@@ -161,6 +174,12 @@ trait Net {
     /// `conns` connections at once, each `trips` round trips: seconds from
     /// the first connect to the last connection's end.
     fn many(&self, conns: usize, trips: usize) -> io::Result<f64>;
+    /// As [`many`](Self::many), with every connection made as raw's are
+    /// ([`std_pair`], in turn on this thread) and then handed over. Only
+    /// where a stream can be made from std's.
+    fn many_from_std(&self, _conns: usize, _trips: usize) -> io::Result<f64> {
+        Err(io::Error::other("no column made from std's connections"))
+    }
     /// `total` bytes written by `tokio::io::copy` (8 KiB writes) from an
     /// in-memory reader, read in 64 KiB reads: seconds, as [`stream`](Self::stream).
     /// Only where the stream has tokio's traits.
@@ -320,6 +339,28 @@ fn many_connections(cfg: &Config, table: &mut Table) {
             "N4. {conns} connections at once, each {trips} round trips of {MSG} B: connects, accepts and echoes \
              ({trials} rounds alternated after one of warm-up; a task per connection and side; raw: std connect + \
              accept in turn on one thread, both sides callback-driven; std: n/a, it would take a thread per socket)"
+        ),
+        "ms wall",
+        cols.map(|v| v.map(ms)),
+    );
+}
+
+/// N4b. N4 with std's connect and accept on both columns, so that the
+/// difference is what each adds per connection once it has the sockets.
+fn many_std_connections(cfg: &Config, table: &mut Table) {
+    let conns = std::env::var("WTP_BENCH_CONNS").ok().and_then(|v| v.parse().ok()).unwrap_or(cfg.n(1_000).max(50));
+    let trips = 10;
+    let trials = cfg.trials.min(3);
+    let imps = impls();
+    let ms = |secs: Vec<f64>| Cell::trials(secs.into_iter().map(|s| s * 1000.0).collect());
+    let cols =
+        alternated("N4b connections from std", &[CRATE, RAW], 1, trials, |c| imps[c].1.many_from_std(conns, trips));
+    table.add(
+        format!(
+            "N4b. N4 with every connection made by std's blocking connect + accept in turn on one thread, as raw's \
+             are, then handed to the column (crate: `TcpStream::from_std` and a task per side; raw: N4's own): the \
+             difference is each column's share per connection beyond its connect and accept ({trials} rounds \
+             alternated after one of warm-up)"
         ),
         "ms wall",
         cols.map(|v| v.map(ms)),
@@ -651,6 +692,24 @@ pub(crate) mod wtp {
                     joined(c.await)?;
                 }
                 joined(server.await)?;
+                Ok(t.elapsed().as_secs_f64())
+            })
+        }
+
+        fn many_from_std(&self, conns: usize, trips: usize) -> io::Result<f64> {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            task::block_on(async move {
+                let t = Instant::now();
+                let mut sides = Vec::with_capacity(2 * conns);
+                for _ in 0..conns {
+                    let (c, s) = std_pair(&listener)?;
+                    let (c, s) = (TcpStream::from_std(c)?, TcpStream::from_std(s)?);
+                    sides.push(task::spawn(async move { echo(s, MSG, trips * MSG + 1).await.map(drop) }));
+                    sides.push(task::spawn(async move { ping(&c, trips).await.map(drop) }));
+                }
+                for side in sides {
+                    joined(side.await)?;
+                }
                 Ok(t.elapsed().as_secs_f64())
             })
         }
@@ -1196,10 +1255,7 @@ mod raw {
     pub struct Raw;
 
     fn pair(listener: &std::net::TcpListener) -> io::Result<(OwnedSocket, OwnedSocket)> {
-        let c = std::net::TcpStream::connect(listener.local_addr()?)?;
-        let s = listener.accept()?.0;
-        c.set_nodelay(true)?;
-        s.set_nodelay(true)?;
+        let (c, s) = std_pair(listener)?;
         Ok((c.into(), s.into()))
     }
 
@@ -1235,6 +1291,10 @@ mod raw {
             }
             ends.wait(&done)?;
             Ok(t.elapsed().as_secs_f64())
+        }
+
+        fn many_from_std(&self, conns: usize, trips: usize) -> io::Result<f64> {
+            self.many(conns, trips)
         }
 
         fn udp(&self, trips: usize) -> io::Result<Vec<f64>> {
