@@ -36,7 +36,15 @@ fn rustls_error(e: &std::io::Error) -> &rustls::Error {
 /// if it failed.
 async fn serve_one(listener: &TcpListener, acceptor: &TlsAcceptor) -> std::io::Result<()> {
     let (stream, _) = listener.accept().await?;
-    let stream = acceptor.accept(Compat::new(stream)).await?;
+    let stream = match acceptor.accept(Compat::new(stream)).into_fallible().await {
+        Ok(stream) => stream,
+        Err((e, mut stream)) => {
+            // tokio-rustls writes the alert without a flush: flushed here,
+            // so the client reads the alert and not just the close.
+            let _ = stream.shutdown().await;
+            return Err(e);
+        }
+    };
     let alpn = name(stream.get_ref().1.alpn_protocol());
     let service = service_fn(move |req: Request<Incoming>| {
         let answer = format!("{:?} {} alpn={alpn}", req.version(), req.uri().path());
