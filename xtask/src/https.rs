@@ -125,7 +125,12 @@ fn tls_checks(p: &Platform, exe: &Path, curl_exe: &Path, h2load: Option<&Path>, 
         }
         let refused = post(&big, http)?;
         if !refused.ends_with("\n413") {
-            return Err(format!("POST /echo {http} of {} bytes: {refused:?}, expected 413", BODY_LIMIT + 1));
+            let status = &refused[refused.len().saturating_sub(4)..];
+            return Err(format!(
+                "POST /echo {http} of {} bytes: answered {} bytes ending {status:?}, expected 413",
+                BODY_LIMIT + 1,
+                refused.len()
+            ));
         }
     }
     let load = match h2load {
@@ -213,6 +218,9 @@ fn hostile(addr: &str, bytes: &[u8]) -> Result<Vec<u8>> {
     match s.read_to_end(&mut got) {
         Ok(_) => Ok(got),
         Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted) => Ok(got),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            Err(format!("{addr} kept the connection open {PATIENCE:?} after {} bytes of {got:02x?}", got.len()))
+        }
         Err(e) => Err(format!("reading from {addr} after {} bytes of {got:02x?}: {e}", got.len())),
     }
 }
