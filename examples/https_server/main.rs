@@ -28,7 +28,8 @@
 //! console control events): then it refuses new connections, asks each one
 //! to shut down gracefully (HTTP/1: the request in flight is answered, then
 //! the connection closes; HTTP/2: GOAWAY, the open streams are answered),
-//! waits for them, at most the shutdown timeout each, and exits. With
+//! waits for them, at most the shutdown timeout each (a TLS handshake
+//! under way: at most the header timeout), and exits. With
 //! `--stats`, `GET /stats` answers one line of `key=value`:
 //! `examples/http_server`'s (connections accepted, ended and over the
 //! limit, threads, handles, private bytes and their slack) then requests,
@@ -56,10 +57,12 @@
 //! Defaults are Kestrel's (`KestrelServerLimits`) where it has one.
 //!
 //! - `--max-connections N` (10,000; Kestrel: none): each open connection
-//!   holds a socket, a task, rustls' state (about 40 KB of buffers while a
-//!   record is in flight), hyper's (HTTP/2: its HPACK tables and flow
-//!   windows) and a pending read. One accepted past the limit costs an
-//!   accept and a close, and is counted (`over_limit`).
+//!   holds a socket, a task, rustls' state, hyper's (HTTP/2: its HPACK
+//!   tables and flow windows) and a pending read: 500 idle TLS connections
+//!   (handshake done, then one HTTP/1.1 request answered, or HTTP/2's
+//!   SETTINGS exchanged) added about 32 KB of private bytes each (debug
+//!   build under Wine 8), so 10,000 are about 320 MB. One accepted past the
+//!   limit costs an accept and a close, and is counted (`over_limit`).
 //! - `--header-timeout SECS` (30, Kestrel's `RequestHeadersTimeout`): how long
 //!   the TLS handshake may take, and an HTTP/1 request's head (hyper's
 //!   header read timeout, which also runs while a kept-alive HTTP/1
