@@ -31,7 +31,7 @@ pub(crate) fn build_tokio(p: &Platform) -> Result<PathBuf> {
     Ok(p.bin_dir("release")?.join("tokio-http.exe"))
 }
 
-fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result<()> {
+pub(crate) fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result<()> {
     let mut args = [&["build", "--quiet"][..], what].concat();
     if profile == "release" {
         args.push("--release");

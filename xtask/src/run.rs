@@ -476,6 +476,17 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         Err(why) => println!("xtask test: SKIPPED the curl check of examples/http_server: {why}"),
     }
     match setup::http_tool("curl") {
+        Ok(curl) => {
+            let result = https_checks(&p, &curl);
+            match &result {
+                Ok(line) => println!("xtask test: {line}"),
+                Err(e) => println!("xtask test: examples/https_server: {e}"),
+            }
+            tally.check("examples/https_server under curl, h2load and hostile TLS clients".into(), result.is_ok());
+        }
+        Err(why) => println!("xtask test: SKIPPED the checks of examples/https_server: {why}"),
+    }
+    match setup::http_tool("curl") {
         Ok(curl) => match crate::service::check(&p, &curl) {
             Ok(Some(line)) => {
                 println!("xtask test: {line}");
@@ -831,6 +842,24 @@ pub fn curl_check(target: Option<&str>) -> Result<()> {
     let p = setup::setup(target)?;
     let curl = setup::http_tool("curl").map_err(|why| format!("SKIPPED: no curl: {why}"))?;
     println!("xtask demo: {}", crate::http::curl_check(&p, &curl)?);
+    Ok(())
+}
+
+/// The checks of examples/https_server, h2load's part skipped (loudly)
+/// without h2load.
+fn https_checks(p: &Platform, curl: &std::path::Path) -> Result<String> {
+    let h2load = setup::http_tool("h2load");
+    if let Err(why) = &h2load {
+        println!("xtask test: SKIPPED h2load's HTTP/2 load of examples/https_server: {why}");
+    }
+    crate::https::check(p, curl, h2load.ok().as_deref())
+}
+
+/// `cargo xtask demo --https`: setup, then the checks of examples/https_server alone.
+pub fn https_check(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
+    let curl = setup::http_tool("curl").map_err(|why| format!("SKIPPED: no curl: {why}"))?;
+    println!("xtask demo: {}", https_checks(&p, &curl)?);
     Ok(())
 }
 
