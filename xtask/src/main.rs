@@ -36,6 +36,7 @@ mod doc_links;
 mod env;
 mod http;
 mod https;
+mod https_load;
 mod idle;
 /// The tests' JSON parser (one definition).
 #[path = "../../tests/support/json.rs"]

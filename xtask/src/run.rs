@@ -893,7 +893,8 @@ fn idle_check(p: &Platform, tally: &mut Tally, cmd: &str, profile: &str, conns: 
     tally.check(format!("{conns} idle keep-alive connections to examples/http_server"), result.is_ok());
 }
 
-/// Seconds of `wrk -c64` in the HTTP soak of `cargo xtask stress`.
+/// Seconds of `wrk -c64` in the HTTP soak of `cargo xtask stress`, and of
+/// h2load over TLS in its HTTPS soak.
 const HTTP_SOAK_SECS: u32 = 60;
 
 /// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`,
@@ -937,6 +938,20 @@ pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
             tally.check("the HTTP soak of examples/http_server under wrk".into(), result.is_ok());
         }
         Err(why) => println!("xtask stress: !!! SKIPPED the HTTP soak of examples/http_server: {why}"),
+    }
+    match (setup::http_tool("h2load"), setup::http_tool("curl")) {
+        (Ok(h2load), Ok(curl)) => {
+            let t = Instant::now();
+            let result = crate::https_load::soak(&p, &h2load, &curl, HTTP_SOAK_SECS);
+            match &result {
+                Ok(line) => println!("xtask stress: {line} ({:.0}s)", t.elapsed().as_secs_f64()),
+                Err(e) => println!("xtask stress: {e}"),
+            }
+            tally.check("the HTTPS soak of examples/https_server under h2load".into(), result.is_ok());
+        }
+        (Err(why), _) | (_, Err(why)) => {
+            println!("xtask stress: !!! SKIPPED the HTTPS soak of examples/https_server: {why}")
+        }
     }
     idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS, crate::idle::Settle::Threads);
     report_runner_retries("stress");
