@@ -80,14 +80,15 @@ impl H2loadRun {
 
 /// An h2load duration such as `207us`, `1.94ms` or `4.09s`, in milliseconds.
 fn h2load_ms(text: &str) -> Option<f64> {
-    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
-        (n, 1e-3)
+    // Divided, not multiplied by 1e-3: the quotient is the nearest double.
+    let (number, per_ms) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1e3)
     } else if let Some(n) = text.strip_suffix("ms") {
         (n, 1.0)
     } else {
-        (text.strip_suffix('s')?, 1e3)
+        (text.strip_suffix('s')?, 1e-3)
     };
-    number.parse::<f64>().ok().map(|n| n * scale)
+    number.parse::<f64>().ok().map(|n| n / per_ms)
 }
 
 /// h2load's report (nghttp2 1.x's text output); `None` if it is not one.
@@ -112,11 +113,7 @@ pub fn parse_h2load(out: &str) -> Option<H2loadRun> {
                 requests = true;
             }
             ["status", "codes:", rest @ ..] => {
-                run.non_2xx = rest
-                    .windows(2)
-                    .filter(|w| w[1] != "2xx")
-                    .filter_map(|w| w[0].parse::<u64>().ok())
-                    .sum();
+                run.non_2xx = rest.windows(2).filter(|w| w[1] != "2xx").filter_map(|w| w[0].parse::<u64>().ok()).sum();
             }
             ["time", "for", "request:", _min, _max, mean, ..] => {
                 run.mean_ms = h2load_ms(mean)?;
