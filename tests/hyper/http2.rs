@@ -28,6 +28,24 @@ use windows_threadpool::{JoinHandle, task, time};
 /// (`support::PATIENCE`), so a hang fails with a message.
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// A server connection's end once its client closed first: `Ok`, or the
+/// reset that TCP sends back when the server's last frames (its GOAWAY, a
+/// TLS close) reach a socket the client has closed. Any other error fails.
+pub fn ended_by_client<E: Into<Box<dyn std::error::Error + Send + Sync>>>(result: Result<(), E>) {
+    let Err(e) = result else { return };
+    let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&*e);
+    while let Some(c) = cause {
+        let io = c.downcast_ref::<io::Error>();
+        let inner = io.and_then(|i| i.get_ref()).map(|i| i as &(dyn std::error::Error + 'static));
+        if io.is_some_and(|i| matches!(i.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted)) {
+            return;
+        }
+        cause = inner.or_else(|| c.source());
+    }
+    panic!("the connection ended with an error of its own: {e:?}");
+}
+
 /// Runs `body` under `task::block_on`, failing it past [`LIMIT`].
 pub fn run(body: impl Future<Output = ()> + Send + 'static) {
     crate::executors::run_on("task::block_on", async move {
@@ -122,7 +140,7 @@ fn h2c_answers_a_hundred_concurrent_streams_on_one_connection() {
         // The last sender gone, the client closes the connection.
         drop(sender);
         connection.await.unwrap().unwrap();
-        server.await.unwrap().unwrap();
+        ended_by_client(server.await.unwrap());
     });
 }
 
@@ -147,7 +165,7 @@ fn the_auto_builder_serves_http1_and_http2_on_one_listener() {
                 }));
             }
             for connection in served {
-                connection.await.unwrap().unwrap();
+                ended_by_client(connection.await.unwrap());
             }
         });
         let (mut one, one_connection) = h1_client(connect(addr).await).await;
@@ -181,8 +199,25 @@ fn graceful_shutdown_finishes_the_requests_in_flight_then_closes_the_connections
             service_fn(move |req: Request<Incoming>| {
                 let (arrived, release, answered) = (arrived.clone(), release.clone(), answered.clone());
                 async move {
-                    arrived.send(()).unwrap();
-                    release.acquire().await.unwrap().forget();
+                    // Arrival is told only once the wait for a permit is
+                    // registered: a permit given after the shutdown then
+                    // wakes this connection's task, whose next poll sees the
+                    // shutdown before the answer is made (told earlier, the
+                    // poll telling it could take the permit in the same pass).
+                    let mut acquire = std::pin::pin!(release.acquire());
+                    let mut told = Some(arrived);
+                    std::future::poll_fn(|cx| {
+                        let polled = acquire.as_mut().poll(cx);
+                        if polled.is_pending()
+                            && let Some(arrived) = told.take()
+                        {
+                            arrived.send(()).unwrap();
+                        }
+                        polled
+                    })
+                    .await
+                    .unwrap()
+                    .forget();
                     answered.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, Infallible>(who(&req))
                 }
@@ -219,7 +254,7 @@ fn graceful_shutdown_finishes_the_requests_in_flight_then_closes_the_connections
         shutdown.await;
         assert_eq!(answered.load(Ordering::SeqCst), 2, "the shutdown ended before the answers");
         for connection in connections {
-            connection.await.unwrap().unwrap();
+            ended_by_client(connection.await.unwrap());
         }
         let (got, close, ended) = one.await.unwrap();
         assert_eq!(got, "HTTP/1.1 /one");

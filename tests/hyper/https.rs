@@ -17,7 +17,7 @@ use windows_threadpool::io::Compat;
 use windows_threadpool::net::{TcpListener, TcpStream};
 use windows_threadpool::task;
 
-use super::http2::{body, h1_client, h1_get, h2_client, h2_get, listen, run};
+use super::http2::{body, ended_by_client, h1_client, h1_get, h2_client, h2_get, listen, run};
 use crate::tls::{self, H2, HTTP1};
 
 /// The ALPN name `alpn` in text, "-" for none.
@@ -81,7 +81,7 @@ fn tls_with_alpn_negotiates_h2_and_serves_http2() {
         let acceptor = TlsAcceptor::from(server_config);
         let server = task::spawn(async move {
             for _ in 0..2 {
-                serve_one(&listener, &acceptor).await.unwrap();
+                ended_by_client(serve_one(&listener, &acceptor).await);
             }
         });
 
@@ -145,7 +145,7 @@ fn a_failed_tls_handshake_ends_its_connection_and_the_server_serves_the_next() {
         assert_eq!(h2_get(&mut sender, "https", "/next").await.unwrap(), "HTTP/2.0 /next alpn=h2");
         drop(sender);
         connection.await.unwrap().unwrap();
-        outcomes.recv().await.unwrap().unwrap();
+        ended_by_client(outcomes.recv().await.unwrap());
         server.await.unwrap();
     });
 }
