@@ -1,5 +1,5 @@
 //! hyper 1.x on the pool (feature `hyper`): the three things hyper asks
-//! of a runtime, from this crate.
+//! of a runtime, from this crate, for HTTP/1 and HTTP/2, server and client.
 //!
 //! - **I/O**: [`io::Compat`](crate::io::Compat) over a
 //!   [`net::TcpStream`](crate::net::TcpStream) is hyper's `rt::Read` and
@@ -102,6 +102,141 @@
 //! HTTP/1 needs no executor (each connection is a future the caller
 //! runs, as above); [`PoolExecutor`] is for what takes one: hyper's
 //! HTTP/2, and libraries built on hyper that spawn.
+//!
+//! # HTTP/2
+//!
+//! hyper's HTTP/2 runs each stream as a task of its own, through the
+//! executor. Its server asks `E: Http2ServerConnExec<S::Future, B>`
+//! (hyper-util's `auto` builder asks the same), which hyper implements for
+//! every `E: Clone + Executor<H2Stream<S::Future, B, E>> +
+//! Executor<UpgradedSendStreamTask<B::Data>>`; its client asks
+//! `E: Http2ClientConnExec<B, T> + Unpin`, implemented for every
+//! `E: Clone + Executor<H2ClientFuture<B, T, E>> +
+//! Executor<UpgradedSendStreamTask<B::Data>>`. [`PoolExecutor`] is an
+//! `Executor` of every `Send + 'static` future with a `Send` output, so it
+//! meets both whenever those futures are `Send`: when the service's future,
+//! the bodies and their data (and, for the client, the I/O) are
+//! `Send + 'static`. A service whose future is not `Send` cannot be served
+//! over HTTP/2 on the pool: any pool thread may poll a task.
+//!
+//! hyper-util's `auto` builder serves HTTP/1.1 and HTTP/2 on one connection
+//! type, telling them apart by the connection's first bytes; hyper's HTTP/2
+//! client speaks h2c with prior knowledge (HTTP/2 from the first byte):
+//!
+//! ```
+//! use std::{convert::Infallible, io, time::Duration};
+//! use http_body_util::{BodyExt, Empty, Full};
+//! use hyper::body::{Bytes, Incoming};
+//! use hyper::{Request, Response, Version, client::conn::http2, service::service_fn};
+//! use hyper_util::server::conn::auto;
+//! use windows_threadpool::hyper::{PoolExecutor, PoolTimer};
+//! use windows_threadpool::{io::Compat, net::{TcpListener, TcpStream}, task, time};
+//!
+//! task::block_on(async {
+//!     let listener = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = listener.local_addr()?;
+//!     let _server = task::spawn(async move {
+//!         let (stream, _) = listener.accept().await?;
+//!         let hello = service_fn(|req: Request<Incoming>| async move {
+//!             let text = format!("hello over {:?}\n", req.version());
+//!             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text))))
+//!         });
+//!         let mut server = auto::Builder::new(PoolExecutor::new());
+//!         server.http1().timer(PoolTimer::new());
+//!         server.http2().timer(PoolTimer::new());
+//!         server.serve_connection(Compat::new(stream), hello).await.map_err(io::Error::other)
+//!     });
+//!
+//!     let stream = time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await??;
+//!     let (mut sender, connection) = http2::Builder::new(PoolExecutor::new())
+//!         .timer(PoolTimer::new())
+//!         .handshake(Compat::new(stream))
+//!         .await
+//!         .map_err(io::Error::other)?;
+//!     let _connection = task::spawn(connection);
+//!     // An HTTP/2 request names its scheme and authority: an absolute URI.
+//!     let request = Request::get("http://localhost/").body(Empty::<Bytes>::new()).map_err(io::Error::other)?;
+//!     let response = time::timeout(Duration::from_secs(5), sender.send_request(request)).await?.map_err(io::Error::other)?;
+//!     assert_eq!(response.version(), Version::HTTP_2);
+//!     let body = response.into_body().collect().await.map_err(io::Error::other)?.to_bytes();
+//!     assert_eq!(body, "hello over HTTP/2.0\n");
+//!     Ok::<_, io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # hyper-util
+//!
+//! What of hyper-util 0.1 works on the pool, with no tokio runtime:
+//!
+//! - `server::conn::auto::Builder::new(PoolExecutor::new())` (feature
+//!   `server-auto`), as above; give each protocol [`PoolTimer`] for its
+//!   timeouts and keep-alive (`http1().timer(..)`, `http2().timer(..)`).
+//! - `server::graceful::GracefulShutdown` (feature `server-graceful`): it
+//!   is a `tokio::sync::watch` channel, which needs no runtime. Each
+//!   connection `watch`ed is told to shut down gracefully (HTTP/1.1 answers
+//!   the request in flight with `connection: close`, HTTP/2 sends GOAWAY);
+//!   `shutdown().await` returns once every one has ended.
+//! - `service::TowerToHyperService` (feature `service`): a tower `Service`,
+//!   such as an axum `Router`, as hyper's.
+//! - `rt::TokioIo` (feature `tokio`, which builds tokio's `rt` and `time`
+//!   but starts nothing): tokio's I/O traits as hyper's, for a stream that
+//!   has only tokio's, such as a TLS stream over
+//!   [`io::Compat`](crate::io::Compat) (below).
+//!
+//! What does not: `rt::TokioExecutor` spawns with `tokio::spawn` and
+//! `rt::TokioTimer` sleeps with `tokio::time::sleep`, which both panic
+//! outside a tokio runtime ([`PoolExecutor`] and [`PoolTimer`] take their
+//! places); the legacy client's `client::legacy::connect::HttpConnector`
+//! (and so `Client::builder(..).build_http()`) connects with tokio's
+//! `TcpSocket`, which needs tokio's reactor.
+//!
+//! # TLS
+//!
+//! TLS needs nothing more of this crate. With feature `tokio`,
+//! [`io::Compat`](crate::io::Compat) is tokio's `AsyncRead`/`AsyncWrite`,
+//! which tokio-rustls' `TlsAcceptor` and `TlsConnector` take; hyper-util's
+//! `TokioIo` makes their stream hyper's. ALPN is rustls'
+//! `alpn_protocols`: the `auto` builder serves whichever protocol the
+//! client speaks, and a client picks its handshake by the stream's
+//! `alpn_protocol()`. A server:
+//!
+//! ```no_run
+//! # #[cfg(feature = "tokio")] mod tls {
+//! use std::{convert::Infallible, io, sync::Arc};
+//! use hyper::{Request, Response, body::Incoming, service::service_fn};
+//! use hyper_util::{rt::TokioIo, server::conn::auto};
+//! use tokio_rustls::TlsAcceptor;
+//! use windows_threadpool::{hyper::{PoolExecutor, PoolTimer}, io::Compat, net::TcpListener, task};
+//!
+//! async fn hello(_: Request<Incoming>) -> Result<Response<String>, Infallible> {
+//!     Ok(Response::new("hello\n".to_owned()))
+//! }
+//!
+//! /// `config`: rustls' `ServerConfig` with its certificate, and
+//! /// `alpn_protocols` `h2` and `http/1.1`.
+//! pub async fn serve(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<()> {
+//!     let tls = TlsAcceptor::from(config);
+//!     loop {
+//!         let (stream, _) = listener.accept().await?; // errors: as in the HTTP/1.1 server above
+//!         let tls = tls.clone();
+//!         task::spawn(async move {
+//!             // A handshake that fails ends this connection only.
+//!             let stream = match tls.accept(Compat::new(stream)).await {
+//!                 Ok(stream) => stream,
+//!                 Err(e) => return eprintln!("handshake: {e}"),
+//!             };
+//!             let mut http = auto::Builder::new(PoolExecutor::new());
+//!             http.http1().timer(PoolTimer::new());
+//!             if let Err(e) = http.serve_connection(TokioIo::new(stream), service_fn(hello)).await {
+//!                 eprintln!("connection: {e}");
+//!             }
+//!         });
+//!     }
+//! }
+//! # }
+//! # fn main() {}
+//! ```
 
 use core::future::Future;
 use core::pin::Pin;

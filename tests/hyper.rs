@@ -1,7 +1,8 @@
 //! hyper 1.x on the pool (feature `hyper`): hyper's client against
 //! `examples/http_server`'s service in one process, under the crate's
-//! executor and under tokio, and the bad inputs a server meets. Loopback
-//! only; every loop bounded in count and time.
+//! executor and under tokio, and the bad inputs a server meets; HTTP/2 and
+//! TLS in the modules under `hyper/`. Loopback only; every loop bounded
+//! in count and time.
 #![cfg(all(windows, feature = "hyper"))]
 
 mod support;
@@ -27,6 +28,17 @@ mod rounds;
 mod server;
 #[path = "../examples/http_server/service.rs"]
 mod service;
+#[cfg(feature = "tokio")]
+#[path = "support/tls.rs"]
+mod tls;
+
+// HTTP/2, h2c and hyper-util's pieces (`hyper/http2.rs`), and HTTP over
+// TLS (`hyper/https.rs`, which needs `Compat`'s tokio traits).
+#[path = "hyper/http2.rs"]
+mod http2;
+#[cfg(feature = "tokio")]
+#[path = "hyper/https.rs"]
+mod https;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};

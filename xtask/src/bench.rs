@@ -59,6 +59,13 @@ fn http_section(p: &Platform) -> Result<String> {
             format!("Not run: {why}.\n")
         }
     };
+    let https = match (setup::http_tool("h2load"), setup::http_tool("wrk")) {
+        (Ok(h2load), Ok(wrk)) => crate::https_load::bench(p, &h2load, &wrk)?,
+        (Err(why), _) | (_, Err(why)) => {
+            println!("bench: !!! SKIPPED the HTTPS benchmark: {why}");
+            format!("Not run: {why}.\n")
+        }
+    };
     let idle = match crate::idle::cannot(p) {
         None => crate::idle::bench(p)?,
         Some(why) => {
@@ -66,7 +73,7 @@ fn http_section(p: &Platform) -> Result<String> {
             format!("Memory per idle keep-alive connection: not run: {why}.\n")
         }
     };
-    Ok(format!("{wrk}\n{idle}"))
+    Ok(format!("{wrk}\n{HTTPS_LEAD}{https}\n{idle}"))
 }
 
 /// `doc` with the body of the section under `heading` (up to `until`)
@@ -80,6 +87,11 @@ fn with_section(doc: &str, heading: &str, until: &str, body: &str) -> Option<Str
 /// The HTTP section's heading and the line under it.
 const HTTP_HEADING: &str = "## HTTP\n\n`examples/http_server` and the same service on tokio + hyper \
     (`wtp-bench`'s `tokio-http`), alternated under wrk; higher requests/s and lower latency are better.\n\n";
+
+/// The line above the HTTPS table.
+const HTTPS_LEAD: &str = "HTTPS, HTTP/2 and axum: `examples/https_server` and the same axum `Router` on tokio (`wtp-bench`'s \
+    `tokio-https`: tokio's sockets, tokio-rustls, hyper-util's `auto` builder), the same hyper, rustls (ring) and axum, \
+    alternated under h2load (h2c, and HTTP/2 over TLS) and wrk (HTTP/1.1, cleartext).\n\n";
 
 /// The in-place polling section's heading and the line under it.
 const INPLACE_HEADING: &str = "## In-place polling\n\nA task woken by one of the crate's callbacks polled \

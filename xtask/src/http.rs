@@ -31,7 +31,7 @@ pub(crate) fn build_tokio(p: &Platform) -> Result<PathBuf> {
     Ok(p.bin_dir("release")?.join("tokio-http.exe"))
 }
 
-fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result<()> {
+pub(crate) fn cargo_build(p: &Platform, profile: &str, what: &[&str], name: &str) -> Result<()> {
     let mut args = [&["build", "--quiet"][..], what].concat();
     if profile == "release" {
         args.push("--release");
@@ -178,7 +178,7 @@ impl Drop for Served {
 }
 
 /// `curl` with a time limit, failing on an HTTP error; its stdout.
-fn curl(curl: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn curl(curl: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new(curl)
         .args(["-sS", "--fail", "--max-time", "30"])
         .args(args)
@@ -286,7 +286,7 @@ pub fn parse_wrk(out: &str) -> Option<WrkRun> {
 }
 
 /// `wrk -t1 -cCONNS -dSECSs --timeout 10s http://ADDR/`, bounded in time by wrk itself.
-fn wrk(wrk: &Path, addr: &str, conns: u32, secs: u32) -> Result<WrkRun> {
+pub(crate) fn wrk(wrk: &Path, addr: &str, conns: u32, secs: u32) -> Result<WrkRun> {
     let out = Command::new(wrk)
         .args(["-t1", &format!("-c{conns}"), &format!("-d{secs}s"), "--timeout", "10s"])
         .arg(format!("http://{addr}/"))
@@ -349,7 +349,7 @@ pub(crate) const POLL: Duration = Duration::from_millis(250);
 
 /// What [`settled_stats`] waits for besides the connections.
 #[derive(Clone, Copy, Debug)]
-enum Threads {
+pub(crate) enum Threads {
     /// The thread count unchanged for [`THREADS_STILL`] (a baseline).
     Still,
     /// At most this many threads.
@@ -369,10 +369,19 @@ enum Threads {
 /// a number that drifted by one or two between a baseline and its check.
 /// Left alone, they idle out to the same few every time.
 fn settled_stats(served: &Served, threads: Threads) -> Result<ServerStats> {
+    settled_stats_by(served, threads, &|| server_stats(&served.addr))
+}
+
+/// [`settled_stats`] with the stats read by `fetch` (over TLS, say).
+pub(crate) fn settled_stats_by(
+    served: &Served,
+    threads: Threads,
+    fetch: &dyn Fn() -> Result<ServerStats>,
+) -> Result<ServerStats> {
     let deadline = Instant::now() + PATIENCE;
-    let not_settled = |what: String| format!("not settled {PATIENCE:?} after wrk ({threads:?}): {what}");
+    let not_settled = |what: String| format!("not settled {PATIENCE:?} after the load ({threads:?}): {what}");
     loop {
-        let stats = server_stats(&served.addr)?;
+        let stats = fetch()?;
         if stats.ended + 1 == stats.accepted {
             break;
         }
@@ -383,7 +392,7 @@ fn settled_stats(served: &Served, threads: Threads) -> Result<ServerStats> {
     }
     let count = || match served.pid {
         Some(pid) => thread_count(pid),
-        None => server_stats(&served.addr).map(|s| s.threads),
+        None => fetch().map(|s| s.threads),
     };
     let mut still_since: Option<(u64, Instant)> = None;
     loop {
@@ -399,7 +408,7 @@ fn settled_stats(served: &Served, threads: Threads) -> Result<ServerStats> {
             },
         };
         if settled {
-            return Ok(ServerStats { threads: n, ..server_stats(&served.addr)? });
+            return Ok(ServerStats { threads: n, ..fetch()? });
         }
         if Instant::now() > deadline {
             return Err(not_settled(format!("{n} threads")));

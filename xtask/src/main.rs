@@ -35,6 +35,8 @@ mod coverage;
 mod doc_links;
 mod env;
 mod http;
+mod https;
+mod https_load;
 mod idle;
 /// The tests' JSON parser (one definition).
 #[path = "../../tests/support/json.rs"]
@@ -88,6 +90,8 @@ fn main() -> ExitCode {
         "test" => run::test(target, &rest),
         // `--curl`: set up, then only the curl check of examples/http_server that `test` runs.
         "demo" if rest.iter().any(|a| a == "--curl") => run::curl_check(target),
+        // `--https`: set up, then only the checks of examples/https_server that `test` runs.
+        "demo" if rest.iter().any(|a| a == "--https") => run::https_check(target),
         // `--service`: set up, then only the check of examples/pipe_service under the SCM that `test` runs.
         "demo" if rest.iter().any(|a| a == "--service") => run::service_check(target),
         "demo" => run::demo(target),
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
                  \n  test       setup, then fmt, tests, stress at scale 1, the examples, clippy and rustdoc in every feature configuration\
                  \n  demo       run examples/tour.rs, service.rs, async_service.rs, echo_server.rs and http_server --self-test\
                  \n             --curl: setup, then only the curl check of examples/http_server that `test` runs\
+                 \n             --https: setup, then only the checks of examples/https_server (curl, h2load, hostile TLS clients) that `test` runs\
                  \n             --service: setup, then only the check of examples/pipe_service under the SCM that `test` runs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load),\
                  \n             then 60 s of wrk against examples/http_server and 10,000 idle keep-alive connections to it\

@@ -476,6 +476,17 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
         Err(why) => println!("xtask test: SKIPPED the curl check of examples/http_server: {why}"),
     }
     match setup::http_tool("curl") {
+        Ok(curl) => {
+            let result = https_checks(&p, &curl);
+            match &result {
+                Ok(line) => println!("xtask test: {line}"),
+                Err(e) => println!("xtask test: examples/https_server: {e}"),
+            }
+            tally.check("examples/https_server under curl, h2load and hostile TLS clients".into(), result.is_ok());
+        }
+        Err(why) => println!("xtask test: SKIPPED the checks of examples/https_server: {why}"),
+    }
+    match setup::http_tool("curl") {
         Ok(curl) => match crate::service::check(&p, &curl) {
             Ok(Some(line)) => {
                 println!("xtask test: {line}");
@@ -834,6 +845,24 @@ pub fn curl_check(target: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// The checks of examples/https_server, h2load's part skipped (loudly)
+/// without h2load.
+fn https_checks(p: &Platform, curl: &std::path::Path) -> Result<String> {
+    let h2load = setup::http_tool("h2load");
+    if let Err(why) = &h2load {
+        println!("xtask test: SKIPPED h2load's HTTP/2 load of examples/https_server: {why}");
+    }
+    crate::https::check(p, curl, h2load.ok().as_deref())
+}
+
+/// `cargo xtask demo --https`: setup, then the checks of examples/https_server alone.
+pub fn https_check(target: Option<&str>) -> Result<()> {
+    let p = setup::setup(target)?;
+    let curl = setup::http_tool("curl").map_err(|why| format!("SKIPPED: no curl: {why}"))?;
+    println!("xtask demo: {}", https_checks(&p, &curl)?);
+    Ok(())
+}
+
 /// `cargo xtask demo --service`: set up, then only the check of
 /// `examples/pipe_service.rs` under the service control manager.
 pub fn service_check(target: Option<&str>) -> Result<()> {
@@ -864,7 +893,8 @@ fn idle_check(p: &Platform, tally: &mut Tally, cmd: &str, profile: &str, conns: 
     tally.check(format!("{conns} idle keep-alive connections to examples/http_server"), result.is_ok());
 }
 
-/// Seconds of `wrk -c64` in the HTTP soak of `cargo xtask stress`.
+/// Seconds of `wrk -c64` in the HTTP soak of `cargo xtask stress`, and of
+/// h2load over TLS in its HTTPS soak.
 const HTTP_SOAK_SECS: u32 = 60;
 
 /// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`,
@@ -908,6 +938,20 @@ pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
             tally.check("the HTTP soak of examples/http_server under wrk".into(), result.is_ok());
         }
         Err(why) => println!("xtask stress: !!! SKIPPED the HTTP soak of examples/http_server: {why}"),
+    }
+    match (setup::http_tool("h2load"), setup::http_tool("curl")) {
+        (Ok(h2load), Ok(curl)) => {
+            let t = Instant::now();
+            let result = crate::https_load::soak(&p, &h2load, &curl, HTTP_SOAK_SECS);
+            match &result {
+                Ok(line) => println!("xtask stress: {line} ({:.0}s)", t.elapsed().as_secs_f64()),
+                Err(e) => println!("xtask stress: {e}"),
+            }
+            tally.check("the HTTPS soak of examples/https_server under h2load".into(), result.is_ok());
+        }
+        (Err(why), _) | (_, Err(why)) => {
+            println!("xtask stress: !!! SKIPPED the HTTPS soak of examples/https_server: {why}")
+        }
     }
     idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS, crate::idle::Settle::Threads);
     report_runner_retries("stress");

@@ -180,13 +180,19 @@ fn install_browser() {
     install_optional("chromium", &CHROMIUM_NAMES, "the HTML timeline's browser check", &BROWSER_MISSING);
 }
 
-/// Installs Debian's `curl` and `wrk` for the HTTP example's checks
-/// (`cargo xtask test`: curl; `cargo xtask bench` and `stress`: wrk). Not
-/// fatal, as [`install_browser`]; [`http_tool`] reports why one is missing.
+/// Installs Debian's `curl`, `wrk` and `h2load` (package `nghttp2-client`)
+/// for the HTTP examples' checks (`cargo xtask test`: curl, and h2load
+/// against examples/https_server; `cargo xtask bench` and `stress`: wrk).
+/// Not fatal, as [`install_browser`]; [`http_tool`] reports why one is missing.
 fn install_http_tools() {
-    for tool in ["curl", "wrk"] {
-        install_optional(tool, &[tool], "the HTTP server's checks", &HTTP_TOOLS_MISSING);
+    for tool in ["curl", "wrk", "h2load"] {
+        install_optional(package_of(tool), &[tool], "the HTTP servers' checks", &HTTP_TOOLS_MISSING);
     }
+}
+
+/// The Debian package that provides `program`.
+fn package_of(program: &str) -> &str {
+    if program == "h2load" { "nghttp2-client" } else { program }
 }
 
 /// Installs the Debian package `package` unless one of `programs` is on
@@ -218,8 +224,9 @@ fn install_optional(package: &str, programs: &[&str], purpose: &str, missing: &O
     let _ = missing.set(why);
 }
 
-/// `program` (`curl` or `wrk`) if it is on `PATH` (on Windows, curl ships
-/// with the system; wrk does not exist there); `Err` says why not.
+/// `program` (`curl`, `wrk` or `h2load`) if it is on `PATH` (on Windows,
+/// curl ships with the system; wrk does not exist there, and h2load only
+/// if one installed it); `Err` says why not.
 pub fn http_tool(program: &str) -> std::result::Result<PathBuf, String> {
     let found = if cfg!(windows) {
         Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
@@ -231,7 +238,7 @@ pub fn http_tool(program: &str) -> std::result::Result<PathBuf, String> {
     }
     Err(HTTP_TOOLS_MISSING
         .get()
-        .filter(|why| why.contains(program))
+        .filter(|why| why.contains(package_of(program)))
         .cloned()
         .unwrap_or_else(|| format!("no {program} on PATH (cargo xtask setup installs it on Debian)")))
 }

@@ -22,8 +22,8 @@ use sides::{Reader, Writer, give_back};
 /// (feature `tokio`), so `tokio::io::copy`, `BufReader`, `read_to_end`,
 /// `write_all` and codecs work on it, and hyper 1.x's `rt::Read`/`rt::Write`
 /// (feature `hyper`; module `hyper` has hyper's executor and timer),
-/// so hyper's HTTP/1 server and client connections run over it. The three
-/// front ends share one core: what follows holds for each.
+/// so hyper's HTTP/1 and HTTP/2 connections, server and client, run over
+/// it. The three front ends share one core: what follows holds for each.
 ///
 /// A completion-based read hands the kernel a buffer until its completion;
 /// a poll-based `poll_read` lends one only for the call. The adapter bridges

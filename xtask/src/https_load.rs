@@ -1,0 +1,409 @@
+//! `examples/https_server` under load from clients no one here wrote
+//! (its checks in `cargo xtask test` are `crate::https`'s):
+//! h2load (HTTP/2 over TLS and h2c) and wrk (HTTP/1.1) against it and the
+//! same axum service on tokio (`wtp-bench`'s `tokio-https`) in `cargo xtask
+//! bench`, and a soak of h2load over TLS in `cargo xtask stress`. The
+//! servers are started, found and stopped as `http_server` is
+//! ([`http::start_server`]).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::env::{Platform, Result};
+use crate::http::{self, Served, ServerStats, Threads};
+use crate::https::build;
+
+/// Builds `wtp-bench`'s `tokio-https` in release; the exe.
+fn build_tokio(p: &Platform) -> Result<PathBuf> {
+    cargo(p, &["build", "--quiet", "--release", "-p", "wtp-bench", "--bin", "tokio-https"], "tokio-https")?;
+    Ok(p.bin_dir("release")?.join("tokio-https.exe"))
+}
+
+fn cargo(p: &Platform, args: &[&str], name: &str) -> Result<()> {
+    let status = p.cargo(args).stdin(Stdio::null()).status().map_err(|e| format!("cargo build: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("building {name} failed")) }
+}
+
+/// How a server is reached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wire {
+    /// TLS with a certificate made at start (`--self-signed`); ALPN picks
+    /// HTTP/2 or HTTP/1.1.
+    Tls,
+    /// Cleartext: HTTP/1.1, or HTTP/2 with prior knowledge (`--plain`).
+    Plain,
+}
+
+impl Wire {
+    fn flag(self) -> &'static str {
+        match self {
+            Wire::Tls => "--self-signed",
+            Wire::Plain => "--plain",
+        }
+    }
+
+    fn url(self, addr: &str, path: &str) -> String {
+        match self {
+            Wire::Tls => format!("https://{addr}{path}"),
+            Wire::Plain => format!("http://{addr}{path}"),
+        }
+    }
+}
+
+// ---- h2load ------------------------------------------------------------------
+
+/// What h2load reported of one run.
+#[derive(Debug, Default, PartialEq)]
+pub struct H2loadRun {
+    /// Wall time of the run, in seconds (`finished in`).
+    pub secs: f64,
+    pub per_second: f64,
+    pub done: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub errored: u64,
+    pub timeout: u64,
+    /// Responses that were not 2xx.
+    pub non_2xx: u64,
+    /// Mean time for a request, in milliseconds.
+    pub mean_ms: f64,
+    /// The protocol negotiated (`h2`, `h2c`, `http/1.1`).
+    pub protocol: String,
+}
+
+impl H2loadRun {
+    /// Requests that did not end in a 2xx answer.
+    pub fn errors(&self) -> u64 {
+        self.failed + self.errored + self.timeout + self.non_2xx
+    }
+}
+
+/// An h2load duration such as `207us`, `1.94ms` or `4.09s`, in milliseconds.
+fn h2load_ms(text: &str) -> Option<f64> {
+    // Divided, not multiplied by 1e-3: the quotient is the nearest double.
+    let (number, per_ms) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else {
+        (text.strip_suffix('s')?, 1e-3)
+    };
+    number.parse::<f64>().ok().map(|n| n / per_ms)
+}
+
+/// h2load's report (nghttp2 1.x's text output); `None` if it is not one.
+pub fn parse_h2load(out: &str) -> Option<H2loadRun> {
+    let mut run = H2loadRun::default();
+    let (mut finished, mut requests, mut timed) = (false, false, false);
+    for line in out.lines().map(str::trim) {
+        let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_end_matches(',')).collect();
+        match words.as_slice() {
+            ["finished", "in", secs, per_second, "req/s", ..] => {
+                run.secs = h2load_ms(secs)? / 1e3;
+                run.per_second = per_second.parse().ok()?;
+                finished = true;
+            }
+            ["requests:", rest @ ..] => {
+                let count = |name: &str| rest.windows(2).find(|w| w[1] == name).and_then(|w| w[0].parse().ok());
+                run.done = count("done")?;
+                run.succeeded = count("succeeded")?;
+                run.failed = count("failed")?;
+                run.errored = count("errored")?;
+                run.timeout = count("timeout")?;
+                requests = true;
+            }
+            ["status", "codes:", rest @ ..] => {
+                run.non_2xx = rest.windows(2).filter(|w| w[1] != "2xx").filter_map(|w| w[0].parse::<u64>().ok()).sum();
+            }
+            ["time", "for", "request:", _min, _max, mean, ..] => {
+                run.mean_ms = h2load_ms(mean)?;
+                timed = true;
+            }
+            ["Application", "protocol:", protocol] => run.protocol = protocol.to_string(),
+            _ => {}
+        }
+    }
+    (finished && requests && timed).then_some(run)
+}
+
+/// `h2load ARGS URL`; bounded in time by its own `-D`/`-n` and
+/// `--connection-inactivity-timeout`.
+fn h2load(exe: &Path, args: &[&str], url: &str) -> Result<H2loadRun> {
+    let out = Command::new(exe)
+        .args(["--connection-inactivity-timeout=30"])
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("h2load: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("h2load {args:?} failed ({}): {text}{}", out.status, String::from_utf8_lossy(&out.stderr)));
+    }
+    parse_h2load(&text).ok_or_else(|| format!("h2load {args:?} printed no report: {text}"))
+}
+
+/// `-D SECS -cCONNS -mSTREAMS` over HTTP/2 (ALPN `h2` over TLS, prior
+/// knowledge over cleartext).
+fn h2load_for(exe: &Path, served: &Served, wire: Wire, conns: u32, secs: u32) -> Result<H2loadRun> {
+    let args = [format!("-D{secs}"), format!("-c{conns}"), format!("-m{STREAMS}"), "-t1".to_string()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    h2load(exe, &args, &wire.url(&served.addr, "/"))
+}
+
+/// New TLS connections each asking one request: handshakes a second.
+fn handshakes(exe: &Path, served: &Served) -> Result<f64> {
+    let n = HANDSHAKES.to_string();
+    let run = h2load(exe, &["-n", &n, "-c", &n, "-m1", "-t1"], &Wire::Tls.url(&served.addr, "/"))?;
+    if run.errors() != 0 || run.succeeded != u64::from(HANDSHAKES) {
+        return Err(format!("{HANDSHAKES} one-request TLS connections: {run:?}"));
+    }
+    Ok(f64::from(HANDSHAKES) / run.secs)
+}
+
+// ---- the soak ----------------------------------------------------------------
+
+/// The soak's HTTP/2 connections and streams per connection.
+const SOAK_CONNS: u32 = 16;
+/// Concurrent streams per connection in the soak and the benchmark.
+const STREAMS: u32 = 10;
+
+/// The example's `GET /stats` over TLS (curl, which takes the self-signed
+/// certificate with `-k`).
+fn tls_stats(curl: &Path, addr: &str) -> Result<ServerStats> {
+    let body = http::curl(curl, &["-k", &Wire::Tls.url(addr, "/stats")])?;
+    http::parse_stats(&body).ok_or_else(|| format!("GET /stats: {body:?}"))
+}
+
+/// `cargo xtask stress`: `secs` of h2load over TLS (`-c16 -m10`, after a
+/// warm-up of the same load) against the example: no failed or errored
+/// request, handles and private bytes back within the leak checks' slack
+/// once h2load's connections have closed, and the server answering after.
+/// A summary line.
+pub fn soak(p: &Platform, h2load_exe: &Path, curl: &Path, secs: u32) -> Result<String> {
+    let exe = build(p, "release")?;
+    let served = http::start_server(p, &exe, &exe, &[Wire::Tls.flag(), "--stats"])?;
+    if p.under_wine() && served.pid.is_none() {
+        return Err("the server's Wine process was not found in /proc, to count its threads".into());
+    }
+    let addr = served.addr.clone();
+    let stats = || tls_stats(curl, &addr);
+    let warm = h2load_for(h2load_exe, &served, Wire::Tls, SOAK_CONNS, 5)?;
+    let before = http::settled_stats_by(&served, Threads::Still, &stats)?;
+    let run = h2load_for(h2load_exe, &served, Wire::Tls, SOAK_CONNS, secs)?;
+    let after = http::settled_stats_by(&served, Threads::AtMost(before.threads), &stats)?;
+    let hello = http::curl(curl, &["-k", "--http2", &Wire::Tls.url(&addr, "/")])?;
+    served.stop()?;
+    let mut failures = http::leaked(&before, &after);
+    if run.errors() + warm.errors() != 0 {
+        failures.push(format!("{} requests not answered 2xx (warm-up {})", run.errors(), warm.errors()));
+    }
+    if run.succeeded == 0 {
+        failures.push("h2load completed no request".into());
+    }
+    if run.protocol != "h2" {
+        failures.push(format!("ALPN chose {:?}, not h2", run.protocol));
+    }
+    if hello.is_empty() {
+        failures.push("GET / after the soak answered an empty body".into());
+    }
+    let summary = format!(
+        "HTTPS soak: {secs} s of h2load -c{SOAK_CONNS} -m{STREAMS} over TLS ({}): {} requests ({:.0}/s, mean {:.2} ms), \
+         {} not 2xx; threads {} -> {}, handles {} -> {}, private bytes {} -> {}",
+        run.protocol,
+        run.succeeded,
+        run.per_second,
+        run.mean_ms,
+        run.errors(),
+        before.threads,
+        after.threads,
+        before.handles,
+        after.handles,
+        before.private_bytes,
+        after.private_bytes
+    );
+    if failures.is_empty() { Ok(summary) } else { Err(format!("{summary}: FAILED: {}", failures.join("; "))) }
+}
+
+// ---- the benchmark -----------------------------------------------------------
+
+/// Connection counts of each load.
+const BENCH_CONNS: [u32; 2] = [16, 256];
+const BENCH_SECS: u32 = 10;
+/// Runs of each server at each load, alternated, after a warm-up of each.
+const BENCH_ROUNDS: usize = 2;
+const WARM_UP_SECS: u32 = 3;
+/// One-request TLS connections of the handshake rate.
+const HANDSHAKES: u32 = 400;
+
+/// One load's runs of both servers: requests/s and mean latency of each
+/// run, and errors.
+struct Runs {
+    per_second: [Vec<f64>; 2],
+    mean_ms: [Vec<f64>; 2],
+    errors: [u64; 2],
+}
+
+impl Runs {
+    fn new() -> Self {
+        Self { per_second: Default::default(), mean_ms: Default::default(), errors: [0; 2] }
+    }
+
+    /// The two table lines, this crate's first, with requests/s as a ratio to tokio's.
+    fn rows(&self, load: &str, names: [&str; 2]) -> String {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let ratio = mean(&self.per_second[0]) / mean(&self.per_second[1]);
+        let each = |v: &[f64], digits: usize| v.iter().map(|x| format!("{x:.digits$}")).collect::<Vec<_>>().join(", ");
+        (0..2)
+            .map(|i| {
+                let note = if self.errors[i] == 0 { String::new() } else { format!(" ({} errors)", self.errors[i]) };
+                format!(
+                    "| {load} | {}{note} | {} | {} | {} |\n",
+                    names[i],
+                    each(&self.per_second[i], 0),
+                    each(&self.mean_ms[i], 2),
+                    if i == 0 { format!("×{ratio:.2}") } else { "×1.00".into() }
+                )
+            })
+            .collect()
+    }
+}
+
+/// `cargo xtask bench`: the example (release) and `tokio-https`, both
+/// serving the same axum `Router`, alternated under h2load over h2c and
+/// over TLS (`-c16 -m10` and `-c256 -m10`, 10 s each) and wrk over
+/// HTTP/1.1 (`-c16`, `-c256`), twice each after a warm-up of each; then
+/// the rate of new TLS connections. A markdown table.
+pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> {
+    let example = build(p, "release")?;
+    let tokio = build_tokio(p)?;
+    let names = ["this crate (examples/https_server)", "tokio multi-thread (tokio-https)"];
+    let start = |wire: Wire| -> Result<[Served; 2]> {
+        Ok([
+            http::start_server(p, &example, &example, &[wire.flag()])?,
+            http::start_server(p, &tokio, &example, &[wire.flag()])?,
+        ])
+    };
+    let mut table = String::from(
+        "| load | server | requests/s (each run) | mean latency ms (each run) | requests/s ×tokio |\n|---|---|---|---|---|\n",
+    );
+    for wire in [Wire::Plain, Wire::Tls] {
+        let servers = start(wire)?;
+        for conns in BENCH_CONNS {
+            let load = format!(
+                "h2load -c{conns} -m{STREAMS} -D{BENCH_SECS}s, {}",
+                if wire == Wire::Tls { "HTTP/2 over TLS" } else { "h2c" }
+            );
+            let mut runs = Runs::new();
+            for served in &servers {
+                h2load_for(h2load_exe, served, wire, conns, WARM_UP_SECS)?;
+            }
+            for _ in 0..BENCH_ROUNDS {
+                for (i, served) in servers.iter().enumerate() {
+                    let run = h2load_for(h2load_exe, served, wire, conns, BENCH_SECS)?;
+                    eprintln!("bench https: {load} {}: {run:?}", ["pool", "tokio"][i]);
+                    runs.per_second[i].push(run.per_second);
+                    runs.mean_ms[i].push(run.mean_ms);
+                    runs.errors[i] += run.errors();
+                }
+            }
+            table.push_str(&runs.rows(&load, names));
+        }
+        if wire == Wire::Plain {
+            for conns in BENCH_CONNS {
+                let load = format!("wrk -t1 -c{conns} -d{BENCH_SECS}s, HTTP/1.1");
+                let mut runs = Runs::new();
+                for served in &servers {
+                    http::wrk(wrk_exe, &served.addr, conns, WARM_UP_SECS)?;
+                }
+                for _ in 0..BENCH_ROUNDS {
+                    for (i, served) in servers.iter().enumerate() {
+                        let run = http::wrk(wrk_exe, &served.addr, conns, BENCH_SECS)?;
+                        eprintln!("bench https: {load} {}: {run:?}", ["pool", "tokio"][i]);
+                        runs.per_second[i].push(run.per_second);
+                        runs.mean_ms[i].push(run.mean_ms);
+                        runs.errors[i] += run.socket_errors + run.non_2xx;
+                    }
+                }
+                table.push_str(&runs.rows(&load, names));
+            }
+        } else {
+            let load = format!("{HANDSHAKES} new TLS connections of one request each (h2load -c{HANDSHAKES} -m1)");
+            let mut rates: [Vec<f64>; 2] = Default::default();
+            for _ in 0..BENCH_ROUNDS {
+                for (i, served) in servers.iter().enumerate() {
+                    rates[i].push(handshakes(h2load_exe, served)?);
+                }
+            }
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+            let each = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
+            table.push_str(&format!(
+                "| {load} | {} | {} handshakes/s | | ×{:.2} |\n| {load} | {} | {} handshakes/s | | ×1.00 |\n",
+                names[0],
+                each(&rates[0]),
+                mean(&rates[0]) / mean(&rates[1]),
+                names[1],
+                each(&rates[1]),
+            ));
+        }
+        for served in servers {
+            served.stop()?;
+        }
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As Debian's h2load (nghttp2 1.52.0) prints it over TLS.
+    const REPORT: &str = "starting benchmark...
+spawning thread #0: 16 total client(s). Timing-based test with 0s of warm-up time and 10s of main duration for measurements.
+TLS Protocol: TLSv1.3
+Cipher: TLS_AES_256_GCM_SHA384
+Server Temp Key: X25519 253 bits
+Application protocol: h2
+Main benchmark duration is started for 10s.
+
+finished in 10.00s, 5123.40 req/s, 1.20MB/s
+requests: 51234 total, 51400 started, 51234 done, 51200 succeeded, 30 failed, 4 errored, 2 timeout
+status codes: 51200 2xx, 0 3xx, 3 4xx, 1 5xx
+traffic: 12.00MB (12582912) total, 1.00MB (1048576) headers (space savings 90.00%), 500.00KB (512000) data
+                     min         max         mean         sd        +/- sd
+time for request:      207us     45.67ms      3.12ms       1.20ms    80.00%
+time for connect:     2.10ms      4.20ms      3.00ms       0.50ms    60.00%
+time to 1st byte:     5.00ms      9.00ms      7.00ms       1.00ms    50.00%
+req/s           :     300.00      340.00      320.21        10.00    70.00%
+";
+
+    #[test]
+    fn an_h2load_report_is_parsed() {
+        let run = parse_h2load(REPORT).unwrap();
+        assert_eq!(
+            run,
+            H2loadRun {
+                secs: 10.0,
+                per_second: 5123.40,
+                done: 51234,
+                succeeded: 51200,
+                failed: 30,
+                errored: 4,
+                timeout: 2,
+                non_2xx: 4,
+                mean_ms: 3.12,
+                protocol: "h2".into(),
+            }
+        );
+        assert_eq!(run.errors(), 40);
+        assert_eq!(parse_h2load("finished in 1.00s, 10.00 req/s, 1KB/s\n"), None);
+    }
+
+    #[test]
+    fn h2load_durations_are_read_in_their_units() {
+        assert_eq!(h2load_ms("207us"), Some(0.207));
+        assert_eq!(h2load_ms("45.67ms"), Some(45.67));
+        assert_eq!(h2load_ms("4.09s"), Some(4090.0));
+        assert_eq!(h2load_ms("12"), None);
+    }
+}
