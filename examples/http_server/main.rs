@@ -86,19 +86,6 @@ mod process;
 #[cfg(windows)]
 mod service;
 
-/// What `GET /stats` reports of the process under `--stats`.
-#[cfg(windows)]
-fn resources() -> String {
-    format!(
-        "threads={} handles={} private_bytes={} handle_slack={} private_bytes_slack={}",
-        process::thread_ids().len(),
-        process::handle_count(),
-        process::private_bytes(),
-        process::POOL_HANDLE_SLACK,
-        process::PRIVATE_BYTES_SLACK
-    )
-}
-
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
     use std::io::{Error, ErrorKind};
@@ -134,7 +121,7 @@ fn main() -> std::io::Result<()> {
                 max_connections = args.next().and_then(|s| s.parse().ok()).filter(|&n| n > 0).ok_or_else(usage)?;
             }
             "--self-test" => self_test = true,
-            "--stats" => stats.resources = Some(resources),
+            "--stats" => stats.resources = Some(process::resources_line),
             flag if flag.starts_with("--") => return Err(usage()),
             _ if addr.is_none() => addr = Some(arg),
             _ => return Err(usage()),

@@ -96,19 +96,6 @@ mod serve;
 #[cfg(windows)]
 mod tls;
 
-/// What `GET /stats` reports of the process under `--stats`.
-#[cfg(windows)]
-fn resources() -> String {
-    format!(
-        "threads={} handles={} private_bytes={} handle_slack={} private_bytes_slack={}",
-        process::thread_ids().len(),
-        process::handle_count(),
-        process::private_bytes(),
-        process::POOL_HANDLE_SLACK,
-        process::PRIVATE_BYTES_SLACK
-    )
-}
-
 #[cfg(windows)]
 fn main() -> std::io::Result<()> {
     use std::io::{Error, ErrorKind};
@@ -156,7 +143,7 @@ fn main() -> std::io::Result<()> {
                     .ok_or_else(usage)?;
             }
             "--max-streams" => limits.max_streams = u32::try_from(positive(value(&mut args)?)?).map_err(|_| usage())?,
-            "--stats" => stats.resources = Some(resources),
+            "--stats" => stats.resources = Some(process::resources_line),
             flag if flag.starts_with("--") => return Err(usage()),
             _ if addr.is_none() => addr = Some(arg),
             _ => return Err(usage()),

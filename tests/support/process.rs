@@ -147,3 +147,17 @@ pub fn thread_ids() -> std::collections::HashSet<u32> {
     }
     ids
 }
+
+/// The process's threads, handles and private bytes, and the slack the
+/// leak checks allow them, as the examples' `GET /stats` line ends
+/// (`key=value`, which `cargo xtask`'s `parse_stats` reads).
+pub fn resources_line() -> String {
+    format!(
+        "threads={} handles={} private_bytes={} handle_slack={} private_bytes_slack={}",
+        thread_ids().len(),
+        handle_count(),
+        private_bytes(),
+        POOL_HANDLE_SLACK,
+        PRIVATE_BYTES_SLACK
+    )
+}

@@ -463,6 +463,14 @@ pub fn leaked(before: &ServerStats, after: &ServerStats) -> Vec<String> {
 /// Connections of the soak.
 const SOAK_CONNS: u32 = 64;
 
+/// What a soak's resources did, for its summary line.
+pub(crate) fn moved(before: &ServerStats, after: &ServerStats) -> String {
+    format!(
+        "threads {} -> {}, handles {} -> {}, private bytes {} -> {}",
+        before.threads, after.threads, before.handles, after.handles, before.private_bytes, after.private_bytes
+    )
+}
+
 /// `cargo xtask stress`: `secs` of `wrk -c64` against the example (after a
 /// warm-up of the same load): no socket error, no non-2xx, handles and
 /// private bytes back within the leak checks' slack once wrk's connections
@@ -495,31 +503,27 @@ pub fn soak(p: &Platform, wrk_exe: &Path, secs: u32) -> Result<String> {
     }
     let summary = format!(
         "HTTP soak: {secs} s of wrk -c{SOAK_CONNS}: {} requests ({:.0}/s, mean {:.2} ms, max {:.1} ms), \
-         {} socket errors, {} non-2xx; threads {} -> {}, handles {} -> {}, private bytes {} -> {}",
+         {} socket errors, {} non-2xx; {}",
         run.requests,
         run.per_second,
         run.mean_ms,
         run.max_ms,
         run.socket_errors,
         run.non_2xx,
-        before.threads,
-        after.threads,
-        before.handles,
-        after.handles,
-        before.private_bytes,
-        after.private_bytes
+        moved(&before, &after)
     );
     if failures.is_empty() { Ok(summary) } else { Err(format!("{summary}: FAILED: {}", failures.join("; "))) }
 }
 
-/// The connection counts and seconds of each bench run.
-const BENCH_CONNS: [u32; 2] = [16, 256];
-const BENCH_SECS: u32 = 10;
+/// The connection counts and seconds of each bench run (of this and
+/// `https_load`'s).
+pub(crate) const BENCH_CONNS: [u32; 2] = [16, 256];
+pub(crate) const BENCH_SECS: u32 = 10;
 /// Runs of each server at each count, alternated, after a warm-up of each.
-const BENCH_ROUNDS: usize = 2;
+pub(crate) const BENCH_ROUNDS: usize = 2;
 /// Seconds of the unrecorded warm-up (the first burst of connections grows
 /// each server's threads).
-const WARM_UP_SECS: u32 = 3;
+pub(crate) const WARM_UP_SECS: u32 = 3;
 
 /// `cargo xtask bench`: the example (release) and `tokio-http` alternated
 /// under `wrk -t1 -c16` and `-c256` for 10 s each, twice, after a warm-up

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::env::{Platform, Result};
-use crate::http::{self, Served, ServerStats, Threads};
+use crate::http::{self, BENCH_CONNS, BENCH_ROUNDS, BENCH_SECS, Served, ServerStats, Threads, WARM_UP_SECS};
 use crate::https::build;
 
 /// Builds `wtp-bench`'s `tokio-https` in release; the exe.
@@ -209,30 +209,19 @@ pub fn soak(p: &Platform, h2load_exe: &Path, curl: &Path, secs: u32) -> Result<S
     }
     let summary = format!(
         "HTTPS soak: {secs} s of h2load -c{SOAK_CONNS} -m{STREAMS} over TLS ({}): {} requests ({:.0}/s, mean {:.2} ms), \
-         {} not 2xx; threads {} -> {}, handles {} -> {}, private bytes {} -> {}",
+         {} not 2xx; {}",
         run.protocol,
         run.succeeded,
         run.per_second,
         run.mean_ms,
         run.errors(),
-        before.threads,
-        after.threads,
-        before.handles,
-        after.handles,
-        before.private_bytes,
-        after.private_bytes
+        http::moved(&before, &after)
     );
     if failures.is_empty() { Ok(summary) } else { Err(format!("{summary}: FAILED: {}", failures.join("; "))) }
 }
 
 // ---- the benchmark -----------------------------------------------------------
 
-/// Connection counts of each load.
-const BENCH_CONNS: [u32; 2] = [16, 256];
-const BENCH_SECS: u32 = 10;
-/// Runs of each server at each load, alternated, after a warm-up of each.
-const BENCH_ROUNDS: usize = 2;
-const WARM_UP_SECS: u32 = 3;
 /// One-request TLS connections of the handshake rate.
 const HANDSHAKES: u32 = 400;
 
