@@ -145,7 +145,7 @@ fn write_chart(root: &std::path::Path) -> Result<()> {
 }
 
 pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
-    const FLAGS: [&str; 4] = ["--quick", "--only-http", "--only-inplace", "--chart"];
+    const FLAGS: [&str; 5] = ["--quick", "--only-http", "--only-https", "--only-inplace", "--chart"];
     let quick = rest.iter().any(|a| a == "--quick");
     if let Some(a) = rest.iter().find(|a| !FLAGS.contains(&a.as_str())) {
         return Err(format!("unexpected argument {a:?}"));
@@ -157,6 +157,12 @@ pub fn bench(target: Option<&str>, rest: &[String]) -> Result<()> {
     let p = setup::setup(target)?;
     let t0 = std::time::Instant::now();
     let only = |flag: &str| rest.iter().any(|a| a == flag);
+    if only("--only-https") {
+        // A look at one table between full runs: printed, not written.
+        let (h2load, wrk) = (setup::http_tool("h2load")?, setup::http_tool("wrk")?);
+        println!("{HTTPS_LEAD}{}", crate::https_load::bench(&p, &h2load, &wrk)?);
+        return Ok(());
+    }
     if only("--only-http") || only("--only-inplace") {
         let (heading, until, body) = if only("--only-http") {
             (HTTP_HEADING, NOTES, http_section(&p)?)

@@ -117,10 +117,10 @@ fn main() -> ExitCode {
                  \n             --https: setup, then only the checks of examples/https_server (curl, h2load, hostile TLS clients) that `test` runs\
                  \n             --service: setup, then only the check of examples/pipe_service under the SCM that `test` runs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load),\
-                 \n             then 60 s of wrk against examples/http_server and 10,000 idle keep-alive connections to it\
-                 \n             (--only-http: those two alone; --only-idle: the idle connections alone)\
+                 \n             then 60 s of wrk against examples/http_server, 60 s of h2load over TLS against examples/https_server\
+                 \n             and 10,000 idle keep-alive connections to the first (--only-http: those three alone; --only-idle: the idle connections alone)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run; --only-http, --only-inplace: that section alone;\
-                 \n             --chart: only redraw docs/benchmarks.svg from it)\
+                 \n             --only-https: the HTTPS table, printed and not written; --chart: only redraw docs/benchmarks.svg from it)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\
                  \n  trace-view DUMP [-o OUT.html]: one self-contained HTML timeline from a trace dump (text or Chrome JSON);\
                  \n             --check: setup, then only the headless-browser check of the timeline that `test` runs\
