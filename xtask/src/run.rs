@@ -538,8 +538,13 @@ pub fn test(target: Option<&str>, rest: &[String]) -> Result<()> {
     }
     if !cfg!(windows) {
         // The MSVC target cannot link here, but its cfg can be checked (and linted).
+        // The TLS tests' ring compiles C in its build script for any target:
+        // nothing is linked, so MinGW's gcc and LLVM's lib.exe-like archiver
+        // stand in for MSVC's compiler and lib.exe.
         let msvc = ["clippy", "--quiet", "--target", MSVC_TARGET, "-p", LIB, "--all-targets", "--all-features"];
-        let (ok, _) = run_tee(&mut host.cargo(&[&msvc[..], &["--", "-D", "warnings"]].concat()));
+        let mut clippy = host.cargo(&[&msvc[..], &["--", "-D", "warnings"]].concat());
+        clippy.env("CC_x86_64_pc_windows_msvc", "x86_64-w64-mingw32-gcc").env("AR_x86_64_pc_windows_msvc", "llvm-lib");
+        let (ok, _) = run_tee(&mut clippy);
         tally.check(format!("clippy ({MSVC_TARGET}, all features, no link)"), ok);
     }
     // Off Windows the library is an empty crate: the whole workspace must

@@ -136,6 +136,11 @@ fn missing_packages(have: impl Fn(&str) -> bool) -> Vec<&'static str> {
     if !have("x86_64-w64-mingw32-gcc") {
         missing.push("gcc-mingw-w64-x86-64");
     }
+    // `llvm-lib`, the archiver of the MSVC target's no-link check (see
+    // `run::test`): ring's build script makes a static library for any target.
+    if !have("llvm-lib") {
+        missing.push("llvm");
+    }
     missing
 }
 
