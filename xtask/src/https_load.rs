@@ -6,8 +6,10 @@
 //! servers are started, found and stopped as `http_server` is
 //! ([`http::start_server`]).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::env::{Platform, Result};
 use crate::http::{self, BENCH_CONNS, BENCH_ROUNDS, BENCH_SECS, Served, ServerStats, Threads, WARM_UP_SECS};
@@ -126,39 +128,78 @@ pub fn parse_h2load(out: &str) -> Option<H2loadRun> {
     (finished && requests && timed).then_some(run)
 }
 
-/// `h2load ARGS URL`; bounded in time by its own `-D`/`-n` and
-/// `--connection-inactivity-timeout`.
-fn h2load(exe: &Path, args: &[&str], url: &str) -> Result<H2loadRun> {
-    let out = Command::new(exe)
+/// `h2load ARGS URL`, ended after `limit` if it has not finished by then
+/// (h2load waits for every connection of a timed run, however slow a
+/// server is to accept them).
+fn h2load(exe: &Path, args: &[&str], url: &str, limit: Duration) -> Result<H2loadRun> {
+    let mut child = Command::new(exe)
         .args(["--connection-inactivity-timeout=30"])
         .args(args)
         .arg(url)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("h2load: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!("h2load {args:?} failed ({}): {text}{}", out.status, String::from_utf8_lossy(&out.stderr)));
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| format!("h2load: {e}"))? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("h2load {args:?} did not finish within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (text, err) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+    if !status.success() {
+        return Err(format!("h2load {args:?} failed ({status}): {text}{err}"));
     }
     parse_h2load(&text).ok_or_else(|| format!("h2load {args:?} printed no report: {text}"))
 }
+
+/// How long past its own duration a run may take to connect and finish.
+const H2LOAD_GRACE: Duration = Duration::from_secs(60);
 
 /// `-D SECS -cCONNS -mSTREAMS` over HTTP/2 (ALPN `h2` over TLS, prior
 /// knowledge over cleartext).
 fn h2load_for(exe: &Path, served: &Served, wire: Wire, conns: u32, secs: u32) -> Result<H2loadRun> {
     let args = [format!("-D{secs}"), format!("-c{conns}"), format!("-m{STREAMS}"), "-t1".to_string()];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    h2load(exe, &args, &wire.url(&served.addr, "/"))
+    h2load(exe, &args, &wire.url(&served.addr, "/"), Duration::from_secs(secs.into()) + H2LOAD_GRACE)
 }
 
-/// New TLS connections each asking one request: handshakes a second.
-fn handshakes(exe: &Path, served: &Served) -> Result<f64> {
+/// New TLS connections each asking one request: handshakes a second, the
+/// mean time of a request, and the requests not answered 2xx.
+fn handshakes(exe: &Path, served: &Served) -> Result<(f64, f64, u64)> {
     let n = HANDSHAKES.to_string();
-    let run = h2load(exe, &["-n", &n, "-c", &n, "-m1", "-t1"], &Wire::Tls.url(&served.addr, "/"))?;
-    if run.errors() != 0 || run.succeeded != u64::from(HANDSHAKES) {
-        return Err(format!("{HANDSHAKES} one-request TLS connections: {run:?}"));
+    let run = h2load(exe, &["-n", &n, "-c", &n, "-m1", "-t1"], &Wire::Tls.url(&served.addr, "/"), H2LOAD_GRACE)?;
+    Ok((
+        f64::from(HANDSHAKES) / run.secs,
+        run.mean_ms,
+        run.errors() + u64::from(HANDSHAKES) - run.done.min(HANDSHAKES.into()),
+    ))
+}
+
+/// An unrecorded run of server `i`; its failure leaves the server's cells n/a.
+fn warm_up(runs: &mut Runs, i: usize, load: &str, run: impl FnOnce() -> Result<(f64, f64, u64)>) {
+    if let Err(e) = run() {
+        println!("bench: !!! {load} (warm-up), {}: {e}", ["pool", "tokio"][i]);
+        runs.failed[i] = Some(e);
     }
-    Ok(f64::from(HANDSHAKES) / run.secs)
 }
 
 // ---- the soak ----------------------------------------------------------------
@@ -231,28 +272,56 @@ struct Runs {
     per_second: [Vec<f64>; 2],
     mean_ms: [Vec<f64>; 2],
     errors: [u64; 2],
+    /// Why a server's runs stopped (its cells are then n/a).
+    failed: [Option<String>; 2],
 }
 
 impl Runs {
     fn new() -> Self {
-        Self { per_second: Default::default(), mean_ms: Default::default(), errors: [0; 2] }
+        Self { per_second: Default::default(), mean_ms: Default::default(), errors: [0; 2], failed: Default::default() }
+    }
+
+    /// Server `i`'s next run, by `run` (requests/s, mean ms, errors),
+    /// unless one of its runs failed: a failure is reported and leaves
+    /// the server's cells n/a, not the table unwritten.
+    fn record(&mut self, i: usize, load: &str, run: impl FnOnce() -> Result<(f64, f64, u64)>) {
+        if self.failed[i].is_some() {
+            return;
+        }
+        match run() {
+            Ok((per_second, mean_ms, errors)) => {
+                eprintln!(
+                    "bench https: {load} {}: {per_second:.0}/s, mean {mean_ms:.2} ms, {errors} errors",
+                    ["pool", "tokio"][i]
+                );
+                self.per_second[i].push(per_second);
+                self.mean_ms[i].push(mean_ms);
+                self.errors[i] += errors;
+            }
+            Err(e) => {
+                println!("bench: !!! {load}, {}: {e}", ["pool", "tokio"][i]);
+                self.failed[i] = Some(e);
+            }
+        }
     }
 
     /// The two table lines, this crate's first, with requests/s as a ratio to tokio's.
     fn rows(&self, load: &str, names: [&str; 2]) -> String {
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let ratio = mean(&self.per_second[0]) / mean(&self.per_second[1]);
+        let ratio = match &self.failed {
+            [None, None] => format!("×{:.2}", mean(&self.per_second[0]) / mean(&self.per_second[1])),
+            _ => "n/a".into(),
+        };
         let each = |v: &[f64], digits: usize| v.iter().map(|x| format!("{x:.digits$}")).collect::<Vec<_>>().join(", ");
         (0..2)
             .map(|i| {
                 let note = if self.errors[i] == 0 { String::new() } else { format!(" ({} errors)", self.errors[i]) };
-                format!(
-                    "| {load} | {}{note} | {} | {} | {} |\n",
-                    names[i],
-                    each(&self.per_second[i], 0),
-                    each(&self.mean_ms[i], 2),
-                    if i == 0 { format!("×{ratio:.2}") } else { "×1.00".into() }
-                )
+                let (rate, latency) = match &self.failed[i] {
+                    None => (each(&self.per_second[i], 0), each(&self.mean_ms[i], 2)),
+                    Some(why) => (format!("n/a: {}", why.replace('|', "/")), "n/a".into()),
+                };
+                let relative = if i == 0 { ratio.clone() } else { "×1.00".into() };
+                format!("| {load} | {}{note} | {rate} | {latency} | {relative} |\n", names[i])
             })
             .collect()
     }
@@ -284,16 +353,15 @@ pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> 
                 if wire == Wire::Tls { "HTTP/2 over TLS" } else { "h2c" }
             );
             let mut runs = Runs::new();
-            for served in &servers {
-                h2load_for(h2load_exe, served, wire, conns, WARM_UP_SECS)?;
+            let h2 = |served: &Served, secs| {
+                h2load_for(h2load_exe, served, wire, conns, secs).map(|r| (r.per_second, r.mean_ms, r.errors()))
+            };
+            for (i, served) in servers.iter().enumerate() {
+                warm_up(&mut runs, i, &load, || h2(served, WARM_UP_SECS));
             }
             for _ in 0..BENCH_ROUNDS {
                 for (i, served) in servers.iter().enumerate() {
-                    let run = h2load_for(h2load_exe, served, wire, conns, BENCH_SECS)?;
-                    eprintln!("bench https: {load} {}: {run:?}", ["pool", "tokio"][i]);
-                    runs.per_second[i].push(run.per_second);
-                    runs.mean_ms[i].push(run.mean_ms);
-                    runs.errors[i] += run.errors();
+                    runs.record(i, &load, || h2(served, BENCH_SECS));
                 }
             }
             table.push_str(&runs.rows(&load, names));
@@ -302,38 +370,32 @@ pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> 
             for conns in BENCH_CONNS {
                 let load = format!("wrk -t1 -c{conns} -d{BENCH_SECS}s, HTTP/1.1");
                 let mut runs = Runs::new();
-                for served in &servers {
-                    http::wrk(wrk_exe, &served.addr, conns, WARM_UP_SECS)?;
+                let wrk = |served: &Served, secs| {
+                    http::wrk(wrk_exe, &served.addr, conns, secs)
+                        .map(|r| (r.per_second, r.mean_ms, r.socket_errors + r.non_2xx))
+                };
+                for (i, served) in servers.iter().enumerate() {
+                    warm_up(&mut runs, i, &load, || wrk(served, WARM_UP_SECS));
                 }
                 for _ in 0..BENCH_ROUNDS {
                     for (i, served) in servers.iter().enumerate() {
-                        let run = http::wrk(wrk_exe, &served.addr, conns, BENCH_SECS)?;
-                        eprintln!("bench https: {load} {}: {run:?}", ["pool", "tokio"][i]);
-                        runs.per_second[i].push(run.per_second);
-                        runs.mean_ms[i].push(run.mean_ms);
-                        runs.errors[i] += run.socket_errors + run.non_2xx;
+                        runs.record(i, &load, || wrk(served, BENCH_SECS));
                     }
                 }
                 table.push_str(&runs.rows(&load, names));
             }
         } else {
-            let load = format!("{HANDSHAKES} new TLS connections of one request each (h2load -c{HANDSHAKES} -m1)");
-            let mut rates: [Vec<f64>; 2] = Default::default();
+            let load = format!(
+                "{HANDSHAKES} new TLS connections of one request each (h2load -c{HANDSHAKES} -m1): requests/s are \
+                 handshakes/s"
+            );
+            let mut runs = Runs::new();
             for _ in 0..BENCH_ROUNDS {
                 for (i, served) in servers.iter().enumerate() {
-                    rates[i].push(handshakes(h2load_exe, served)?);
+                    runs.record(i, &load, || handshakes(h2load_exe, served));
                 }
             }
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-            let each = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
-            table.push_str(&format!(
-                "| {load} | {} | {} handshakes/s | | ×{:.2} |\n| {load} | {} | {} handshakes/s | | ×1.00 |\n",
-                names[0],
-                each(&rates[0]),
-                mean(&rates[0]) / mean(&rates[1]),
-                names[1],
-                each(&rates[1]),
-            ));
+            table.push_str(&runs.rows(&load, names));
         }
         for served in servers {
             served.stop()?;
