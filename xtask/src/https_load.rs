@@ -320,7 +320,11 @@ impl Runs {
                     None => (each(&self.per_second[i], 0), each(&self.mean_ms[i], 2)),
                     Some(why) => (format!("n/a: {}", why.replace('|', "/")), "n/a".into()),
                 };
-                let relative = if i == 0 { ratio.clone() } else { "×1.00".into() };
+                let relative = match (i, &self.failed[1]) {
+                    (0, _) => ratio.clone(),
+                    (_, None) => "×1.00".into(),
+                    (_, Some(_)) => "n/a".into(),
+                };
                 format!("| {load} | {}{note} | {rate} | {latency} | {relative} |\n", names[i])
             })
             .collect()
