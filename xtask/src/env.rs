@@ -212,6 +212,49 @@ pub fn wine_cmd(program: &str) -> Command {
     c
 }
 
+/// What a process bounded by [`output_within`] printed, and how it ended.
+pub(crate) struct Bounded {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` (its output piped here), ending it if it has not exited
+/// within `limit`: a watchdog for a hung tool, so that a check fails on
+/// time and never passes by it. `Err` says which.
+pub(crate) fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Result<Bounded> {
+    use std::io::Read;
+    let what = format!("{:?}", cmd.get_program());
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {what}: {e}"))?;
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped")));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        match child.try_wait().map_err(|e| format!("{what}: {e}"))? {
+            Some(status) => break status,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(50)),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{what} did not finish within {limit:?}"));
+            }
+        }
+    };
+    Ok(Bounded { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() })
+}
+
 pub(crate) fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])

@@ -179,8 +179,14 @@ impl Drop for Served {
 
 /// `curl` with a time limit, failing on an HTTP error; its stdout.
 pub(crate) fn curl(curl: &Path, args: &[&str]) -> Result<String> {
+    curl_with(curl, &["--fail"], args)
+}
+
+/// `curl -sS --max-time 30 FLAGS ARGS`, failing on a failed transfer; its stdout.
+pub(crate) fn curl_with(curl: &Path, flags: &[&str], args: &[&str]) -> Result<String> {
     let out = Command::new(curl)
-        .args(["-sS", "--fail", "--max-time", "30"])
+        .args(["-sS", "--max-time", "30"])
+        .args(flags)
         .args(args)
         .stdin(Stdio::null())
         .output()

@@ -45,16 +45,7 @@ pub fn build(p: &Platform, profile: &str) -> Result<PathBuf> {
 /// `curl -sS --max-time 30 ARGS`: its stdout, failing on a failed transfer
 /// (not on an HTTP error status: callers read `%{http_code}`).
 fn curl(curl: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new(curl)
-        .args(["-sS", "--max-time", "30"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("curl: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("curl {args:?}: {} {}", out.status, String::from_utf8_lossy(&out.stderr)));
-    }
-    String::from_utf8(out.stdout).map_err(|e| format!("curl {args:?}: {e}"))
+    crate::http::curl_with(curl, &[], args)
 }
 
 /// `curl ARGS URL -w '\n%{http_code} %{http_version}'` expecting `status`

@@ -6,24 +6,18 @@
 //! servers are started, found and stopped as `http_server` is
 //! ([`http::start_server`]).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use crate::env::{Platform, Result};
+use crate::env::{self, Platform, Result};
 use crate::http::{self, BENCH_CONNS, BENCH_ROUNDS, BENCH_SECS, Served, ServerStats, Threads, WARM_UP_SECS};
 use crate::https::build;
 
 /// Builds `wtp-bench`'s `tokio-https` in release; the exe.
 fn build_tokio(p: &Platform) -> Result<PathBuf> {
-    cargo(p, &["build", "--quiet", "--release", "-p", "wtp-bench", "--bin", "tokio-https"], "tokio-https")?;
+    http::cargo_build(p, "release", &["-p", "wtp-bench", "--bin", "tokio-https"], "tokio-https")?;
     Ok(p.bin_dir("release")?.join("tokio-https.exe"))
-}
-
-fn cargo(p: &Platform, args: &[&str], name: &str) -> Result<()> {
-    let status = p.cargo(args).stdin(Stdio::null()).status().map_err(|e| format!("cargo build: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("building {name} failed")) }
 }
 
 /// How a server is reached.
@@ -132,43 +126,13 @@ pub fn parse_h2load(out: &str) -> Option<H2loadRun> {
 /// (h2load waits for every connection of a timed run, however slow a
 /// server is to accept them).
 fn h2load(exe: &Path, args: &[&str], url: &str, limit: Duration) -> Result<H2loadRun> {
-    let mut child = Command::new(exe)
-        .args(["--connection-inactivity-timeout=30"])
-        .args(args)
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("h2load: {e}"))?;
-    let read = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| format!("h2load: {e}"))? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("h2load {args:?} did not finish within {limit:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let (text, err) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
-    if !status.success() {
-        return Err(format!("h2load {args:?} failed ({status}): {text}{err}"));
+    let mut cmd = Command::new(exe);
+    cmd.args(["--connection-inactivity-timeout=30"]).args(args).arg(url);
+    let out = env::output_within(&mut cmd, limit).map_err(|e| format!("h2load {args:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("h2load {args:?} failed ({}): {}{}", out.status, out.stdout, out.stderr));
     }
-    parse_h2load(&text).ok_or_else(|| format!("h2load {args:?} printed no report: {text}"))
+    parse_h2load(&out.stdout).ok_or_else(|| format!("h2load {args:?} printed no report: {}", out.stdout))
 }
 
 /// How long past its own duration a run may take to connect and finish.

@@ -751,41 +751,13 @@ fn browser_output(browser: &std::path::Path, dir: &std::path::Path, args: &[&str
     // small /dev/shm is why shared memory is not used.
     cmd.args(["--headless", "--disable-gpu", "--no-first-run", "--no-sandbox", "--disable-dev-shm-usage"])
         .arg(format!("--user-data-dir={}", dir.join("browser-profile").display()))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", browser.display()))?;
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + std::time::Duration::from_secs(120);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(50)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{} {args:?} did not finish in 120 s", browser.display()));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    };
-    let stdout = reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    if !status.success() {
-        return Err(format!("{} {args:?} failed ({status}):\n{stderr}", browser.display()));
+        .args(args);
+    let out = env::output_within(&mut cmd, std::time::Duration::from_secs(120))
+        .map_err(|e| format!("{} {args:?}: {e}", browser.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} {args:?} failed ({}):\n{}", browser.display(), out.status, out.stderr));
     }
+    let stdout = out.stdout;
     Ok(stdout)
 }
 
