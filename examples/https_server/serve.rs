@@ -40,6 +40,9 @@ pub struct Limits {
     /// How long a connection that was asked to shut down gracefully (idle,
     /// or the server stopping) may take before it is dropped.
     pub shutdown_timeout: Duration,
+    /// Whether an idle connection waits for data before it takes a read
+    /// buffer (`io::Compat::set_wait_for_data`).
+    pub wait_for_data: bool,
 }
 
 impl Limits {
@@ -50,6 +53,7 @@ impl Limits {
         max_header_bytes: 32 << 10,
         max_streams: 100,
         shutdown_timeout: Duration::from_secs(30),
+        wait_for_data: true,
     };
     /// hyper's smallest HTTP/1 read buffer (it panics below it).
     pub const MIN_HEADER_BYTES: usize = 8 << 10;
@@ -207,7 +211,8 @@ async fn connection(stream: TcpStream, server: Arc<Server>, stop: tokio::sync::w
     let stats = &server.stats;
     // A peer already gone makes this fail; serving then fails too.
     let _ = stream.set_nodelay(true);
-    let io = Compat::new(stream);
+    let mut io = Compat::new(stream);
+    io.set_wait_for_data(server.limits.wait_for_data);
     match &server.tls {
         None => http(io, &server, stop).await,
         Some(acceptor) => match time::timeout(server.limits.header_timeout, acceptor.accept(io)).await {

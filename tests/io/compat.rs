@@ -321,6 +321,86 @@ fn an_idle_connection_holds_no_buffer() {
     });
 }
 
+/// With waiting for data off, an idle connection's read is a read of the
+/// buffer in flight (one operation, the buffer lent), and requests are read
+/// as before.
+#[test]
+fn with_wait_for_data_off_an_idle_read_keeps_its_buffer_in_flight() {
+    use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        assert!(server.waits_for_data());
+        server.set_wait_for_data(false);
+        assert!(!server.waits_for_data());
+        for request in [&b"request one"[..], b"request two"] {
+            let (_, waker) = counting_waker();
+            let mut buf = [0u8; 16];
+            let idle = Pin::new(&mut server).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf));
+            assert!(idle.is_pending(), "nothing was sent");
+            assert_eq!(
+                (server.buffers_held(), server.get_ref().outstanding()),
+                (1, 1),
+                "no read of the buffer in flight"
+            );
+            let (sent, _) = client.write_all(request.to_vec()).await;
+            sent.unwrap();
+            let mut got = [0u8; 11];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, request);
+        }
+    });
+}
+
+/// Turning the wait off while a zero-byte wait is in flight finishes that
+/// wait first: no read is issued beside it, and the next idle read is one
+/// of the buffer.
+#[test]
+fn turning_wait_for_data_off_finishes_the_wait_in_flight_first() {
+    use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+    on_each_executor(|| async {
+        let (client, server) = pair().await;
+        let mut server = Compat::new(server);
+        let (_, waker) = counting_waker();
+        let mut buf = [0u8; 16];
+        let mut poll = |server: &mut Compat<TcpStream>| {
+            Pin::new(server).poll_read(&mut Context::from_waker(&waker), &mut ReadBuf::new(&mut buf)).is_pending()
+        };
+        assert!(poll(&mut server));
+        assert_eq!((server.buffers_held(), server.get_ref().outstanding()), (0, 1), "a zero-byte wait");
+        server.set_wait_for_data(false);
+        assert!(poll(&mut server));
+        assert_eq!((server.buffers_held(), server.get_ref().outstanding()), (0, 1), "a read beside the wait");
+        let (sent, _) = client.write_all(b"request".to_vec()).await;
+        sent.unwrap();
+        let mut got = [0u8; 7];
+        server.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"request");
+        assert!(poll(&mut server));
+        assert_eq!((server.buffers_held(), server.get_ref().outstanding()), (1, 1), "no read of the buffer");
+    });
+}
+
+/// The setting goes with the read half and comes back with it; over a pipe
+/// reads never wait for data, whatever is set.
+#[test]
+fn wait_for_data_goes_with_the_read_half_and_never_applies_to_a_pipe() {
+    task::block_on(async {
+        let (_client, server) = pair().await;
+        let mut server = Compat::new(server);
+        server.set_wait_for_data(false);
+        let (mut read, write) = server.into_split();
+        assert!(!read.waits_for_data());
+        read.set_wait_for_data(true);
+        let server = read.reunite(write).unwrap();
+        assert!(server.waits_for_data());
+    });
+    let (pipe, _other) = io::pipe_pair().unwrap();
+    let mut pipe = Compat::new(AsyncIo::new(pipe).unwrap());
+    pipe.set_wait_for_data(true);
+    assert!(!pipe.waits_for_data());
+}
+
 /// Over a pipe a zero-byte read does not wait for data, so an idle read
 /// keeps its buffer in flight (the documented difference).
 #[test]

@@ -89,9 +89,10 @@ const HTTP_HEADING: &str = "## HTTP\n\n`examples/http_server` and the same servi
     (`wtp-bench`'s `tokio-http`), alternated under wrk; higher requests/s and lower latency are better.\n\n";
 
 /// The line above the HTTPS table.
-const HTTPS_LEAD: &str = "HTTPS, HTTP/2 and axum: `examples/https_server` and the same axum `Router` on tokio (`wtp-bench`'s \
-    `tokio-https`: tokio's sockets, tokio-rustls, hyper-util's `auto` builder), the same hyper, rustls (ring) and axum, \
-    alternated under h2load (h2c, and HTTP/2 over TLS) and wrk (HTTP/1.1, cleartext).\n\n";
+const HTTPS_LEAD: &str = "HTTPS, HTTP/2 and axum: `examples/https_server` (as it ships, and with `--buffered-reads`: \
+    no zero-byte wait before each read, `io::Compat::set_wait_for_data(false)`) and the same axum `Router` on tokio \
+    (`wtp-bench`'s `tokio-https`: tokio's sockets, tokio-rustls, hyper-util's `auto` builder), the same hyper, rustls \
+    (ring) and axum, alternated under h2load (h2c, and HTTP/2 over TLS) and wrk (HTTP/1.1, cleartext).\n\n";
 
 /// The in-place polling section's heading and the line under it.
 const INPLACE_HEADING: &str = "## In-place polling\n\nA task woken by one of the crate's callbacks polled \

@@ -161,7 +161,7 @@ fn handshakes(exe: &Path, served: &Served) -> Result<(f64, f64, u64)> {
 /// An unrecorded run of server `i`; its failure leaves the server's cells n/a.
 fn warm_up(runs: &mut Runs, i: usize, load: &str, run: impl FnOnce() -> Result<(f64, f64, u64)>) {
     if let Err(e) = run() {
-        println!("bench: !!! {load} (warm-up), {}: {e}", ["pool", "tokio"][i]);
+        println!("bench: !!! {load} (warm-up), {}: {e}", SHORT[i]);
         runs.failed[i] = Some(e);
     }
 }
@@ -230,19 +230,35 @@ pub fn soak(p: &Platform, h2load_exe: &Path, curl: &Path, secs: u32) -> Result<S
 /// One-request TLS connections of the handshake rate.
 const HANDSHAKES: u32 = 400;
 
-/// One load's runs of both servers: requests/s and mean latency of each
+/// The servers the benchmark alternates: the example as it ships, the
+/// example with `--buffered-reads`, and `tokio-https`, the last, which
+/// the others are compared with.
+const SERVERS: usize = 3;
+const TOKIO: usize = SERVERS - 1;
+/// Their names in progress lines.
+const SHORT: [&str; SERVERS] = ["pool", "pool --buffered-reads", "tokio"];
+/// Their names in the table.
+const NAMES: [&str; SERVERS] =
+    ["this crate (examples/https_server)", "this crate, `--buffered-reads`", "tokio multi-thread (tokio-https)"];
+
+/// One load's runs of every server: requests/s and mean latency of each
 /// run, and errors.
 struct Runs {
-    per_second: [Vec<f64>; 2],
-    mean_ms: [Vec<f64>; 2],
-    errors: [u64; 2],
+    per_second: [Vec<f64>; SERVERS],
+    mean_ms: [Vec<f64>; SERVERS],
+    errors: [u64; SERVERS],
     /// Why a server's runs stopped (its cells are then n/a).
-    failed: [Option<String>; 2],
+    failed: [Option<String>; SERVERS],
 }
 
 impl Runs {
     fn new() -> Self {
-        Self { per_second: Default::default(), mean_ms: Default::default(), errors: [0; 2], failed: Default::default() }
+        Self {
+            per_second: Default::default(),
+            mean_ms: Default::default(),
+            errors: [0; SERVERS],
+            failed: Default::default(),
+        }
     }
 
     /// Server `i`'s next run, by `run` (requests/s, mean ms, errors),
@@ -254,59 +270,53 @@ impl Runs {
         }
         match run() {
             Ok((per_second, mean_ms, errors)) => {
-                eprintln!(
-                    "bench https: {load} {}: {per_second:.0}/s, mean {mean_ms:.2} ms, {errors} errors",
-                    ["pool", "tokio"][i]
-                );
+                eprintln!("bench https: {load} {}: {per_second:.0}/s, mean {mean_ms:.2} ms, {errors} errors", SHORT[i]);
                 self.per_second[i].push(per_second);
                 self.mean_ms[i].push(mean_ms);
                 self.errors[i] += errors;
             }
             Err(e) => {
-                println!("bench: !!! {load}, {}: {e}", ["pool", "tokio"][i]);
+                println!("bench: !!! {load}, {}: {e}", SHORT[i]);
                 self.failed[i] = Some(e);
             }
         }
     }
 
-    /// The two table lines, this crate's first, with requests/s as a ratio to tokio's.
-    fn rows(&self, load: &str, names: [&str; 2]) -> String {
+    /// The table lines, tokio's last, with each server's requests/s as a
+    /// ratio to tokio's (n/a where either failed).
+    fn rows(&self, load: &str) -> String {
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let ratio = match &self.failed {
-            [None, None] => format!("×{:.2}", mean(&self.per_second[0]) / mean(&self.per_second[1])),
-            _ => "n/a".into(),
-        };
         let each = |v: &[f64], digits: usize| v.iter().map(|x| format!("{x:.digits$}")).collect::<Vec<_>>().join(", ");
-        (0..2)
+        (0..SERVERS)
             .map(|i| {
                 let note = if self.errors[i] == 0 { String::new() } else { format!(" ({} errors)", self.errors[i]) };
                 let (rate, latency) = match &self.failed[i] {
                     None => (each(&self.per_second[i], 0), each(&self.mean_ms[i], 2)),
                     Some(why) => (format!("n/a: {}", why.replace('|', "/")), "n/a".into()),
                 };
-                let relative = match (i, &self.failed[1]) {
-                    (0, _) => ratio.clone(),
-                    (_, None) => "×1.00".into(),
-                    (_, Some(_)) => "n/a".into(),
+                let relative = match (&self.failed[i], &self.failed[TOKIO]) {
+                    (None, None) => format!("×{:.2}", mean(&self.per_second[i]) / mean(&self.per_second[TOKIO])),
+                    _ => "n/a".into(),
                 };
-                format!("| {load} | {}{note} | {rate} | {latency} | {relative} |\n", names[i])
+                format!("| {load} | {}{note} | {rate} | {latency} | {relative} |\n", NAMES[i])
             })
             .collect()
     }
 }
 
-/// `cargo xtask bench`: the example (release) and `tokio-https`, both
-/// serving the same axum `Router`, alternated under h2load over h2c and
+/// `cargo xtask bench`: the example (release), as it ships and with
+/// `--buffered-reads`, and `tokio-https`, all serving the same axum
+/// `Router`, alternated under h2load over h2c and
 /// over TLS (`-c16 -m10` and `-c256 -m10`, 10 s each) and wrk over
 /// HTTP/1.1 (`-c16`, `-c256`), twice each after a warm-up of each; then
 /// the rate of new TLS connections. A markdown table.
 pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> {
     let example = build(p, "release")?;
     let tokio = build_tokio(p)?;
-    let names = ["this crate (examples/https_server)", "tokio multi-thread (tokio-https)"];
-    let start = |wire: Wire| -> Result<[Served; 2]> {
+    let start = |wire: Wire| -> Result<[Served; SERVERS]> {
         Ok([
             http::start_server(p, &example, &example, &[wire.flag()])?,
+            http::start_server(p, &example, &example, &[wire.flag(), "--buffered-reads"])?,
             http::start_server(p, &tokio, &example, &[wire.flag()])?,
         ])
     };
@@ -332,7 +342,7 @@ pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> 
                     runs.record(i, &load, || h2(served, BENCH_SECS));
                 }
             }
-            table.push_str(&runs.rows(&load, names));
+            table.push_str(&runs.rows(&load));
         }
         if wire == Wire::Plain {
             for conns in BENCH_CONNS {
@@ -350,7 +360,7 @@ pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> 
                         runs.record(i, &load, || wrk(served, BENCH_SECS));
                     }
                 }
-                table.push_str(&runs.rows(&load, names));
+                table.push_str(&runs.rows(&load));
             }
         } else {
             let load = format!(
@@ -363,7 +373,7 @@ pub fn bench(p: &Platform, h2load_exe: &Path, wrk_exe: &Path) -> Result<String> 
                     runs.record(i, &load, || handshakes(h2load_exe, served));
                 }
             }
-            table.push_str(&runs.rows(&load, names));
+            table.push_str(&runs.rows(&load));
         }
         for served in servers {
             served.stop()?;

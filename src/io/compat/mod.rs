@@ -110,6 +110,19 @@ use sides::{Reader, Writer, give_back};
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
+/// # Waiting for data
+/// The zero-byte receive is what keeps an idle connection's memory low,
+/// and on Windows it costs one more receive call per read. Under Wine,
+/// where every receive is several round trips to Wine's server, it costs
+/// more: an HTTP/1.1 request took 9 of them with the wait and 6 without.
+/// With [`set_wait_for_data(false)`](Self::set_wait_for_data) a read of the
+/// whole buffer stays in flight instead, as over an
+/// [`AsyncIo`](super::AsyncIo): one operation per read, and 64 KiB held (on
+/// Windows, pinned) by every connection, idle or not; data that arrived in
+/// it is lost if the adapter is dropped before reading it.
+/// `examples/https_server --buffered-reads` serves this way, and
+/// `docs/benchmarks.md` measures both.
+///
 /// # Split halves
 /// A stream's reads and writes are independent operations, so the adapter
 /// is two independent parts: its read side (the read buffer, the zero-byte
@@ -298,6 +311,24 @@ impl<T: CompatIo> Compat<T> {
         inner
     }
 
+    /// Whether a read with no bytes buffered first waits for data with a
+    /// zero-byte receive, holding no buffer (the default over a
+    /// [`TcpStream`](crate::net::TcpStream)), or keeps a read of its 64 KiB
+    /// buffer in flight until data comes. See [Waiting for
+    /// data](Self#waiting-for-data). Always `false` over an
+    /// [`AsyncIo`](super::AsyncIo), which has no such wait.
+    pub fn waits_for_data(&self) -> bool {
+        self.reader.waits_for_data(&self.inner)
+    }
+
+    /// Sets [`waits_for_data`](Self::waits_for_data), from the next read
+    /// on (a wait already in flight is finished first). Kestrel's
+    /// `WaitForDataBeforeAllocatingBuffer`. Changes nothing over an
+    /// [`AsyncIo`](super::AsyncIo).
+    pub fn set_wait_for_data(&mut self, wait: bool) {
+        self.reader.set_wait_for_data(wait);
+    }
+
     /// The adapter as a [`ReadHalf`] and a [`WriteHalf`] that work from two
     /// tasks at once, without a lock (see [Split halves](Self#split-halves)).
     /// Nothing is cancelled or lost: buffered bytes and operations in flight
@@ -366,6 +397,16 @@ impl<T: CompatIo> ReadHalf<T> {
     #[expect(clippy::result_large_err, reason = "the halves come back by value, as tokio's ReuniteError gives them")]
     pub fn reunite(self, other: WriteHalf<T>) -> Result<Compat<T>, ReuniteError<T>> {
         reunite(self, other)
+    }
+
+    /// As [`Compat::waits_for_data`], for this half.
+    pub fn waits_for_data(&self) -> bool {
+        self.reader.waits_for_data(&*self.inner)
+    }
+
+    /// As [`Compat::set_wait_for_data`], for this half.
+    pub fn set_wait_for_data(&mut self, wait: bool) {
+        self.reader.set_wait_for_data(wait);
     }
 
     /// As [`Compat::buffers_held`], for this half. A test hook, not API.

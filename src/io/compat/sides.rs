@@ -47,6 +47,9 @@ pub(super) struct Reader {
     waiting: Option<InFlight<io::Result<()>>>,
     /// The last read filled its buffer: read again without waiting first.
     eager: bool,
+    /// Reads never wait first: a read of the buffer stays in flight instead
+    /// (`Compat::set_wait_for_data(false)`).
+    buffered: bool,
 }
 
 /// What the adapter keeps to write, [`Compat`](super::Compat)'s or a [`WriteHalf`](super::WriteHalf)'s.
@@ -121,7 +124,7 @@ impl Reader {
             let (result, buf) = match &self.reading {
                 Some(_) => ready!(InFlight::poll_slot(&mut self.reading, io.engine().0, cx)),
                 None => {
-                    if !self.eager {
+                    if !self.eager && (self.waiting.is_some() || self.waits_for_data(io)) {
                         ready!(self.poll_data(io, cx))?;
                     }
                     match io.start_read(self.rbuf.take().unwrap_or_else(buffer)).0 {
@@ -148,11 +151,20 @@ impl Reader {
         Poll::Ready(Ok(&buf[self.rpos..self.rlen]))
     }
 
+    /// Whether a read waits for data, holding no buffer, before it reads.
+    pub(super) fn waits_for_data(&self, io: &impl CompatIo) -> bool {
+        io.waits_for_data() && !self.buffered
+    }
+
+    pub(super) fn set_wait_for_data(&mut self, wait: bool) {
+        self.buffered = !wait;
+    }
+
     /// Gives the read buffer back once it holds no unread bytes, where reads
     /// wait for data without one (elsewhere the next read takes it anyway).
     pub(super) fn release_drained(&mut self, io: &impl CompatIo) {
         if self.rpos == self.rlen
-            && io.waits_for_data()
+            && self.waits_for_data(io)
             && let Some(buf) = self.rbuf.take()
         {
             give_back(buf);
