@@ -3,7 +3,7 @@
 //! HTTP/1.1, chosen by ALPN) and in cleartext (h2c with prior knowledge,
 //! HTTP/1.1), the JSON route, the shared state, the body limit, h2load's
 //! HTTP/2 load over TLS, an idle h2c connection shut down with a GOAWAY,
-//! and hostile TLS clients written here (bytes that are no ClientHello, a
+//! `--max-connections` refusing a connection past it, and hostile TLS clients written here (bytes that are no ClientHello, a
 //! ClientHello offering only an ALPN protocol the server lacks, one cut
 //! short then silent), each counted by the server and each followed by a
 //! good request. The servers run as `http_server` does under
@@ -77,6 +77,7 @@ pub fn check(p: &Platform, curl_exe: &Path, h2load: Option<&Path>) -> Result<Str
     let t1 = Instant::now();
     let mut done = vec![tls_checks(p, &exe, curl_exe, h2load, &dir)?];
     done.push(plain_checks(p, &exe, curl_exe)?);
+    done.push(limit_checks(p, &exe)?);
     Ok(format!(
         "examples/https_server: {} ({:.1} s, and {:.1} s to build)",
         done.join("; "),
@@ -197,6 +198,56 @@ fn plain_checks(p: &Platform, exe: &Path, curl_exe: &Path) -> Result<String> {
         "cleartext: curl --http2-prior-knowledge and --http1.1, an idle h2c connection sent GOAWAY after {:.1} s",
         after.as_secs_f64()
     ))
+}
+
+/// `--max-connections 2`: with two connections open and served, a third
+/// is closed unanswered and counted (`over_limit`), and the two are still
+/// served. Each of the two has had its answer, so the server counts both
+/// as open when the third arrives.
+fn limit_checks(p: &Platform, exe: &Path) -> Result<String> {
+    let served = start_server(p, exe, exe, &["--plain", "--stats", "--max-connections", "2"])?;
+    let open = || -> Result<TcpStream> {
+        let s = TcpStream::connect(&served.addr).map_err(|e| format!("connecting to {}: {e}", served.addr))?;
+        s.set_read_timeout(Some(PATIENCE)).map_err(|e| e.to_string())?;
+        Ok(s)
+    };
+    let (mut first, mut second) = (open()?, open()?);
+    for s in [&mut first, &mut second] {
+        let body = get_kept(s, "/")?;
+        if body != HELLO {
+            return Err(format!("GET / under the limit answered {body:?}"));
+        }
+    }
+    let third = hostile(&served.addr, b"GET / HTTP/1.1\r\nHost: limit\r\n\r\n")?;
+    if !third.is_empty() {
+        return Err(format!(
+            "a third connection past --max-connections 2 was answered: {:?}",
+            String::from_utf8_lossy(&third)
+        ));
+    }
+    let line = get_kept(&mut second, "/stats")?;
+    let over_limit = stat(&line, "over_limit")?;
+    if over_limit != 1 {
+        return Err(format!("over_limit={over_limit} after one connection past the limit: {line:?}"));
+    }
+    served.stop()?;
+    Ok("--max-connections 2: a third connection closed unanswered and counted".into())
+}
+
+/// `GET path` on the kept-alive connection `s`; the body of its `200`.
+fn get_kept(s: &mut TcpStream, path: &str) -> Result<String> {
+    write!(s, "GET {path} HTTP/1.1\r\nHost: limit\r\n\r\n").map_err(|e| format!("GET {path}: {e}"))?;
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        if let Some(body) = crate::idle::answer_body(&got)? {
+            return Ok(String::from_utf8_lossy(body).into_owned());
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return Err(format!("GET {path}: closed after {got:?}")),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(format!("GET {path}: {e} after {got:?}")),
+        }
+    }
 }
 
 /// Writes `bytes` on a connection of its own to `addr`, then reads until

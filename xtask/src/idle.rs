@@ -119,7 +119,7 @@ fn settled(pid: u32, threads: Option<u64>, settle: Settle) -> Result<Memory> {
 
 /// The body of the complete `200` answer in `got`, `None` while it is
 /// incomplete; an error for anything else.
-fn answer_body(got: &[u8]) -> Result<Option<&[u8]>> {
+pub(crate) fn answer_body(got: &[u8]) -> Result<Option<&[u8]>> {
     let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
         return Ok(None);
     };
