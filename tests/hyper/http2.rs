@@ -1,13 +1,16 @@
 //! HTTP/2 on the pool, h2c (prior knowledge): hyper's HTTP/2 server and
-//! client with `PoolExecutor` and `PoolTimer` over the crate's sockets, and
+//! client with `PoolExecutor` and `PoolTimer` over the crate's sockets
+//! (`PoolTimer` driving the server's keep-alive pings among them), and
 //! hyper-util's `auto` builder, `TowerToHyperService` and `GracefulShutdown`
 //! on them. Over TLS: `tls.rs`.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty, Full};
@@ -263,5 +266,155 @@ fn graceful_shutdown_finishes_the_requests_in_flight_then_closes_the_connections
         let (got, ended, _sender) = two.await.unwrap();
         assert_eq!(got, "HTTP/2.0 /two");
         ended.unwrap();
+    });
+}
+
+/// A client's first bytes: the HTTP/2 connection preface, then an empty
+/// SETTINGS frame (length 0, type 4, no flags, stream 0).
+const PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
+/// hyper's HTTP/2 server pinging every `interval` on `PoolTimer`, and
+/// closing a connection whose ping is not acknowledged within `timeout`.
+fn keep_alive_server(interval: Duration, timeout: Duration) -> server2::Builder<PoolExecutor> {
+    let mut builder = server2::Builder::new(PoolExecutor::new());
+    builder.timer(PoolTimer::new()).keep_alive_interval(interval).keep_alive_timeout(timeout);
+    builder
+}
+
+/// A server's I/O that counts the PING frames (not their ACKs) it writes,
+/// by reading the frame headers of its output: hyper tells no one of its
+/// pings. The count is dropped with the connection, which ends its waiters.
+struct Pings<T> {
+    io: T,
+    sent: tokio::sync::watch::Sender<usize>,
+    /// The frame header being read, and how much of it has been.
+    header: [u8; 9],
+    have: usize,
+    /// Payload bytes still to pass over before the next header.
+    skip: usize,
+}
+
+impl<T> Pings<T> {
+    fn new(io: T, sent: tokio::sync::watch::Sender<usize>) -> Self {
+        Self { io, sent, header: [0; 9], have: 0, skip: 0 }
+    }
+
+    fn scan(&mut self, mut written: &[u8]) {
+        const PING: u8 = 6;
+        const ACK: u8 = 1;
+        while !written.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(written.len());
+                (self.skip, written) = (self.skip - n, &written[n..]);
+                continue;
+            }
+            let n = (self.header.len() - self.have).min(written.len());
+            self.header[self.have..self.have + n].copy_from_slice(&written[..n]);
+            (self.have, written) = (self.have + n, &written[n..]);
+            if self.have == self.header.len() {
+                let [l0, l1, l2, kind, flags, ..] = self.header;
+                if kind == PING && flags & ACK == 0 {
+                    self.sent.send_modify(|n| *n += 1);
+                }
+                (self.have, self.skip) = (0, usize::from_be_bytes([0, 0, 0, 0, 0, l0, l1, l2]));
+            }
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Pings<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+// Vectored writes left to the default, one buffer a call: every byte
+// written passes `scan`.
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Pings<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.scan(&buf[..n]);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// HTTP/2 keep-alive on `PoolTimer` cuts a dead peer: a client that sends
+/// the preface and its SETTINGS, then neither reads nor answers a PING.
+/// hyper closes the connection once a ping goes unanswered for the
+/// timeout, and the connection ends with its keep-alive error; without
+/// the ping timer's sleeps firing it would never end.
+#[test]
+fn h2_keep_alive_cuts_a_peer_that_never_answers_its_pings() {
+    const KEEP_ALIVE: Duration = Duration::from_millis(100);
+    run(async {
+        let listener = listen();
+        let addr = listener.local_addr().unwrap();
+        let (pings, sent) = tokio::sync::watch::channel(0);
+        let server = task::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let service = service_fn(|req: Request<Incoming>| async move { Ok::<_, Infallible>(who(&req)) });
+            keep_alive_server(KEEP_ALIVE, KEEP_ALIVE)
+                .serve_connection(Pings::new(Compat::new(stream), pings), service)
+                .await
+        });
+        // Kept open until the server has ended: the server, not a close of
+        // the peer's, must end the connection.
+        let peer = TcpStream::connect(addr).await.unwrap();
+        peer.write_all(PREFACE_AND_SETTINGS).await.0.unwrap();
+        let ended = time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the server kept a peer that never answered its pings")
+            .unwrap();
+        let e = ended.expect_err("the connection ended without its keep-alive error");
+        assert!(e.is_timeout(), "the connection ended with another error: {e:?}");
+        assert!(*sent.borrow() >= 1, "the connection ended before its first ping");
+        drop(peer);
+    });
+}
+
+/// HTTP/2 keep-alive on `PoolTimer` keeps a live peer: hyper's client,
+/// which acknowledges each PING, stays connected while the server pings
+/// it, and is answered afterwards. The server sends its next ping only
+/// once the last was acknowledged, so three sent means two round trips
+/// within the timeout, each followed by a fresh interval.
+#[test]
+fn h2_keep_alive_keeps_a_peer_that_answers_its_pings() {
+    const PINGS: usize = 3;
+    run(async {
+        let listener = listen();
+        let addr = listener.local_addr().unwrap();
+        let (pings, mut sent) = tokio::sync::watch::channel(0);
+        let server = task::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let service = service_fn(|req: Request<Incoming>| async move { Ok::<_, Infallible>(who(&req)) });
+            // The timeout above a slow machine's round trip, yet short of
+            // the test's bound: a ping left unanswered ends the connection.
+            keep_alive_server(Duration::from_millis(50), Duration::from_millis(500))
+                .serve_connection(Pings::new(Compat::new(stream), pings), service)
+                .await
+        });
+        let (mut sender, connection) = h2_client(connect(addr).await).await;
+        time::timeout(Duration::from_secs(10), sent.wait_for(|&n| n >= PINGS))
+            .await
+            .expect("the server sent fewer than three pings")
+            .expect("the server closed the connection before its third ping");
+        assert_eq!(h2_get(&mut sender, "http", "/after").await.unwrap(), "HTTP/2.0 /after");
+        drop(sender);
+        connection.await.unwrap().unwrap();
+        ended_by_client(server.await.unwrap());
     });
 }
