@@ -118,7 +118,8 @@ fn main() -> ExitCode {
                  \n             --service: setup, then only the check of examples/pipe_service under the SCM that `test` runs\
                  \n  stress     run the opt-in stress scenarios one at a time (WINDOWS_THREADPOOL_STRESS_SCALE multiplies the load),\
                  \n             then 60 s of wrk against examples/http_server, 60 s of h2load over TLS against examples/https_server\
-                 \n             and 10,000 idle keep-alive connections to the first (--only-http: those three alone; --only-idle: the idle connections alone)\
+                 \n             and 10,000 idle keep-alive connections to the first (--only-http: those three alone; --only-idle: the idle connections alone;\
+                 \n             --only-hostile: the hostile clients of examples/http_server and, over TLS, examples/https_server alone)\
                  \n  bench      run the benchmarks and write docs/benchmarks.md (--quick: a smoke run; --only-http, --only-inplace: that section alone;\
                  \n             --only-https: the HTTPS table, printed and not written; --chart: only redraw docs/benchmarks.svg from it)\
                  \n  trace-doc  regenerate the event table in docs/trace.md\

@@ -238,18 +238,21 @@ fn test_slots() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Every stress binary: `cargo xtask stress` runs them all (the HTTP one
-/// with its feature, [`HTTP_STRESS`]).
-const ALL_STRESS: &str = "binary(/_stress$/) & !binary(http_stress)";
-/// The hostile clients of `examples/http_server` (`tests/http_stress.rs`),
-/// which need the `hyper` feature.
-const HTTP_STRESS: &str = "binary(http_stress)";
+/// Every stress binary: `cargo xtask stress` runs them all (the HTTP ones
+/// with their features, [`HTTP_STRESS`]).
+const ALL_STRESS: &str = "binary(/_stress$/) & !binary(http_stress) & !binary(https_stress)";
+/// The hostile clients of `examples/http_server` (`tests/http_stress.rs`)
+/// and of `examples/https_server` over TLS (`tests/https_stress.rs`), which
+/// need the features [`HTTP_STRESS_FEATURES`].
+const HTTP_STRESS: &str = "binary(http_stress) | binary(https_stress)";
+const HTTP_STRESS_FEATURES: &str = "hyper,tokio";
 /// What `cargo xtask test` runs at scale 1: every stress binary but the long
 /// ones, the leak checks (100,000 cycles per type; `tests/objects/leaks.rs` is their
 /// short version) and the hostile HTTP and named-pipe clients (minutes;
 /// `tests/hyper.rs` and `tests/io/pipe_hostile.rs` have their bounded
 /// versions), which the ordinary tests run.
-const TEST_STRESS: &str = "binary(/_stress$/) & !binary(leak_stress) & !binary(http_stress) & !binary(pipe_stress)";
+const TEST_STRESS: &str =
+    "binary(/_stress$/) & !binary(leak_stress) & !binary(http_stress) & !binary(https_stress) & !binary(pipe_stress)";
 
 /// Cases per lifecycle model (`tests/objects/lifecycle.rs`) that `cargo xtask
 /// stress` runs, times the scale; the ordinary tests run a few hundred.
@@ -877,28 +880,36 @@ const HTTP_SOAK_SECS: u32 = 60;
 /// `cargo xtask stress`: the stress scenarios at `WINDOWS_THREADPOOL_STRESS_SCALE`,
 /// the lifecycle models, the HTTP soak (`http::soak`) and 10,000 idle
 /// keep-alive connections (`idle::check`); `--only-http`: the last two alone;
-/// `--only-idle`: the last alone.
+/// `--only-idle`: the last alone; `--only-hostile`: the hostile clients of
+/// the HTTP and HTTPS examples alone ([`HTTP_STRESS`]).
 /// `tokio-http`'s figure is left to `cargo xtask bench`: under Wine 8 its
 /// 10,000 connections take minutes to open.
 pub fn stress(target: Option<&str>, rest: &[String]) -> Result<()> {
     let only_http = rest.iter().any(|a| a == "--only-http");
     let only_idle = rest.iter().any(|a| a == "--only-idle");
-    if let Some(a) = rest.iter().find(|a| *a != "--only-http" && *a != "--only-idle") {
+    let only_hostile = rest.iter().any(|a| a == "--only-hostile");
+    if let Some(a) = rest.iter().find(|a| !["--only-http", "--only-idle", "--only-hostile"].contains(&a.as_str())) {
         return Err(format!("unexpected argument {a:?}"));
     }
     let p = setup::setup(target)?;
     let mut tally = Tally::default();
+    let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
+    if only_hostile {
+        clear_runner_log();
+        stress_scenarios(&p, &mut tally, &scale, HTTP_STRESS, &["--features", HTTP_STRESS_FEATURES]);
+        report_runner_retries("stress");
+        return tally.finish("stress");
+    }
     if only_idle {
         idle_check(&p, &mut tally, "stress", "release", crate::idle::BENCH_CONNS, crate::idle::Settle::Threads);
         return tally.finish("stress");
     }
     if !only_http {
-        let scale = std::env::var(STRESS_SCALE_VAR).unwrap_or_else(|_| "1".into());
         println!("xtask stress: scale {scale}");
         let t0 = Instant::now();
         clear_runner_log();
         let ran = stress_scenarios(&p, &mut tally, &scale, ALL_STRESS, &[])
-            + stress_scenarios(&p, &mut tally, &scale, HTTP_STRESS, &["--features", "hyper"]);
+            + stress_scenarios(&p, &mut tally, &scale, HTTP_STRESS, &["--features", HTTP_STRESS_FEATURES]);
         println!("xtask stress: {ran} scenarios at scale {scale} in {:.1}s", t0.elapsed().as_secs_f64());
         let t1 = Instant::now();
         let cases = lifecycle_cases(&p, &mut tally, &scale);
