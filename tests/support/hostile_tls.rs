@@ -256,8 +256,8 @@ pub use crate::rng::Rng;
 /// limit, so that none ends on its own.
 pub fn idle_connections(clients: usize, idle: Duration, rounds: usize) -> Scenario {
     // Each handshake: a few milliseconds, under Wine, on a loaded 2-core machine.
-    let handshakes = Duration::from_millis(50) * (clients * (rounds + 1)) as u32;
-    let limit = support::PATIENCE * 2 + handshakes + (idle + SETTLE) * 2 * (rounds as u32 + 1);
+    let handshaking = Duration::from_millis(50) * (clients * (rounds + 1)) as u32;
+    let limit = support::PATIENCE * 2 + handshaking + (idle + SETTLE) * 2 * (rounds as u32 + 1);
     let limits = Limits { header_timeout: limit, idle_timeout: limit, ..Limits::DEFAULT };
     Scenario::new("https_idle_connections", limits, rounds, limit, move |t, round| async move {
         let (handshakes, closed, requests) =
@@ -270,8 +270,7 @@ pub fn idle_connections(clients: usize, idle: Duration, rounds: usize) -> Scenar
         t.reaches(&format!("round {round}: every handshake done"), support::PATIENCE, |s| &s.tls_handshakes, all).await;
         let opened = started.elapsed();
         let beside = t.promptly(&format!("beside {clients} idle TLS connections")).await;
-        // Idle: each connection waits in hyper-util's read of the first
-        // bytes, a zero-byte receive with no buffer and no thread.
+        // Idle: each connection waits in hyper-util's read of its first bytes.
         let (idle_at, seen) = crate::rounds::after_idle(idle, before.threads).await;
         let after_idle = t.promptly(&format!("beside {clients} TLS connections idle {idle:?}")).await;
         drop(open);
@@ -360,12 +359,8 @@ const ECHOED: usize = 64 << 10;
 /// counted (`cut`), while a new client's `GET /` is answered within
 /// [`PROMPTLY`] every 200 ms until the last is cut.
 pub fn never_readers(clients: usize, rounds: usize) -> Scenario {
-    let limits = Limits {
-        header_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(3),
-        shutdown_timeout: Duration::from_secs(3),
-        ..Limits::DEFAULT
-    };
+    let limits =
+        Limits { idle_timeout: Duration::from_secs(3), shutdown_timeout: Duration::from_secs(3), ..Limits::DEFAULT };
     let limit = (support::PATIENCE * 2) * (rounds as u32 + 1);
     Scenario::new("https_never_readers", limits, rounds, limit, move |t, round| async move {
         let (cut, header_timeouts) = (t.get(|s| &s.cut), t.get(|s| &s.header_timeouts));
