@@ -506,6 +506,96 @@ pub fn trickle(clients: usize, header_timeout: Duration, rounds: usize) -> Scena
     })
 }
 
+/// HTTP/2's connection preface.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Each round, `clients` clients that, handshake done, send HTTP/2's
+/// preface one byte a second (24 bytes). hyper-util's `auto` server reads
+/// it to learn the protocol, with no timeout of its own, and the header
+/// timeout (10 s) is HTTP/1's: what ends each is the idle timeout (15 s),
+/// none before it (`idle_closed`, then a graceful end or the shutdown
+/// timeout's cut), while a new client's `GET /` is answered within
+/// [`PROMPTLY`] every 200 ms until the last is closed.
+pub fn preface_trickle(clients: usize, rounds: usize) -> Scenario {
+    let (header_timeout, idle_timeout) = (Duration::from_secs(10), Duration::from_secs(15));
+    let limits = Limits { header_timeout, idle_timeout, shutdown_timeout: Duration::from_secs(5), ..Limits::DEFAULT };
+    let limit = support::PATIENCE * 2 + (idle_timeout + support::PATIENCE * 2) * (rounds as u32 + 1);
+    Scenario::new("https_preface_trickle", limits, rounds, limit, move |t, round| async move {
+        let (idle_closed, header_timeouts) = (t.get(|s| &s.idle_closed), t.get(|s| &s.header_timeouts));
+        let (cut, failed) = (t.get(|s| &s.cut), t.get(|s| &s.failed));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (halt, target) = (stop.clone(), t.clone());
+        let t0 = Instant::now();
+        let tricklers = task::spawn(off_pool(move || {
+            let mut open: Vec<_> = (0..clients).map(|_| Some(Tls::handshaken(&target))).collect();
+            let deadline = Instant::now() + idle_timeout + support::PATIENCE * 2;
+            let (mut sent, mut written) = (0, vec![0; clients]);
+            while !halt.load(SeqCst) {
+                let late = support::PATIENCE * 2;
+                assert!(Instant::now() < deadline, "the preface tricklers not closed within {late:?}");
+                if let Some(&byte) = PREFACE.get(sent) {
+                    for (slot, written) in open.iter_mut().zip(&mut written) {
+                        // A write to a connection the server closed fails
+                        // (at the latest the second one).
+                        if let Some(c) = slot {
+                            if c.conn.writer().write_all(&[byte]).is_err() || c.send().is_err() {
+                                *slot = None;
+                            } else {
+                                *written += 1;
+                            }
+                        }
+                    }
+                    sent += 1;
+                }
+                for _ in 0..10 {
+                    if halt.load(SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            written.into_iter().max().unwrap_or(0)
+        }));
+        let stats = t.stats.clone();
+        let first_close = Arc::new(std::sync::Mutex::new(None));
+        let first = first_close.clone();
+        let all = idle_closed + clients as u64;
+        let closed_all = move || {
+            let now = Stats::get(&stats.idle_closed);
+            let mut first = first.lock().unwrap();
+            if now > idle_closed && first.is_none() {
+                *first = Some(t0.elapsed());
+            }
+            now >= all
+        };
+        let what = format!("round {round}: beside {clients} preface tricklers until all are closed");
+        let (gets, slowest) = t.serves_meanwhile(&what, idle_timeout + support::PATIENCE * 2, closed_all).await;
+        let all_closed = t0.elapsed();
+        let stats = t.stats.clone();
+        let ended = move || Stats::get(&stats.ended) == Stats::get(&stats.accepted);
+        until(&format!("round {round}: every preface trickler ended"), support::PATIENCE, ended).await;
+        stop.store(true, SeqCst);
+        // The most written to one connection before it was closed (and the
+        // one write a closed connection may still take).
+        let most = tricklers.await.expect("the preface tricklers panicked");
+        let first_close = first_close.lock().unwrap().unwrap_or_default();
+        // Every trickler's connection was accepted after `t0`.
+        assert!(first_close >= idle_timeout, "round {round}: one closed after {first_close:?}");
+        assert!(most < PREFACE.len(), "round {round}: the whole preface sent to a connection still open");
+        assert_eq!(t.get(|s| &s.idle_closed), all, "round {round}: {:?}", t.stats);
+        assert_eq!(t.get(|s| &s.header_timeouts), header_timeouts, "round {round}: {:?}", t.stats);
+        format!(
+            "{clients} HTTP/2 prefaces a round, one byte a second (at most {most} bytes to one), closed idle from {:.2}s to \
+             {:.2}s ({} then cut, {} failed); {gets} GETs meanwhile, the slowest in {:.1} ms",
+            first_close.as_secs_f64(),
+            all_closed.as_secs_f64(),
+            t.get(|s| &s.cut) - cut,
+            t.get(|s| &s.failed) - failed,
+            slowest.as_secs_f64() * 1e3
+        )
+    })
+}
+
 /// Garbage where a ClientHello should be: random bytes whose first is no
 /// TLS record's type, a cleartext `GET /`, and a handshake record whose
 /// ClientHello is random bytes (each one record, whole, so each is an
