@@ -649,6 +649,6 @@ pub fn garbage(sets: usize, rounds: usize, seed: u64) -> Scenario {
         assert_eq!(t.get(|s| &s.tls_failed), failed + 3 * sets as u64, "round {round}: {:?}", t.stats);
         assert_eq!(t.get(|s| &s.tls_handshakes), handshakes, "round {round}: {:?}", t.stats);
         assert_eq!(t.get(|s| &s.tls_timeouts), timeouts, "round {round}: {:?}", t.stats);
-        format!("{} garbage ClientHellos a round (seed {seed}), {alerts} answered with an alert", 3 * sets)
+        format!("{} garbage ClientHellos a round (seed {seed} ^ {round}), {alerts} answered with an alert", 3 * sets)
     })
 }
