@@ -70,7 +70,7 @@ fn main() -> std::process::ExitCode {
         s("https_never_readers", |ctx| report(ctx, hostile_tls::never_readers(ctx.n(10), 1).run())),
         // 250 ClientHellos and 250 heads, one byte a second, cut at the header timeout.
         s("https_trickle", |ctx| report(ctx, hostile_tls::trickle(ctx.n(250), Duration::from_secs(10), 1).run())),
-        // 250 HTTP/2 prefaces, one byte a second, closed at the idle timeout (15 s).
+        // 250 HTTP/2 prefaces, one byte a second, closed at the header timeout (10 s).
         s("https_preface_trickle", |ctx| report(ctx, hostile_tls::preface_trickle(ctx.n(250), 1).run())),
         // 2 rounds of 3,000 connections, one after another.
         s("https_garbage", |ctx| report(ctx, hostile_tls::garbage(ctx.n(1_000), 2, 0x5eed).run())),

@@ -64,15 +64,18 @@
 //!   build under Wine 8), so 10,000 are about 320 MB. One accepted past the
 //!   limit costs an accept and a close, and is counted (`over_limit`).
 //! - `--header-timeout SECS` (30, Kestrel's `RequestHeadersTimeout`): how long
-//!   the TLS handshake may take, and an HTTP/1 request's head (hyper's
-//!   header read timeout, which also runs while a kept-alive HTTP/1
-//!   connection waits for its next request: an idle HTTP/1 connection lasts
-//!   the shorter of this and the idle timeout). A silent or slow client
-//!   holds its socket, task and buffers that long.
+//!   the TLS handshake may take; then how long a connection may take to
+//!   start its first request, either protocol (past it, it is closed and
+//!   counted in `header_timeouts`: a client that sends nothing, or trickles
+//!   HTTP/2's preface or first frames, which hyper's own timeout does not
+//!   see); and an HTTP/1 request's head (hyper's header read timeout, which
+//!   also runs while a kept-alive HTTP/1 connection waits for its next
+//!   request: an idle HTTP/1 connection lasts the shorter of this and the
+//!   idle timeout). A silent or slow client holds its socket, task and
+//!   buffers that long.
 //! - `--idle-timeout SECS` (130, Kestrel's `KeepAliveTimeout`): a connection
 //!   with no request in flight that long is shut down gracefully, HTTP/1 and
-//!   HTTP/2 alike (hyper has no idle timeout for HTTP/2, and none before it
-//!   knows the protocol: a cleartext client that sends nothing). One timer
+//!   HTTP/2 alike (hyper has no idle timeout for HTTP/2). One timer
 //!   per connection, woken once per period while requests are in flight.
 //! - `--max-header-bytes N` (32 KiB, Kestrel's `MaxRequestHeadersTotalSize`;
 //!   at least 8 KiB, hyper's least): HTTP/1's read buffer (a longer head is

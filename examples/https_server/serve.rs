@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -230,10 +230,12 @@ async fn connection(stream: TcpStream, server: Arc<Server>, stop: tokio::sync::w
     count(&stats.ended);
 }
 
-/// Why a connection is asked to shut down.
+/// Why a connection is asked to shut down, or cut.
 enum Ending {
     Stop,
     Idle,
+    /// No request started within the header timeout: cut at once.
+    Silent,
 }
 
 /// Serves HTTP on `io` until the client leaves, or, asked to shut down
@@ -265,12 +267,24 @@ where
         idle(&activity, limits.idle_timeout).await;
         Ending::Idle
     });
-    let ending = select(stopping, idled);
+    let silent = pin!(async {
+        silent(&activity, limits.header_timeout).await;
+        Ending::Silent
+    });
+    let ending = pin!(async {
+        match select(select(stopping, idled), silent).await {
+            Either::Left((Either::Left((ending, _)) | Either::Right((ending, _)), _)) | Either::Right((ending, _)) => {
+                ending
+            }
+        }
+    });
     let result = match select(served.as_mut(), ending).await {
         Either::Left((result, _)) => result,
         Either::Right((ending, _)) => {
-            if let (Ending::Idle, _) = ending.factor_first() {
-                count(&stats.idle_closed);
+            match ending {
+                Ending::Stop => {}
+                Ending::Idle => count(&stats.idle_closed),
+                Ending::Silent => return count(&stats.header_timeouts),
             }
             match time::timeout(limits.shutdown_timeout, join(served, graceful.shutdown())).await {
                 Ok((result, ())) => result,
@@ -287,15 +301,17 @@ where
     }
 }
 
-/// A connection's requests in flight, and when that last changed.
-struct Activity(Mutex<(usize, Instant)>);
+/// A connection's requests in flight, and when that last changed; and
+/// whether one has ever started.
+struct Activity(Mutex<(usize, Instant)>, AtomicBool);
 
 impl Activity {
     fn new() -> Self {
-        Self(Mutex::new((0, Instant::now())))
+        Self(Mutex::new((0, Instant::now())), AtomicBool::new(false))
     }
 
     fn change(&self, by: isize) {
+        self.1.store(true, Ordering::Relaxed);
         let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         *state = (state.0.wrapping_add_signed(by), Instant::now());
     }
@@ -330,6 +346,18 @@ async fn idle(activity: &Activity, after: Duration) {
             return;
         }
         time::sleep_until(deadline).await;
+    }
+}
+
+/// Completes if no request has started `within` of the connection's
+/// start, never once one has: hyper's header timeout is HTTP/1's, and
+/// starts once hyper-util has read enough to tell the protocols apart, so
+/// it does not bound an HTTP/2 preface or first frames sent a byte at a
+/// time, or a cleartext client that sends nothing.
+async fn silent(activity: &Activity, within: Duration) {
+    time::sleep(within).await;
+    if activity.1.load(Ordering::Relaxed) {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -511,11 +511,12 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Each round, `clients` clients that, handshake done, send HTTP/2's
 /// preface one byte a second (24 bytes). hyper-util's `auto` server reads
-/// it to learn the protocol, with no timeout of its own, and the header
-/// timeout (10 s) is HTTP/1's: what ends each is the idle timeout (15 s),
-/// none before it (`idle_closed`, then a graceful end or the shutdown
-/// timeout's cut), while a new client's `GET /` is answered within
-/// [`PROMPTLY`] every 200 ms until the last is closed.
+/// it to learn the protocol, with no timeout of its own, and hyper's header
+/// timeout is HTTP/1's: what ends each is the example's first-request
+/// deadline, the header timeout (10 s), none before it and none by the
+/// idle timeout (15 s) (`header_timeouts`, not `idle_closed`), while a new
+/// client's `GET /` is answered within [`PROMPTLY`] every 200 ms until the
+/// last is closed.
 pub fn preface_trickle(clients: usize, rounds: usize) -> Scenario {
     let (header_timeout, idle_timeout) = (Duration::from_secs(10), Duration::from_secs(15));
     let limits = Limits { header_timeout, idle_timeout, shutdown_timeout: Duration::from_secs(5), ..Limits::DEFAULT };
@@ -528,7 +529,7 @@ pub fn preface_trickle(clients: usize, rounds: usize) -> Scenario {
         let t0 = Instant::now();
         let tricklers = task::spawn(off_pool(move || {
             let mut open: Vec<_> = (0..clients).map(|_| Some(Tls::handshaken(&target))).collect();
-            let deadline = Instant::now() + idle_timeout + support::PATIENCE * 2;
+            let deadline = Instant::now() + header_timeout + support::PATIENCE * 2;
             let (mut sent, mut written) = (0, vec![0; clients]);
             while !halt.load(SeqCst) {
                 let late = support::PATIENCE * 2;
@@ -559,17 +560,17 @@ pub fn preface_trickle(clients: usize, rounds: usize) -> Scenario {
         let stats = t.stats.clone();
         let first_close = Arc::new(std::sync::Mutex::new(None));
         let first = first_close.clone();
-        let all = idle_closed + clients as u64;
+        let all = header_timeouts + clients as u64;
         let closed_all = move || {
-            let now = Stats::get(&stats.idle_closed);
+            let now = Stats::get(&stats.header_timeouts);
             let mut first = first.lock().unwrap();
-            if now > idle_closed && first.is_none() {
+            if now > header_timeouts && first.is_none() {
                 *first = Some(t0.elapsed());
             }
             now >= all
         };
         let what = format!("round {round}: beside {clients} preface tricklers until all are closed");
-        let (gets, slowest) = t.serves_meanwhile(&what, idle_timeout + support::PATIENCE * 2, closed_all).await;
+        let (gets, slowest) = t.serves_meanwhile(&what, header_timeout + support::PATIENCE * 2, closed_all).await;
         let all_closed = t0.elapsed();
         let stats = t.stats.clone();
         let ended = move || Stats::get(&stats.ended) == Stats::get(&stats.accepted);
@@ -580,13 +581,14 @@ pub fn preface_trickle(clients: usize, rounds: usize) -> Scenario {
         let most = tricklers.await.expect("the preface tricklers panicked");
         let first_close = first_close.lock().unwrap().unwrap_or_default();
         // Every trickler's connection was accepted after `t0`.
-        assert!(first_close >= idle_timeout, "round {round}: one closed after {first_close:?}");
+        assert!(first_close >= header_timeout, "round {round}: one closed after {first_close:?}");
         assert!(most < PREFACE.len(), "round {round}: the whole preface sent to a connection still open");
-        assert_eq!(t.get(|s| &s.idle_closed), all, "round {round}: {:?}", t.stats);
-        assert_eq!(t.get(|s| &s.header_timeouts), header_timeouts, "round {round}: {:?}", t.stats);
+        assert_eq!(t.get(|s| &s.header_timeouts), all, "round {round}: {:?}", t.stats);
+        assert_eq!(t.get(|s| &s.idle_closed), idle_closed, "round {round}: {:?}", t.stats);
         format!(
-            "{clients} HTTP/2 prefaces a round, one byte a second (at most {most} bytes to one), closed idle from {:.2}s to \
-             {:.2}s ({} then cut, {} failed); {gets} GETs meanwhile, the slowest in {:.1} ms",
+            "{clients} HTTP/2 prefaces a round, one byte a second (at most {most} bytes to one), closed by the header \
+             timeout from {:.2}s to {:.2}s ({} cut after a shutdown, {} failed); {gets} GETs meanwhile, the slowest in \
+             {:.1} ms",
             first_close.as_secs_f64(),
             all_closed.as_secs_f64(),
             t.get(|s| &s.cut) - cut,
