@@ -11,12 +11,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use futures::future::{Either, join, select};
+use futures::future::{Either, select};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio_rustls::TlsAcceptor;
 use windows_threadpool::hyper::{PoolExecutor, PoolTimer};
@@ -253,11 +252,7 @@ where
         activity: activity.clone(),
         stats: stats.clone(),
     };
-    // hyper-util's GracefulShutdown watches one connection, so that one
-    // trigger serves both reasons: `GracefulConnection` is sealed, so a
-    // server-wide one could not watch a connection with an idle timer too.
-    let graceful = GracefulShutdown::new();
-    let mut served = pin!(graceful.watch(server.builder.serve_connection(io, service)));
+    let mut served = pin!(server.builder.serve_connection(io, service));
     let stopping = pin!(async {
         // Err: the server is gone, so stopping too.
         let _ = stop.wait_for(|stopping| *stopping).await;
@@ -286,8 +281,11 @@ where
                 Ending::Idle => count(&stats.idle_closed),
                 Ending::Silent => return count(&stats.header_timeouts),
             }
-            match time::timeout(limits.shutdown_timeout, join(served, graceful.shutdown())).await {
-                Ok((result, ())) => result,
+            // Called on the connection itself: hyper-util's GracefulShutdown
+            // would wait for its watcher, which lives as long as `served`.
+            served.as_mut().graceful_shutdown();
+            match time::timeout(limits.shutdown_timeout, served).await {
+                Ok(result) => result,
                 Err(_) => return count(&stats.cut),
             }
         }

@@ -28,6 +28,9 @@ const BODY_LIMIT: usize = 1 << 20;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// The cleartext server's `--idle-timeout`.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The cleartext server's `--shutdown-timeout`: far past [`PATIENCE`], so
+/// that a connection held until it is not mistaken for one that ended.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(600);
 /// h2load's run: requests, connections, streams at once per connection.
 const H2LOAD: [(&str, u32); 3] = [("-n", 2000), ("-c", 4), ("-m", 10)];
 
@@ -178,10 +181,13 @@ fn tls_checks(p: &Platform, exe: &Path, curl_exe: &Path, h2load: Option<&Path>, 
 }
 
 /// The same server in cleartext: h2c with prior knowledge, HTTP/1.1, and
-/// an idle HTTP/2 connection shut down with a GOAWAY.
+/// an idle HTTP/2 connection shut down with a GOAWAY, whose end the server
+/// then counts well before its shutdown timeout ([`SHUTDOWN_TIMEOUT`]).
 fn plain_checks(p: &Platform, exe: &Path, curl_exe: &Path) -> Result<String> {
     let idle = IDLE_TIMEOUT.as_secs().to_string();
-    let served = start_server(p, exe, exe, &["--plain", "--stats", "--idle-timeout", &idle])?;
+    let shutdown = SHUTDOWN_TIMEOUT.as_secs().to_string();
+    let args = ["--plain", "--stats", "--idle-timeout", &idle, "--shutdown-timeout", &shutdown];
+    let served = start_server(p, exe, exe, &args)?;
     let url = format!("http://{}/", served.addr);
     expect_answer(curl_exe, &["--http2-prior-knowledge"], &url, "200", "2", HELLO)?;
     expect_answer(curl_exe, &["--http1.1"], &url, "200", "1.1", HELLO)?;
@@ -192,6 +198,19 @@ fn plain_checks(p: &Platform, exe: &Path, curl_exe: &Path) -> Result<String> {
     let idle_closed = stat(&line, "idle_closed")?;
     if idle_closed != 1 {
         return Err(format!("idle_closed={idle_closed} after one idle h2c connection: {line:?}"));
+    }
+    // Every connection but the one asking has ended: the idle one too, once
+    // its GOAWAY was sent and its client left, not at the shutdown timeout.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let line = curl(curl_exe, &[&format!("{url}stats")])?;
+        if stat(&line, "ended")? + 1 == stat(&line, "accepted")? && stat(&line, "cut")? == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the idle h2c connection not ended {PATIENCE:?} after its GOAWAY: {line:?}"));
+        }
+        std::thread::sleep(crate::http::POLL);
     }
     served.stop()?;
     Ok(format!(
