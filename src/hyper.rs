@@ -176,7 +176,10 @@
 //!   is a `tokio::sync::watch` channel, which needs no runtime. Each
 //!   connection `watch`ed is told to shut down gracefully (HTTP/1.1 answers
 //!   the request in flight with `connection: close`, HTTP/2 sends GOAWAY);
-//!   `shutdown().await` returns once every one has ended.
+//!   `shutdown().await` returns once every watched future has been
+//!   dropped, not merely completed: spawn each as a task of its own, or
+//!   drop it once done. One connection's own shutdown needs no watcher:
+//!   `graceful_shutdown()` on the pinned connection, then await it.
 //! - `service::TowerToHyperService` (feature `service`): a tower `Service`,
 //!   such as an axum `Router`, as hyper's.
 //! - `rt::TokioIo` (feature `tokio`, which builds tokio's `rt` and `time`
