@@ -378,6 +378,21 @@ fn settled_stats(served: &Served, threads: Threads) -> Result<ServerStats> {
     settled_stats_by(served, threads, &|| server_stats(&served.addr))
 }
 
+/// Waits until every connection but the one asking for the stats has
+/// ended, by `fetch`, at most until `deadline`; the stats then.
+pub(crate) fn all_ended_by(fetch: &dyn Fn() -> Result<ServerStats>, deadline: Instant) -> Result<ServerStats> {
+    loop {
+        let stats = fetch()?;
+        if stats.ended + 1 == stats.accepted {
+            return Ok(stats);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("connections: {stats:?}"));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// [`settled_stats`] with the stats read by `fetch` (over TLS, say).
 pub(crate) fn settled_stats_by(
     served: &Served,
@@ -386,16 +401,7 @@ pub(crate) fn settled_stats_by(
 ) -> Result<ServerStats> {
     let deadline = Instant::now() + PATIENCE;
     let not_settled = |what: String| format!("not settled {PATIENCE:?} after the load ({threads:?}): {what}");
-    loop {
-        let stats = fetch()?;
-        if stats.ended + 1 == stats.accepted {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(not_settled(format!("connections: {stats:?}")));
-        }
-        std::thread::sleep(POLL);
-    }
+    all_ended_by(fetch, deadline).map_err(not_settled)?;
     let count = || match served.pid {
         Some(pid) => thread_count(pid),
         None => fetch().map(|s| s.threads),

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::LIB;
 use crate::env::{self, Platform, Result};
-use crate::http::{PATIENCE, cargo_build, start_server};
+use crate::http::{PATIENCE, all_ended_by, cargo_build, server_stats, start_server};
 
 /// The body of `GET /` (examples/https_server/app.rs `HELLO`).
 const HELLO: &str = "hello from axum on the pool\n";
@@ -199,18 +199,14 @@ fn plain_checks(p: &Platform, exe: &Path, curl_exe: &Path) -> Result<String> {
     if idle_closed != 1 {
         return Err(format!("idle_closed={idle_closed} after one idle h2c connection: {line:?}"));
     }
-    // Every connection but the one asking has ended: the idle one too, once
-    // its GOAWAY was sent and its client left, not at the shutdown timeout.
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let line = curl(curl_exe, &[&format!("{url}stats")])?;
-        if stat(&line, "ended")? + 1 == stat(&line, "accepted")? && stat(&line, "cut")? == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the idle h2c connection not ended {PATIENCE:?} after its GOAWAY: {line:?}"));
-        }
-        std::thread::sleep(crate::http::POLL);
+    // The idle one has ended too, once its GOAWAY was sent and its client
+    // left, not at the shutdown timeout, and was not cut.
+    let fetch = || server_stats(&served.addr);
+    all_ended_by(&fetch, Instant::now() + PATIENCE)
+        .map_err(|e| format!("the idle h2c connection not ended {PATIENCE:?} after its GOAWAY: {e}"))?;
+    let line = curl(curl_exe, &[&format!("{url}stats")])?;
+    if stat(&line, "cut")? != 0 {
+        return Err(format!("the idle h2c connection was cut: {line:?}"));
     }
     served.stop()?;
     Ok(format!(
